@@ -1,0 +1,78 @@
+"""Sign-up, sign-in and sign-out."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from aiohttp_session import get_session
+
+from schemas.users import AuthResultSchema, SignInSchema, SignUpSchema
+
+from ..auth import TOKEN_CACHE, check_password, hash_password, is_admin, issue_token, require_user
+from ..errors import BadRequest, Unauthorized
+from ..keys import AUTH, CONFIG, STORE
+from ..openapi import doc
+from ..present import user_public
+from ..ratelimit import SIGN_IN_LIMITER, client_ip, too_many
+from ..rest import json_response, read_json
+from ..timeutil import iso
+
+routes = web.RouteTableDef()
+
+
+def _auth_answer(request: web.Request, user: dict, token: str, expires: int, status: int
+                 ) -> web.Response:
+    body = {
+        "user": user_public(request.app[CONFIG].base_url, user, is_self=True,
+                            admin=is_admin(request, user)),
+        "token": token,
+        "expiresAt": iso(expires),
+    }
+    return json_response(body, status=status)
+
+
+@routes.post("/auth/sign-up")
+@doc("Create an account; answers the user and a token, and sets the session cookie",
+     body=SignUpSchema, responses={201: AuthResultSchema}, errors=(409,), public=True, tag="auth")
+async def sign_up(request: web.Request) -> web.Response:
+    data = await read_json(request, SignUpSchema())
+    config = request.app[CONFIG]
+    password_hash = await hash_password(data.pop("password"), config["security"]["bcrypt_rounds"])
+    user = await request.app[STORE].users.create(password_hash=password_hash, **data)
+    token, expires = await issue_token(request, user)
+    return _auth_answer(request, user, token, expires, 201)
+
+
+@routes.post("/auth/sign-in")
+@doc("Sign in with e-mail or username and password", body=SignInSchema,
+     responses={200: AuthResultSchema}, public=True, tag="auth",
+     description="A wrong e-mail, username or password all answer the same 401.")
+async def sign_in(request: web.Request) -> web.Response:
+    data = await read_json(request, SignInSchema())
+    login = data.get("email") or data.get("username")
+    if not login:
+        raise BadRequest("email or username is required")
+    limiter = request.app.get(SIGN_IN_LIMITER)
+    if limiter is not None:
+        allowed, _, wait = limiter.take(f"{client_ip(request)}|{login.casefold()}")
+        if not allowed:
+            return too_many(wait)
+    user = await request.app[STORE].users.by_login(login)
+    ok = await check_password(data["password"], user["password_hash"] if user else None)
+    if not ok or user is None:
+        raise Unauthorized("invalid credentials")
+    token, expires = await issue_token(request, user)
+    return _auth_answer(request, user, token, expires, 200)
+
+
+@routes.post("/auth/sign-out")
+@doc("Revoke the token of this request and clear the cookie", responses={204: "signed out"},
+     tag="auth")
+async def sign_out(request: web.Request) -> web.Response:
+    require_user(request)
+    identity = request[AUTH]
+    if identity.token_digest is not None:
+        await request.app[STORE].users.revoke_token(identity.token_digest)
+        request.app[TOKEN_CACHE].forget(identity.token_digest)
+    session = await get_session(request)
+    session.invalidate()
+    return web.Response(status=204)

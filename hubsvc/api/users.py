@@ -1,0 +1,204 @@
+"""Users: profiles, summary, avatars, settings and preferences."""
+
+from __future__ import annotations
+
+import hashlib
+
+from aiohttp import web
+
+from schemas.users import (PreferencesEnvelopeSchema, PreferencesSchema, ProfileEnvelopeSchema,
+                           SettingsEnvelopeSchema, SettingsSchema, SummarySchema,
+                           UserEnvelopeSchema)
+
+from .. import present
+from ..auth import TOKEN_CACHE, current_user, is_admin, require_user
+from ..avatars import default_version, identicon, sniff_image
+from ..errors import BadRequest, NotFound, PayloadTooLarge
+from ..keys import CONFIG, STORE
+from ..openapi import doc
+from ..rest import json_response, read_json
+
+routes = web.RouteTableDef()
+
+IMAGE_RESPONSE = {"description": "the image", "content": {
+    t: {"schema": {"type": "string", "format": "binary"}}
+    for t in ("image/png", "image/jpeg", "image/gif", "image/webp")}}
+
+
+def _user_json(request: web.Request, user: dict) -> dict:
+    viewer = current_user(request)
+    is_self = viewer is not None and viewer["id"] == user["id"]
+    return present.user_public(request.app[CONFIG].base_url, user, is_self=is_self,
+                               admin=is_self and is_admin(request, user))
+
+
+async def _user_or_404(request: web.Request) -> dict:
+    user = await request.app[STORE].users.by_username(request.match_info["username"])
+    if user is None:
+        raise NotFound("user not found")
+    return user
+
+
+@routes.get("/api/users/me")
+@doc("The signed-in user", responses={200: UserEnvelopeSchema})
+async def me(request: web.Request) -> web.Response:
+    return json_response({"user": _user_json(request, require_user(request))})
+
+
+@routes.get("/api/users/me/summary")
+@doc("The signed-in user's username, name and avatar (what the chat bot reads)",
+     responses={200: SummarySchema})
+async def me_summary(request: web.Request) -> web.Response:
+    user = require_user(request)
+    summary = present.user_summary(request.app[CONFIG].base_url, user)
+    return json_response({k: summary[k] for k in ("username", "name", "avatarUrl")})
+
+
+@routes.get("/api/users/me/settings")
+@doc("The signed-in user's settings and preferences", responses={200: SettingsEnvelopeSchema})
+async def get_settings(request: web.Request) -> web.Response:
+    return json_response({"settings": present.settings(require_user(request))})
+
+
+def _forget_cached(request: web.Request, user_id: int) -> None:
+    # Cached tokens carry a copy of the user; drop them so the change shows at once.
+    request.app[TOKEN_CACHE].forget_user(user_id)
+
+
+@routes.patch("/api/users/me/settings")
+@doc("Change name, e-mail, bio, location, website or preferences", body=SettingsSchema,
+     responses={200: SettingsEnvelopeSchema}, errors=(409,))
+async def patch_settings(request: web.Request) -> web.Response:
+    user = require_user(request)
+    data = await read_json(request, SettingsSchema())
+    if "preferences" in data:
+        data["preferences"] = _merge_preferences(user, data["preferences"])
+    updated = await request.app[STORE].users.update(user["id"], data)
+    _forget_cached(request, user["id"])
+    return json_response({"settings": present.settings(updated)})
+
+
+def _merge_preferences(user: dict, change: dict) -> dict:
+    merged = present.preferences(user)
+    if "theme" in change:
+        merged["theme"] = change["theme"]
+    merged["notifications"].update(change.get("notifications", {}))
+    return merged
+
+
+@routes.post("/api/users/me/settings/preferences")
+@doc("Change preferences (theme, notifications); fields left out keep their value",
+     body=PreferencesSchema, responses={200: PreferencesEnvelopeSchema})
+async def post_preferences(request: web.Request) -> web.Response:
+    user = require_user(request)
+    change = await read_json(request, PreferencesSchema())
+    updated = await request.app[STORE].users.update(
+        user["id"], {"preferences": _merge_preferences(user, change)})
+    _forget_cached(request, user["id"])
+    return json_response({"preferences": present.preferences(updated)})
+
+
+async def _read_capped(part, limit: int) -> bytes:
+    data = bytearray()
+    while chunk := await part.read_chunk(65536):
+        data += chunk
+        if len(data) > limit:
+            raise PayloadTooLarge(f"avatar is larger than {limit} bytes")
+    return bytes(data)
+
+
+async def _avatar_bytes(request: web.Request, limit: int) -> bytes:
+    """The uploaded image: multipart field `avatar`, or the raw body."""
+    if request.content_length is not None and request.content_length > limit + 65536:
+        raise PayloadTooLarge(f"avatar is larger than {limit} bytes")
+    if request.content_type.startswith("multipart/"):
+        reader = await request.multipart()
+        while True:
+            part = await reader.next()
+            if part is None:
+                raise BadRequest("avatar: multipart field 'avatar' is required")
+            if getattr(part, "name", None) == "avatar":
+                return await _read_capped(part, limit)
+            await part.release()
+    if not request.content_type.startswith("image/"):
+        raise BadRequest("avatar: send multipart field 'avatar' or an image body")
+    data = bytearray()
+    async for chunk in request.content.iter_chunked(65536):
+        data += chunk
+        if len(data) > limit:
+            raise PayloadTooLarge(f"avatar is larger than {limit} bytes")
+    return bytes(data)
+
+
+@routes.patch("/api/users/me/avatar")
+@doc("Upload an avatar (PNG, JPEG, GIF or WebP, checked by content)",
+     description="multipart/form-data with field `avatar`, or a raw body with an image "
+                 "Content-Type. Over limits.avatar_bytes → 413.",
+     responses={200: UserEnvelopeSchema}, errors=(413,))
+async def patch_avatar(request: web.Request) -> web.Response:
+    user = require_user(request)
+    data = await _avatar_bytes(request, request.app[CONFIG]["limits"]["avatar_bytes"])
+    if not data:
+        raise BadRequest("avatar: empty upload")
+    kind = sniff_image(data)
+    if kind is None:
+        raise BadRequest("avatar: must be a PNG, JPEG, GIF or WebP image")
+    digest = hashlib.sha256(data).hexdigest()
+    updated = await request.app[STORE].users.set_avatar(user["id"], kind, data, digest)
+    _forget_cached(request, user["id"])
+    return json_response({"user": _user_json(request, updated)})
+
+
+@routes.delete("/api/users/me/avatar")
+@doc("Remove the avatar; the generated one is served again", responses={204: "removed"})
+async def delete_avatar(request: web.Request) -> web.Response:
+    user = require_user(request)
+    await request.app[STORE].users.delete_avatar(user["id"])
+    _forget_cached(request, user["id"])
+    return web.Response(status=204)
+
+
+@routes.get("/api/users/{username}")
+@doc("A user's public profile", responses={200: UserEnvelopeSchema}, errors=(404,), public=True)
+async def get_user(request: web.Request) -> web.Response:
+    return json_response({"user": _user_json(request, await _user_or_404(request))})
+
+
+@routes.get("/api/users/{username}/profile")
+@doc("A user's detailed profile: bio, location, website, counts", errors=(404,),
+     responses={200: ProfileEnvelopeSchema}, public=True)
+async def get_profile(request: web.Request) -> web.Response:
+    user = await _user_or_404(request)
+    profile = _user_json(request, user)
+    profile.update(bio=user["bio"], location=user["location"], website=user["website"])
+    profile.update(await request.app[STORE].users.profile_counts(user["id"]))
+    return json_response({"profile": profile})
+
+
+@routes.get("/api/users/{username}/avatar")
+@doc("A user's avatar; with the current `v` it is cached for a year", errors=(404,),
+     responses={200: IMAGE_RESPONSE, 304: "not modified"}, public=True)
+async def get_avatar(request: web.Request) -> web.StreamResponse:
+    user = await _user_or_404(request)
+    if user["avatar_hash"]:
+        version = user["avatar_hash"][:16]
+        stored = await request.app[STORE].users.avatar(user["id"])
+        if stored is None:  # deleted between the two reads
+            raise NotFound("avatar not found")
+        content_type, body = stored
+    else:
+        version = default_version(user["username"])
+        content_type, body = "image/png", None
+    etag = f'"{version}"'
+    current = request.query.get("v") == version
+    headers = {
+        "ETag": etag,
+        "Cache-Control": "public, max-age=31536000, immutable" if current
+        else "public, max-age=300, must-revalidate",
+        "X-Content-Type-Options": "nosniff",
+    }
+    if etag in request.headers.get("If-None-Match", ""):
+        return web.Response(status=304, headers=headers)
+    if body is None:
+        body = identicon(user["username"].lower())
+    return web.Response(body=body, content_type=content_type, headers=headers)

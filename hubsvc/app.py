@@ -1,0 +1,106 @@
+"""create_app(config): the one factory used by run.py and by the tests."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import AsyncIterator
+
+import aiohttp_cors
+from aiohttp import web
+from aiohttp_session import session_middleware
+from aiohttp_session.cookie_storage import EncryptedCookieStorage
+
+from .api import auth as auth_api
+from .api import meta as meta_api
+from .api import users as users_api
+from .auth import TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
+from .config import Config, ensure_secret
+from .errors import error_middleware
+from .events import EventBus
+from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
+from .logs import request_id_var
+from .ratelimit import LIMITER, SIGN_IN_LIMITER, TokenBucket, add_rate_headers, rate_limit_middleware
+from .store import Store
+
+_REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+@web.middleware
+async def request_context(request: web.Request, handler):
+    """Give every request an id, kept for the logs and sent back as X-Request-Id."""
+    incoming = request.headers.get("X-Request-Id", "")
+    rid = incoming if _REQUEST_ID_RE.match(incoming) else uuid.uuid4().hex[:16]
+    request[REQUEST_ID] = rid
+    request_id_var.set(rid)
+    return await handler(request)
+
+
+async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    rid = request.get(REQUEST_ID)
+    if rid:
+        response.headers["X-Request-Id"] = rid
+
+
+async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
+    store = app[STORE]
+    await store.open()
+    yield
+    await store.close()
+
+
+async def _bus_ctx(app: web.Application) -> AsyncIterator[None]:
+    yield
+    await app[BUS].close()
+
+
+async def _mark_shutdown(app: web.Application) -> None:
+    app[STATE]["shutting_down"] = True
+
+
+def create_app(config: Config) -> web.Application:
+    """Build the application: middlewares, routes, background tasks."""
+    ensure_secret(config)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    security = config["security"]
+    cookie = EncryptedCookieStorage(
+        cookie_key(security["secret_key"]), cookie_name="session", httponly=True,
+        samesite="Lax", path="/", secure=config.base_url.startswith("https://"),
+        max_age=security["session_days"] * 86400,
+    )
+    app = web.Application(
+        client_max_size=config["server"]["max_body_bytes"],
+        middlewares=[request_context, rate_limit_middleware, error_middleware,
+                     session_middleware(cookie), auth_middleware],
+    )
+    app[CONFIG] = config
+    app[STATE] = {}
+    app[STORE] = Store(config.data_dir / "hubsvc.db")
+    app[BUS] = EventBus()
+    app[TOKEN_CACHE] = TokenCache()
+    limits = config["rate_limit"]
+    if limits["enabled"]:
+        app[LIMITER] = TokenBucket(limits["burst"], limits["per_minute"] / 60)
+        app[SIGN_IN_LIMITER] = TokenBucket(limits["sign_in_per_15_minutes"],
+                                           limits["sign_in_per_15_minutes"] / 900)
+    app.cleanup_ctx.extend([_store_ctx, _bus_ctx])
+    app.on_shutdown.append(_mark_shutdown)
+    app.on_response_prepare.extend([add_rate_headers, _add_request_id])
+    for module in (meta_api, auth_api, users_api):
+        app.router.add_routes(module.routes)
+    _setup_cors(app, config)
+    return app
+
+
+def _setup_cors(app: web.Application, config: Config) -> None:
+    """CORS for the configured origins, added once after every route exists."""
+    origins = config["cors"]["origins"]
+    if not origins:
+        return
+    options = aiohttp_cors.ResourceOptions(
+        allow_credentials=True, expose_headers="*", allow_headers="*",
+        allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"], max_age=3600)
+    cors = aiohttp_cors.setup(app, defaults={origin: options for origin in origins})
+    for route in list(app.router.routes()):
+        if route.method != "HEAD":
+            cors.add(route)

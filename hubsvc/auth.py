@@ -1,0 +1,208 @@
+"""Passwords, tokens, and the middleware that turns credentials into a signed-in user."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import secrets
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import bcrypt
+from aiohttp import web
+from aiohttp_session import get_session
+
+from .errors import Forbidden, Unauthorized
+from .keys import AUTH, CONFIG, STATE, STORE
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# A valid bcrypt hash to compare against when no account matches, so a wrong
+# username costs the same time as a wrong password.
+_DUMMY_HASH = bcrypt.hashpw(b"not-a-password", bcrypt.gensalt(4))
+
+
+async def hash_password(password: str, rounds: int) -> str:
+    """bcrypt off the event loop."""
+    hashed = await asyncio.to_thread(bcrypt.hashpw, password.encode(), bcrypt.gensalt(rounds))
+    return hashed.decode()
+
+
+async def check_password(password: str, hashed: str | None) -> bool:
+    """Constant-work password check; a missing account still pays for one bcrypt."""
+    target = hashed.encode() if hashed else _DUMMY_HASH
+    ok = await asyncio.to_thread(bcrypt.checkpw, password.encode(), target)
+    return ok and hashed is not None
+
+
+def token_digest(token: str) -> bytes:
+    """What the database keeps of a token."""
+    return hashlib.sha256(token.encode()).digest()
+
+
+def new_token() -> str:
+    """An opaque token of 32 random bytes."""
+    return secrets.token_urlsafe(32)
+
+
+def cookie_key(secret: str) -> bytes:
+    """The 32 raw bytes aiohttp-session turns into its Fernet key, derived from the configured secret."""
+    return hashlib.sha256(b"hubsvc-session:" + secret.encode()).digest()
+
+
+@dataclass
+class Identity:
+    """Who made a request and with which credential."""
+
+    user: dict[str, Any]
+    via: str  # "bearer", "cookie", "basic", "bot"
+    token_digest: bytes | None = None
+
+    @property
+    def id(self) -> int:
+        return self.user["id"]
+
+
+class TokenCache:
+    """Recently seen token digests -> (user id, expiry), so most requests skip the database."""
+
+    def __init__(self, ttl: float = 30.0, size: int = 10000) -> None:
+        self.ttl = ttl
+        self.size = size
+        self._tokens: OrderedDict[bytes, tuple[dict[str, Any], int, float]] = OrderedDict()
+
+    def get(self, digest: bytes) -> tuple[dict[str, Any], int] | None:
+        hit = self._tokens.get(digest)
+        if hit is None:
+            return None
+        user, expires, cached_at = hit
+        now = time.time()
+        if now - cached_at > self.ttl or expires <= now:
+            del self._tokens[digest]
+            return None
+        return user, expires
+
+    def put(self, digest: bytes, user: dict[str, Any], expires: int) -> None:
+        self._tokens[digest] = (user, expires, time.time())
+        self._tokens.move_to_end(digest)
+        while len(self._tokens) > self.size:
+            self._tokens.popitem(last=False)
+
+    def forget(self, digest: bytes) -> None:
+        self._tokens.pop(digest, None)
+
+    def forget_user(self, user_id: int) -> None:
+        """Drop every cached token of a user, after their account changed."""
+        for digest in [d for d, (u, _, _) in self._tokens.items() if u["id"] == user_id]:
+            del self._tokens[digest]
+
+
+TOKEN_CACHE = web.AppKey("token_cache", TokenCache)
+
+
+async def user_for_token(app: web.Application, token: str) -> tuple[dict[str, Any], bytes] | None:
+    """The user of a live token, from the cache or the database."""
+    digest = token_digest(token)
+    cache = app[TOKEN_CACHE]
+    hit = cache.get(digest)
+    if hit is None:
+        found = await app[STORE].users.token_owner(digest)
+        if found is None:
+            return None
+        cache.put(digest, *found)
+        hit = found
+    return hit[0], digest
+
+
+async def issue_token(request: web.Request, user: dict[str, Any]) -> tuple[str, int]:
+    """Create a token for user, put it in the session cookie, return it with its expiry."""
+    config = request.app[CONFIG]
+    token = new_token()
+    expires = int(time.time()) + config["security"]["session_days"] * 86400
+    await request.app[STORE].users.add_token(user["id"], token_digest(token), expires)
+    session = await get_session(request)
+    session["token"] = token
+    return token, expires
+
+
+def _allowed_origin(request: web.Request) -> bool:
+    config = request.app[CONFIG]
+    origin = request.headers.get("Origin")
+    if not origin:
+        referer = request.headers.get("Referer")
+        if not referer:
+            # Browsers send Origin on every cross-site write; a request with neither
+            # header is not from a page, so it cannot be a cross-site forgery.
+            return True
+        parts = urlsplit(referer)
+        origin = f"{parts.scheme}://{parts.netloc}"
+    allowed = {config.base_url.lower(), *(o.rstrip("/").lower() for o in config["cors"]["origins"])}
+    host = request.headers.get("Host")
+    if host:
+        allowed.add(f"{request.scheme}://{host}".lower())
+    return origin.rstrip("/").lower() in allowed
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler):
+    """Resolve a bearer token or the session cookie; bad credentials are 401 everywhere."""
+    header = request.headers.get("Authorization", "")
+    identity = None
+    if header[:7].lower() == "bearer ":
+        found = await user_for_token(request.app, header[7:].strip())
+        if found is None:
+            raise Unauthorized("invalid or expired token")
+        identity = Identity(found[0], "bearer", found[1])
+    elif "session" in request.cookies:
+        session = await get_session(request)
+        token = session.get("token")
+        if token:
+            found = await user_for_token(request.app, token)
+            if found is None:
+                session.invalidate()
+                raise Unauthorized("invalid or expired session")
+            identity = Identity(found[0], "cookie", found[1])
+            if request.method not in SAFE_METHODS and not _allowed_origin(request):
+                raise Forbidden("cross-origin request refused")
+    if identity is None:
+        identity = await _bot_identity(request)
+    request[AUTH] = identity
+    return await handler(request)
+
+
+async def _bot_identity(request: web.Request) -> Identity | None:
+    """The chat bot's credential, resolved by the chat-link module when it is installed."""
+    resolver = request.app[STATE].get("bot_resolver")
+    if resolver is None or "X-Chat-Bot-Key" not in request.headers:
+        return None
+    return await resolver(request)
+
+
+def current_user(request: web.Request) -> dict[str, Any] | None:
+    """The signed-in user, or None."""
+    identity = request.get(AUTH)
+    return identity.user if identity else None
+
+
+def require_user(request: web.Request) -> dict[str, Any]:
+    """The signed-in user, or 401."""
+    identity = request.get(AUTH)
+    if identity is None:
+        raise Unauthorized("authentication required")
+    return identity.user
+
+
+def is_admin(request: web.Request, user: dict[str, Any]) -> bool:
+    """Administrator by the database flag or by the config's list."""
+    admins = {name.lower() for name in request.app[CONFIG]["security"]["admins"]}
+    return bool(user["is_admin"]) or user["username"].lower() in admins
+
+
+def require_admin(request: web.Request) -> dict[str, Any]:
+    """The signed-in administrator, else 401/403."""
+    user = require_user(request)
+    if not is_admin(request, user):
+        raise Forbidden("administrator only")
+    return user

@@ -1,0 +1,193 @@
+"""Configuration: TOML file, environment overrides, defaults and validation."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+
+class ConfigError(Exception):
+    """A bad configuration; the message names the key."""
+
+
+# section -> key -> default; the one list of every key (config.example.toml mirrors it).
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "server": {
+        "host": "127.0.0.1",
+        "port": 8080,
+        "base_url": "",
+        "trusted_proxies": [],
+        "max_body_bytes": 1048576,
+        "access_log_json": False,
+    },
+    "storage": {"data_dir": "./data"},
+    "security": {"secret_key": "", "session_days": 30, "admins": [], "bcrypt_rounds": 12},
+    "rate_limit": {
+        "enabled": True,
+        "per_minute": 60,
+        "burst": 100,
+        "sign_in_per_15_minutes": 10,
+    },
+    "chat": {"webhook_url": "", "webhook_secret": "", "bot_key": "", "link_token_minutes": 60},
+    "mail": {
+        "smtp_host": "",
+        "smtp_port": 587,
+        "from": "hubsvc@localhost",
+        "starttls": True,
+        "username": "",
+        "password": "",
+    },
+    "websocket": {"max_per_ip": 10, "heartbeat_seconds": 30},
+    "cors": {"origins": []},
+    "limits": {"avatar_bytes": 1048576, "push_bytes": 1073741824},
+}
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _port(value: Any) -> bool:
+    return _positive(value) and value <= 65535
+
+
+def _url_or_empty(value: Any) -> bool:
+    return isinstance(value, str) and (value == "" or value.startswith(("http://", "https://")))
+
+
+# Checks beyond the type of the default, with the phrase shown when they fail.
+CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
+    ("server", "port"): (_port, "must be an integer from 1 to 65535"),
+    ("server", "base_url"): (_url_or_empty, "must be an http:// or https:// URL"),
+    ("server", "max_body_bytes"): (_positive, "must be a positive integer"),
+    ("security", "session_days"): (_positive, "must be a positive integer"),
+    ("security", "bcrypt_rounds"): (lambda v: isinstance(v, int) and 4 <= v <= 16,
+                                    "must be an integer from 4 to 16"),
+    ("rate_limit", "per_minute"): (_positive, "must be a positive integer"),
+    ("rate_limit", "burst"): (_positive, "must be a positive integer"),
+    ("rate_limit", "sign_in_per_15_minutes"): (_positive, "must be a positive integer"),
+    ("chat", "webhook_url"): (_url_or_empty, "must be an http:// or https:// URL"),
+    ("chat", "link_token_minutes"): (_positive, "must be a positive integer"),
+    ("mail", "smtp_port"): (_port, "must be an integer from 1 to 65535"),
+    ("websocket", "max_per_ip"): (_positive, "must be a positive integer"),
+    ("websocket", "heartbeat_seconds"): (_positive, "must be a positive integer"),
+    ("limits", "avatar_bytes"): (_positive, "must be a positive integer"),
+    ("limits", "push_bytes"): (_positive, "must be a positive integer"),
+}
+
+
+@dataclass
+class Config:
+    """Validated settings, read as config.section['key']."""
+
+    values: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __getitem__(self, section: str) -> dict[str, Any]:
+        return self.values[section]
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.values["storage"]["data_dir"])
+
+    @property
+    def base_url(self) -> str:
+        server = self.values["server"]
+        return (server["base_url"] or f"http://{server['host']}:{server['port']}").rstrip("/")
+
+
+def _coerce_env(raw: str, default: Any, name: str) -> Any:
+    """Turn an environment string into the type of the key's default."""
+    if isinstance(default, bool):
+        lowered = raw.strip().lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name}: must be true or false")
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"{name}: must be an integer") from None
+    if isinstance(default, list):
+        return [item.strip() for item in raw.split(",") if item.strip()]
+    return raw
+
+
+def _check_type(section: str, key: str, value: Any, default: Any) -> None:
+    name = f"{section}.{key}"
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name}: must be true or false")
+    elif isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name}: must be an integer")
+    elif isinstance(default, list):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{name}: must be a list of strings")
+    elif isinstance(default, str) and not isinstance(value, str):
+        raise ConfigError(f"{name}: must be a string")
+    check = CHECKS.get((section, key))
+    if check and not check[0](value):
+        raise ConfigError(f"{name}: {check[1]}")
+
+
+def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
+                env: Mapping[str, str] | None = None) -> Config:
+    """Defaults, then the file, then HUBSVC_* variables, then explicit overrides."""
+    values = {section: dict(keys) for section, keys in DEFAULTS.items()}
+    if path is not None:
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path}: not found") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path}: invalid TOML ({exc})") from None
+        for section, keys in data.items():
+            if section not in DEFAULTS:
+                raise ConfigError(f"{section}: unknown section")
+            if not isinstance(keys, dict):
+                raise ConfigError(f"{section}: must be a table")
+            for key, value in keys.items():
+                if key not in DEFAULTS[section]:
+                    raise ConfigError(f"{section}.{key}: unknown key")
+                values[section][key] = value
+    env = os.environ if env is None else env
+    for section, keys in DEFAULTS.items():
+        for key, default in keys.items():
+            var = f"HUBSVC_{section}_{key}".upper()
+            if var in env:
+                values[section][key] = _coerce_env(env[var], default, f"{section}.{key}")
+    for dotted, value in (overrides or {}).items():
+        section, key = dotted.split(".", 1)
+        if value is not None:
+            values[section][key] = value
+    for section, keys in DEFAULTS.items():
+        for key, default in keys.items():
+            _check_type(section, key, values[section][key], default)
+    return Config(values)
+
+
+def ensure_secret(config: Config) -> None:
+    """Use the configured secret, else one generated once into the data folder (0600)."""
+    if config["security"]["secret_key"]:
+        return
+    data_dir = config.data_dir
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "secret_key"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        secret = path.read_text().strip()
+        if not secret:
+            raise ConfigError(f"security.secret_key: {path} is empty") from None
+    else:
+        secret = secrets.token_urlsafe(48)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secret + "\n")
+    config["security"]["secret_key"] = secret

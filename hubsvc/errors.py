@@ -1,0 +1,127 @@
+"""API errors and the one middleware that renders every failure as {"error": ...}."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from aiohttp import web
+from marshmallow import ValidationError
+
+from .keys import REQUEST_ID
+
+log = logging.getLogger("hubsvc.errors")
+
+
+class ApiError(Exception):
+    """An error with an HTTP status and a message a person understands."""
+
+    status = 400
+
+    def __init__(self, message: str, status: int | None = None, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        if status is not None:
+            self.status = status
+        self.extra = extra
+        self.headers: dict[str, str] = {}
+
+
+class BadRequest(ApiError):
+    status = 400
+
+
+class Unauthorized(ApiError):
+    status = 401
+
+
+class Forbidden(ApiError):
+    status = 403
+
+
+class NotFound(ApiError):
+    status = 404
+
+
+class Conflict(ApiError):
+    status = 409
+
+
+class PayloadTooLarge(ApiError):
+    status = 413
+
+
+class TooManyRequests(ApiError):
+    status = 429
+
+
+class Unavailable(ApiError):
+    status = 503
+
+
+def validation_message(messages: Any, prefix: str = "") -> str:
+    """Flatten marshmallow's nested messages into one line naming the field."""
+    if isinstance(messages, dict):
+        for key, value in messages.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if key == "_schema":
+                name = prefix
+            return validation_message(value, name)
+    if isinstance(messages, list) and messages:
+        first = messages[0]
+        if isinstance(first, (dict, list)):
+            return validation_message(first, prefix)
+        return f"{prefix}: {first}" if prefix else str(first)
+    return f"{prefix}: invalid" if prefix else "invalid request"
+
+
+def error_response(status: int, message: str, headers: dict[str, str] | None = None,
+                   **extra: Any) -> web.Response:
+    """The one shape of every error answer."""
+    body = {"error": message, **extra}
+    return web.Response(status=status, text=json.dumps(body),
+                        content_type="application/json", headers=headers)
+
+
+_REASONS = {
+    400: "bad request",
+    401: "authentication required",
+    403: "forbidden",
+    404: "not found",
+    405: "method not allowed",
+    409: "conflict",
+    413: "request body too large",
+    429: "too many requests",
+    500: "internal server error",
+    503: "service unavailable",
+}
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler):
+    """Render ApiError, ValidationError, HTTPException and crashes as JSON errors."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return error_response(exc.status, exc.message, exc.headers, **exc.extra)
+    except ValidationError as exc:
+        return error_response(400, validation_message(exc.messages))
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        if exc.status == 405:
+            message = f"method {request.method} not allowed"
+        elif exc.status == 404:
+            message = "not found"
+        elif exc.status == 413:
+            message = "request body too large"
+        else:
+            message = _REASONS.get(exc.status, exc.reason.lower())
+        headers = {k: v for k, v in exc.headers.items()
+                   if k.lower() in ("allow", "retry-after", "www-authenticate")}
+        return error_response(exc.status, message, headers)
+    except Exception:
+        # The trace goes to the log with the request id; the body says nothing of it.
+        log.exception("unexpected error [request %s]", request.get(REQUEST_ID, "-"))
+        return error_response(500, "internal server error")

@@ -1,0 +1,646 @@
+"""A thin, blocking wrapper over one bare repository that returns plain data.
+
+Small reads (refs, trees, blobs, one commit's diff) go through dulwich in-process,
+which beats spawning git for them. History walks (`commits`, `commits_between`)
+run the git CLI: it stops after `--skip` + limit commits using the commit-graph,
+where dulwich's walker parses every commit it passes.
+
+One `GitRepo` keeps one dulwich `Repo` open. Its object store caches open packs
+and rescans the pack directory whenever an object is missing, so a push landed by
+another process is seen by an instance opened before it. Pack files are read with
+seek-then-read, so each instance serialises its dulwich calls behind a lock; the web
+layer may share one instance between `asyncio.to_thread` calls. Call `close()` (or
+use `with`) to release the pack files.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import itertools
+import os
+import re
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dulwich.diff_tree import (
+    CHANGE_ADD,
+    CHANGE_DELETE,
+    CHANGE_MODIFY,
+    CHANGE_RENAME,
+    RenameDetector,
+    TreeChange,
+    tree_changes,
+)
+from dulwich.objects import S_ISGITLINK, Blob, Commit, Tree
+from dulwich.patch import unified_diff
+from dulwich.refs import check_ref_format
+from dulwich.repo import Repo
+
+from .errors import BadRequest, Conflict, NotFound
+
+ZERO_OID = "0" * 40
+PATCH_LIMIT = 1 << 20  # bytes of patch text per file before "truncated"
+BINARY_SNIFF = 8000  # git's own window for the NUL-byte binary test
+GIT_TIMEOUT = 30.0
+MAX_PATH = 4096
+
+_OID_RE = re.compile(r"[0-9a-f]{40}")
+_HEADS = b"refs/heads/"
+_TAGS = b"refs/tags/"
+
+# One record per commit: fields split by NUL; `-z` ends each record with NUL too.
+_LOG_FIELDS = ("%H", "%P", "%an", "%ae", "%at", "%cn", "%ce", "%ct", "%B")
+_LOG_FORMAT = "%x00".join(_LOG_FIELDS)
+
+# Raw bytes may be served with these types: browsers render them, never run them.
+# SVG is left out on purpose, it can carry script.
+_IMAGE_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    (b"BM", "image/bmp"),
+    (b"\x00\x00\x01\x00", "image/x-icon"),
+)
+
+T = TypeVar("T")
+
+
+class GitError(RuntimeError):
+    """The git CLI failed; the error middleware turns this into a 500."""
+
+
+def _locked(method: Callable[..., T]) -> Callable[..., T]:
+    """Serialise calls on one instance: dulwich pack readers share a file offset."""
+    @functools.wraps(method)
+    def wrapper(self: GitRepo, *args: Any, **kwargs: Any) -> T:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return wrapper
+
+
+def clean_path(path: str) -> list[str]:
+    """Split a user-given repository path into components, rejecting escapes."""
+    if len(path) > MAX_PATH or "\x00" in path or "\\" in path or path.startswith("/"):
+        raise BadRequest("invalid path")
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadRequest("invalid path") from None
+    # "a//b" and a trailing "/" name the same entry; only "." and ".." can escape.
+    parts = [part for part in path.split("/") if part]
+    if any(part in (".", "..") for part in parts):
+        raise BadRequest("invalid path")
+    return parts
+
+
+def check_oid(oid: str) -> str:
+    """Return a full 40-hex object id in lower case, or raise BadRequest."""
+    lowered = oid.lower() if isinstance(oid, str) else ""
+    if not _OID_RE.fullmatch(lowered):
+        raise BadRequest("invalid commit id")
+    return lowered
+
+
+def _valid_branch(branch: str) -> bytes:
+    """Return the full ref of a branch name, or raise BadRequest."""
+    ref = _ref_name(_HEADS, branch)
+    if ref is None:
+        raise BadRequest("invalid branch name")
+    return ref
+
+
+def _ref_name(prefix: bytes, name: str) -> bytes | None:
+    """The full ref for a short name, or None when git would refuse the name."""
+    if not name or name.startswith("-") or name in ("HEAD", "@"):
+        return None
+    try:
+        ref = prefix + name.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return ref if check_ref_format(ref) else None
+
+
+def _iso(seconds: int) -> str:
+    """Epoch seconds as ISO 8601 UTC with a Z."""
+    # A crafted commit can carry any timestamp; datetime only covers years 1..9999.
+    seconds = min(max(seconds, 0), 253402300799)
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _text(raw: bytes, encoding: bytes | None = None) -> str:
+    """Decode commit text the way git log would show it, never failing."""
+    if encoding:
+        try:
+            return raw.decode(encoding.decode("ascii"), "replace")
+        except (LookupError, UnicodeDecodeError):
+            pass
+    return raw.decode("utf-8", "replace")
+
+
+def _split_ident(raw: bytes) -> tuple[bytes, bytes]:
+    """Split "Name <email>" into its two parts as git's %an and %ae do."""
+    name, _, rest = raw.partition(b"<")
+    email = rest.rpartition(b">")[0] if b">" in rest else rest
+    return name.strip(), email
+
+
+def _person(name: bytes, email: bytes, seconds: int) -> dict:
+    return {"name": _text(name), "email": _text(email), "date": _iso(seconds)}
+
+
+def _commit_item(commit: Commit) -> dict:
+    """The API's commit item from a dulwich commit."""
+    return {
+        "oid": commit.id.decode("ascii"),
+        "message": _text(commit.message, commit.encoding),
+        "author": _person(*_split_ident(commit.author), commit.author_time),
+        "committer": _person(*_split_ident(commit.committer), commit.commit_time),
+        "parents": [parent.decode("ascii") for parent in commit.parents],
+        "timestamp": commit.author_time * 1000,
+    }
+
+
+def _log_item(fields: list[bytes]) -> dict:
+    """The API's commit item from one `git log` record (see _LOG_FIELDS)."""
+    oid, parents, an, ae, at, cn, ce, ct, message = fields
+    return {
+        "oid": oid.decode("ascii"),
+        "message": _text(message),
+        "author": _person(an, ae, int(at)),
+        "committer": _person(cn, ce, int(ct)),
+        "parents": [p.decode("ascii") for p in parents.split()],
+        "timestamp": int(at) * 1000,
+    }
+
+
+def _parse_log(output: bytes) -> list[dict]:
+    fields = output.split(b"\x00")
+    width = len(_LOG_FIELDS)
+    # `-z` ends every record with NUL, so a well-formed answer leaves one empty tail.
+    if fields[-1] != b"" or (len(fields) - 1) % width:
+        raise GitError("unexpected git log output")
+    return [_log_item(fields[i:i + width]) for i in range(0, len(fields) - 1, width)]
+
+
+def _is_binary(data: bytes) -> bool:
+    """Git's test: a NUL byte early in the content."""
+    return b"\x00" in data[:BINARY_SNIFF]
+
+
+def _as_text(data: bytes) -> str | None:
+    """The content as text, or None when it must travel as base64."""
+    if _is_binary(data):
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _content_type(data: bytes) -> str:
+    """A Content-Type that cannot make a browser run the bytes."""
+    if _as_text(data) is not None:
+        return "text/plain; charset=utf-8"
+    for magic, mime in _IMAGE_MAGIC:
+        if data.startswith(magic):
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return "application/octet-stream"
+
+
+def _entry_type(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if S_ISGITLINK(mode):
+        return "submodule"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "file"
+
+
+def _lines(data: bytes) -> list[bytes]:
+    """Split on LF only, as git does (bytes.splitlines also splits on CR)."""
+    lines = data.split(b"\n")
+    tail = lines.pop()
+    out = [line + b"\n" for line in lines]
+    if tail:
+        out.append(tail)
+    return out
+
+
+def _patch(old: bytes, new: bytes) -> tuple[str, int, int, bool]:
+    """Unified diff hunks of two texts: (patch, additions, deletions, truncated)."""
+    additions = deletions = size = 0
+    kept: list[bytes] = []
+    truncated = False
+    # The first two lines are the ---/+++ file headers; the item has the paths.
+    for line in itertools.islice(unified_diff(_lines(old), _lines(new)), 2, None):
+        head = line[:1]
+        if head == b"+":
+            additions += 1
+        elif head == b"-":
+            deletions += 1
+        if truncated or size + len(line) > PATCH_LIMIT:
+            truncated = True
+            continue
+        kept.append(line)
+        size += len(line)
+    return b"".join(kept).decode("utf-8", "replace"), additions, deletions, truncated
+
+
+def _git_env() -> dict[str, str]:
+    """An environment where only the repository's own config shapes git's output."""
+    # GIT_DIR and friends leak in when running under a hook; --git-dir must win.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_NO_REPLACE_OBJECTS="1",
+               GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
+    return env
+
+
+def _run_git(git_dir: str | None, *args: str, timeout: float = GIT_TIMEOUT) -> bytes:
+    """Run git without a shell and return stdout, raising GitError on failure."""
+    cmd = ["git"] + ([f"--git-dir={git_dir}"] if git_dir else []) + list(args)
+    try:
+        done = subprocess.run(cmd, capture_output=True, env=_git_env(),
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {args[0]} timed out") from None
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip()
+        raise GitError(f"git {args[0]} failed: {message}")
+    return done.stdout
+
+
+def _configure(repo: Repo) -> None:
+    """Settings every hosted repository needs for smart-HTTP pushes."""
+    config = repo.get_config()
+    config.set((b"http",), b"receivepack", True)
+    config.set((b"receive",), b"denyNonFastForwards", False)
+    config.set((b"core",), b"logallrefupdates", False)
+    config.write_to_path()
+
+
+class GitRepo:
+    """One bare repository on disk."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._repo = Repo(str(self.path))
+        self._store = self._repo.object_store
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        """Release the pack files dulwich keeps open."""
+        with self._lock:
+            self._repo.close()
+
+    def __enter__(self) -> GitRepo:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- creating ---------------------------------------------------------------
+
+    @classmethod
+    def init_bare(cls, path: str | Path, default_branch: str = "main") -> GitRepo:
+        """Create an empty bare repository whose HEAD names default_branch."""
+        head = _valid_branch(default_branch)
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        if any(path.iterdir()):
+            raise FileExistsError(f"{path} is not empty")
+        repo = Repo.init_bare(str(path), default_branch=head[len(_HEADS):])
+        try:
+            _configure(repo)
+        finally:
+            repo.close()
+        return cls(path)
+
+    @classmethod
+    def clone_bare(cls, source_path: str | Path, dest_path: str | Path) -> GitRepo:
+        """Copy a repository's branches, tags, HEAD and history for a fork."""
+        dest = Path(dest_path)
+        # A local clone hard-links (or copies) the object files: objects never
+        # change in place, so the fork survives the source's deletion or gc, and
+        # no alternates file ties it to the source. --template= skips sample hooks.
+        _run_git(None, "clone", "--bare", "--quiet", "--template=",
+                 "--", str(source_path), str(dest), timeout=600)
+        _run_git(str(dest), "config", "--remove-section", "remote.origin")
+        with Repo(str(source_path)) as source:
+            head = source.refs.get_symrefs().get(b"HEAD")
+        repo = Repo(str(dest))
+        try:
+            # Clone takes HEAD from the remote's advertisement, which an empty
+            # source does not make; copy it from the source itself.
+            if head:
+                repo.refs.set_symbolic_ref(b"HEAD", head)
+            _configure(repo)
+        finally:
+            repo.close()
+        return cls(dest)
+
+    @_locked
+    def auto_init(self, branch: str, author: str, email: str, readme: str) -> str:
+        """Commit a README.md on a new branch and return the commit oid."""
+        ref = _valid_branch(branch)
+        blob = Blob.from_string(readme.encode("utf-8"))
+        tree = Tree()
+        tree.add(b"README.md", 0o100644, blob.id)
+        commit = Commit()
+        commit.tree = tree.id
+        commit.author = commit.committer = self._ident(author, email)
+        commit.author_time = commit.commit_time = int(time.time())
+        commit.author_timezone = commit.commit_timezone = 0
+        commit.message = b"Initial commit\n"
+        for obj in (blob, tree, commit):
+            self._store.add_object(obj)
+        if not self._repo.refs.add_if_new(ref, commit.id):
+            raise Conflict("branch already exists")
+        return commit.id.decode("ascii")
+
+    @staticmethod
+    def _ident(name: str, email: str) -> bytes:
+        # "<", ">" and newlines would make a commit header git cannot parse.
+        def scrub(text: str) -> str:
+            return re.sub(r"[<>\x00\n]", "", text).strip()
+        return f"{scrub(name)} <{scrub(email)}>".encode("utf-8")
+
+    # -- refs -------------------------------------------------------------------
+
+    @_locked
+    def set_default_branch(self, branch: str) -> None:
+        """Point HEAD at a branch (which need not exist yet)."""
+        self._repo.refs.set_symbolic_ref(b"HEAD", _valid_branch(branch))
+
+    @_locked
+    def default_branch(self) -> str | None:
+        """The branch HEAD points at, or None when HEAD is detached."""
+        target = self._repo.refs.get_symrefs().get(b"HEAD")
+        if not target or not target.startswith(_HEADS):
+            return None
+        return target[len(_HEADS):].decode("utf-8", "replace")
+
+    @_locked
+    def is_empty(self) -> bool:
+        """True when the repository has no branches."""
+        return not self._repo.refs.keys(base=_HEADS)
+
+    @_locked
+    def branches(self) -> list[dict]:
+        """Every branch with its tip commit, sorted by name."""
+        default = self.default_branch()
+        out = []
+        for name in self._repo.refs.keys(base=_HEADS):
+            commit = self._commit_or_none(self._repo.refs[_HEADS + name])
+            if commit is None:
+                continue
+            text = name.decode("utf-8", "replace")
+            out.append({
+                "name": text,
+                "commit": {
+                    "oid": commit.id.decode("ascii"),
+                    "message": _text(commit.message, commit.encoding),
+                    "date": _iso(commit.commit_time),
+                },
+                "isDefault": text == default,
+            })
+        return sorted(out, key=lambda branch: branch["name"])
+
+    @_locked
+    def head_oids(self) -> dict[str, str]:
+        """Branch and tag refs mapped to commit oids (tags peeled), to diff pushes."""
+        out = {}
+        for ref in self._repo.refs.keys():
+            if not ref.startswith((_HEADS, _TAGS)):
+                continue
+            peeled = self._peel(self._repo.refs[ref])
+            if peeled is not None:
+                out[ref.decode("utf-8", "replace")] = peeled.decode("ascii")
+        return out
+
+    @_locked
+    def resolve(self, rev: str) -> str | None:
+        """A branch, tag or full commit oid as a commit oid; None when unknown."""
+        if not isinstance(rev, str):
+            return None
+        if _OID_RE.fullmatch(rev.lower()):
+            commit = self._commit_or_none(rev.lower().encode("ascii"))
+            if commit is not None:
+                return commit.id.decode("ascii")
+        for prefix in (_HEADS, _TAGS):
+            ref = _ref_name(prefix, rev)
+            if ref is None:
+                return None
+            sha = self._repo.refs[ref] if ref in self._repo.refs else None
+            commit = self._commit_or_none(self._peel(sha))
+            if commit is not None:
+                return commit.id.decode("ascii")
+        return None
+
+    def _peel(self, sha: bytes | None) -> bytes | None:
+        """Follow tag objects down to what they tag; None when an object is missing."""
+        if sha is None:
+            return None
+        try:
+            return self._store.peel(sha)[1].id
+        except KeyError:
+            return None
+
+    def _commit_or_none(self, sha: bytes | None) -> Commit | None:
+        try:
+            obj = self._store[sha] if sha else None
+        except KeyError:
+            return None
+        return obj if isinstance(obj, Commit) else None
+
+    def _commit_for(self, rev: str) -> bytes:
+        """The commit oid a rev names, or NotFound("branch not found")."""
+        oid = self.resolve(rev)
+        if oid is None:
+            raise NotFound("branch not found")
+        return oid.encode("ascii")
+
+    # -- history (git CLI) ------------------------------------------------------
+
+    def commits(self, rev: str, limit: int, skip: int) -> tuple[list[dict], bool]:
+        """A page of history from rev, newest first, and whether more follows."""
+        if limit < 0 or skip < 0:
+            raise BadRequest("limit and skip must not be negative")
+        oid = self.resolve(rev)
+        if oid is None:
+            if self.is_empty():
+                return [], False
+            raise NotFound("branch not found")
+        items = self._log([oid], skip=skip, max_count=limit + 1)
+        return items[:limit], len(items) > limit
+
+    def commits_between(self, old: str | None, new: str,
+                        max_count: int) -> tuple[list[dict], int]:
+        """Commits in new but not old (newest first, capped) and their total."""
+        revs = [check_oid(new)]
+        if revs[0] == ZERO_OID:
+            return [], 0
+        if old and old != ZERO_OID:
+            revs.append("^" + check_oid(old))
+        count = _run_git(str(self.path), "rev-list", "--count",
+                         "--end-of-options", *revs, "--")
+        items = self._log(revs, skip=0, max_count=max_count) if max_count > 0 else []
+        return items, int(count)
+
+    def _log(self, revs: list[str], skip: int, max_count: int) -> list[dict]:
+        # revs are oids we produced, and --end-of-options keeps them from being
+        # read as options anyway.
+        output = _run_git(str(self.path), "log", "-z", f"--format={_LOG_FORMAT}",
+                          f"--skip={skip}", f"--max-count={max_count}",
+                          "--end-of-options", *revs, "--")
+        return _parse_log(output)
+
+    def write_commit_graph(self) -> None:
+        """Write the commit-graph so later `git log --skip` walks stay fast."""
+        _run_git(str(self.path), "commit-graph", "write", "--reachable")
+
+    # -- one commit's diff ------------------------------------------------------
+
+    @_locked
+    def diff(self, oid: str) -> dict:
+        """A commit with its per-file changes against its first parent."""
+        commit = self._commit_or_none(check_oid(oid).encode("ascii"))
+        if commit is None:
+            raise NotFound("commit not found")
+        base = self._commit_or_none(commit.parents[0]) if commit.parents else None
+        changes = tree_changes(self._store, base.tree if base else None, commit.tree,
+                               rename_detector=RenameDetector(self._store))
+        files = sorted((self._file_change(c) for c in changes),
+                       key=lambda f: f["path"])
+        return {
+            "commit": _commit_item(commit),
+            "files": files,
+            "stats": {
+                "additions": sum(f["additions"] for f in files),
+                "deletions": sum(f["deletions"] for f in files),
+                "filesChanged": len(files),
+            },
+        }
+
+    def _file_change(self, change: TreeChange) -> dict:
+        kind = change.type
+        old = change.old if kind in (CHANGE_DELETE, CHANGE_MODIFY, CHANGE_RENAME) else None
+        new = change.new if kind != CHANGE_DELETE else None
+        # A copy has no API status of its own; it reads as an added file.
+        status = {CHANGE_DELETE: "deleted", CHANGE_MODIFY: "modified",
+                  CHANGE_RENAME: "renamed"}.get(kind, "added")
+        entry = new or old
+        old_bytes, new_bytes = self._entry_bytes(old), self._entry_bytes(new)
+        binary = _is_binary(old_bytes) or _is_binary(new_bytes)
+        if binary:
+            patch, additions, deletions, truncated = "", 0, 0, False
+        else:
+            patch, additions, deletions, truncated = _patch(old_bytes, new_bytes)
+        item = {
+            "path": entry.path.decode("utf-8", "replace"),
+            "oldPath": old.path.decode("utf-8", "replace") if old else None,
+            "status": status,
+            "additions": additions,
+            "deletions": deletions,
+            "binary": binary,
+            "patch": patch,
+        }
+        if truncated:
+            item["truncated"] = True
+        return item
+
+    def _entry_bytes(self, entry: Any) -> bytes:
+        if entry is None:
+            return b""
+        if S_ISGITLINK(entry.mode):
+            # The commit lives in another repository; git shows this line instead.
+            return b"Subproject commit " + entry.sha + b"\n"
+        return self._store.get_raw(entry.sha)[1]
+
+    # -- trees and files --------------------------------------------------------
+
+    @_locked
+    def tree(self, rev: str, path: str) -> list[dict]:
+        """The entries of one directory at rev: directories first, then by name."""
+        parts = clean_path(path)
+        oid = self.resolve(rev)
+        if oid is None:
+            if self.is_empty():
+                return []
+            raise NotFound("branch not found")
+        mode, sha = self._lookup(oid.encode("ascii"), parts)
+        if not stat.S_ISDIR(mode):
+            raise NotFound("path is not a directory")
+        prefix = "".join(part + "/" for part in parts)
+        entries = [self._tree_entry(prefix, entry) for entry in self._store[sha].iteritems()]
+        return sorted(entries, key=lambda e: (e["type"] != "dir", e["name"]))
+
+    def _tree_entry(self, prefix: str, entry: Any) -> dict:
+        name = entry.path.decode("utf-8", "replace")
+        kind = _entry_type(entry.mode)
+        size = None
+        if kind in ("file", "symlink"):
+            size = self._blob_size(entry.sha)
+        return {"name": name, "path": prefix + name, "type": kind, "size": size,
+                "oid": entry.sha.decode("ascii"), "mode": f"{entry.mode:06o}"}
+
+    def _blob_size(self, sha: bytes) -> int | None:
+        # dulwich has no header-only size lookup, so this inflates the blob.
+        try:
+            return len(self._store.get_raw(sha)[1])
+        except KeyError:
+            return None
+
+    @_locked
+    def file(self, rev: str, path: str) -> dict:
+        """One file's content at rev: UTF-8 text, or base64 for binary data."""
+        parts, sha, data = self._blob(rev, path)
+        text = _as_text(data)
+        return {
+            "path": "/".join(parts),
+            "name": parts[-1],
+            "size": len(data),
+            "oid": sha.decode("ascii"),
+            "isBinary": text is None,
+            "encoding": "utf-8" if text is not None else "base64",
+            "content": text if text is not None else base64.b64encode(data).decode("ascii"),
+        }
+
+    @_locked
+    def blob_stream_info(self, rev: str, path: str) -> tuple[bytes, str]:
+        """A file's raw bytes and a Content-Type that is safe to serve them with."""
+        data = self._blob(rev, path)[2]
+        return data, _content_type(data)
+
+    def _blob(self, rev: str, path: str) -> tuple[list[str], bytes, bytes]:
+        """(path parts, blob oid, content) of a file or symlink at rev."""
+        parts = clean_path(path)
+        mode, sha = self._lookup(self._commit_for(rev), parts)
+        if stat.S_ISDIR(mode) or S_ISGITLINK(mode):
+            raise NotFound("path is not a file")
+        try:
+            return parts, sha, self._store.get_raw(sha)[1]
+        except KeyError:
+            raise NotFound("path not found") from None
+
+    def _lookup(self, commit_oid: bytes, parts: list[str]) -> tuple[int, bytes]:
+        """Walk tree objects from a commit's root; never touches the disk path."""
+        mode, sha = stat.S_IFDIR, self._store[commit_oid].tree
+        for part in parts:
+            if not stat.S_ISDIR(mode):
+                raise NotFound("path not found")
+            try:
+                mode, sha = self._store[sha][part.encode("utf-8")]
+            except KeyError:
+                raise NotFound("path not found") from None
+        return mode, sha

@@ -1,0 +1,20 @@
+"""Every web.AppKey and web.RequestKey of the application, in one place."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+if TYPE_CHECKING:  # imported only for the type names, to avoid import cycles
+    from .config import Config
+    from .events import EventBus
+    from .store import Store
+
+CONFIG = web.AppKey("config", "Config")
+STORE = web.AppKey("store", "Store")
+BUS = web.AppKey("bus", "EventBus")
+STATE = web.AppKey("state", dict)
+
+REQUEST_ID = web.RequestKey("request_id", str)
+AUTH = web.RequestKey("auth", Any)

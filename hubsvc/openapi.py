@@ -1,0 +1,114 @@
+"""The OpenAPI document, generated from the routes and the schemas in schemas/."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Iterable
+
+from aiohttp import web
+from apispec import APISpec
+from apispec.ext.marshmallow import MarshmallowPlugin
+from marshmallow import Schema
+
+from schemas.common import ErrorSchema
+
+from . import __version__
+
+ERROR_TEXT = {
+    400: "bad request (the message names the field)",
+    401: "authentication required, or a revoked or expired token",
+    403: "signed in but not allowed",
+    404: "not found, or private and not readable by the caller",
+    405: "method not allowed",
+    409: "conflict",
+    413: "request body too large",
+    429: "too many requests (Retry-After says when to come back)",
+    500: "unexpected failure (no details in the body)",
+    503: "unavailable",
+}
+ALWAYS = (429, 500)
+
+
+def doc(summary: str, *, body: type[Schema] | None = None, query: type[Schema] | None = None,
+        responses: dict[int, Any] | None = None, errors: Iterable[int] = (),
+        public: bool = False, description: str = "", tag: str | None = None
+        ) -> Callable[[Callable], Callable]:
+    """Attach the OpenAPI operation of a handler, next to its definition."""
+
+    def attach(handler: Callable) -> Callable:
+        handler.__apidoc__ = {
+            "summary": summary, "body": body, "query": query, "responses": responses or {},
+            "errors": tuple(errors), "public": public, "description": description, "tag": tag,
+        }
+        return handler
+
+    return attach
+
+
+def _response(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        return {"description": value}
+    return {"description": "success", "content": {"application/json": {"schema": value}}}
+
+
+def build_spec(app: web.Application) -> dict[str, Any]:
+    """Walk the router and describe every documented route."""
+    spec = APISpec(
+        title="hubsvc", version=__version__, openapi_version="3.0.3",
+        plugins=[MarshmallowPlugin()],
+        info={"description": "Self-hostable repository hosting service API."},
+    )
+    spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer"})
+    spec.components.security_scheme(
+        "cookie", {"type": "apiKey", "in": "cookie", "name": "session"})
+    spec.components.schema("Error", schema=ErrorSchema)
+    paths: dict[str, dict[str, Any]] = {}
+    for route in app.router.routes():
+        method = route.method.lower()
+        info = route.resource.get_info() if route.resource else {}
+        path = info.get("formatter") or info.get("path")
+        meta = getattr(route.handler, "__apidoc__", None)
+        if method in ("head", "*") or path is None or meta is None:
+            continue
+        params = [{"in": "path", "name": name, "required": True, "schema": {"type": "string"}}
+                  for name in re.findall(r"{([^}:]+)}", path)]
+        if meta["query"] is not None:
+            params.append({"in": "query", "schema": meta["query"]})
+        operation: dict[str, Any] = {
+            "summary": meta["summary"],
+            "tags": [meta["tag"] or _tag(path)],
+            "responses": {str(code): _response(value) for code, value in meta["responses"].items()},
+        }
+        if meta["description"]:
+            operation["description"] = meta["description"]
+        if params:
+            operation["parameters"] = params
+        if meta["body"] is not None:
+            operation["requestBody"] = {
+                "required": True, "content": {"application/json": {"schema": meta["body"]}}}
+        codes = set(meta["errors"]) | set(ALWAYS)
+        if not meta["public"]:
+            codes.add(401)
+            operation["security"] = [{"bearer": []}, {"cookie": []}]
+        if meta["body"] is not None or meta["query"] is not None:
+            codes.add(400)
+        for code in sorted(codes):
+            operation["responses"].setdefault(str(code), {
+                "description": ERROR_TEXT.get(code, "error"),
+                "content": {"application/json": {"schema": "Error"}},
+            })
+        paths.setdefault(path, {})[method] = operation
+    for path, operations in paths.items():
+        spec.path(path=path, operations=operations)
+    return spec.to_dict()
+
+
+def _tag(path: str) -> str:
+    parts = [p for p in path.split("/") if p and not p.startswith("{")]
+    if not parts:
+        return "git"
+    if parts[0] == "api" and len(parts) > 1:
+        return parts[1]
+    return parts[0]

@@ -1,0 +1,131 @@
+"""Token-bucket rate limits per client, and the client address behind trusted proxies."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import time
+from typing import Callable
+
+from aiohttp import web
+
+from .errors import error_response
+from .keys import CONFIG
+
+RATE_HEADERS = web.RequestKey("rate_headers", dict)
+
+
+class TokenBucket:
+    """Buckets of `capacity` tokens refilled at `rate` per second, one per key."""
+
+    def __init__(self, capacity: float, rate: float, clock: Callable[[], float] = time.monotonic,
+                 max_keys: int = 100_000) -> None:
+        self.capacity = capacity
+        self.rate = rate
+        self.clock = clock
+        self.max_keys = max_keys
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def _level(self, key: str, now: float) -> float:
+        tokens, stamp = self._buckets.get(key, (self.capacity, now))
+        return min(self.capacity, tokens + (now - stamp) * self.rate)
+
+    def take(self, key: str) -> tuple[bool, float, float]:
+        """Spend a token: (allowed, tokens left, seconds until one is available)."""
+        now = self.clock()
+        tokens = self._level(key, now)
+        allowed = tokens >= 1
+        if allowed:
+            tokens -= 1
+        if len(self._buckets) >= self.max_keys and key not in self._buckets:
+            self._prune(now)
+        self._buckets[key] = (tokens, now)
+        wait = 0.0 if tokens >= 1 else (1 - tokens) / self.rate
+        return allowed, tokens, wait
+
+    def full_in(self, tokens: float) -> float:
+        """Seconds until a bucket holding `tokens` is full again."""
+        return (self.capacity - tokens) / self.rate
+
+    def _prune(self, now: float) -> None:
+        # Full buckets carry no state worth keeping.
+        for key in [k for k in self._buckets if self._level(k, now) >= self.capacity]:
+            del self._buckets[key]
+        if len(self._buckets) >= self.max_keys:
+            self._buckets.clear()
+
+
+LIMITER = web.AppKey("rate_limiter", TokenBucket)
+SIGN_IN_LIMITER = web.AppKey("sign_in_limiter", TokenBucket)
+
+
+def _trusted(addr: str, proxies: list[str]) -> bool:
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        return False
+    for proxy in proxies:
+        try:
+            if ip in ipaddress.ip_network(proxy, strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def client_ip(request: web.Request) -> str:
+    """The peer address, or the forwarded one when the peer is a trusted proxy."""
+    peer = request.remote or ""
+    proxies = request.app[CONFIG]["server"]["trusted_proxies"]
+    if not proxies or not _trusted(peer, proxies):
+        return peer
+    forwarded = [a.strip() for a in request.headers.get("X-Forwarded-For", "").split(",")]
+    # Walk from the nearest hop back; the first address we do not trust is the client.
+    for addr in reversed([a for a in forwarded if a]):
+        if not _trusted(addr, proxies):
+            return addr
+    return peer
+
+
+def limit_key(request: web.Request) -> str:
+    """Bot-key requests count per chat user; every other request per client address."""
+    chat_user = request.headers.get("X-Chat-User-Id")
+    if chat_user and "X-Chat-Bot-Key" in request.headers:
+        return "chat:" + chat_user[:200]
+    return "ip:" + client_ip(request)
+
+
+def _headers(limiter: TokenBucket, tokens: float) -> dict[str, str]:
+    return {
+        "RateLimit-Limit": str(int(limiter.capacity)),
+        "RateLimit-Remaining": str(max(0, math.floor(tokens))),
+        "RateLimit-Reset": str(math.ceil(limiter.full_in(tokens))),
+    }
+
+
+def too_many(retry_after: float, headers: dict[str, str] | None = None) -> web.Response:
+    """The 429 answer with Retry-After and retryAfter."""
+    wait = max(1, math.ceil(retry_after))
+    return error_response(429, "too many requests", {**(headers or {}), "Retry-After": str(wait)},
+                          retryAfter=wait)
+
+
+@web.middleware
+async def rate_limit_middleware(request: web.Request, handler):
+    """Spend a token per request; the headers go on every answer, streamed ones included."""
+    limiter = request.app.get(LIMITER)
+    if limiter is None or request.method == "OPTIONS":
+        return await handler(request)
+    allowed, tokens, wait = limiter.take(limit_key(request))
+    headers = _headers(limiter, tokens)
+    if not allowed:
+        return too_many(wait, headers)
+    request[RATE_HEADERS] = headers
+    return await handler(request)
+
+
+async def add_rate_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """on_response_prepare hook: copy the rate-limit headers onto the answer."""
+    headers = request.get(RATE_HEADERS)
+    if headers:
+        response.headers.update(headers)

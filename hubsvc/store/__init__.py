@@ -1,0 +1,24 @@
+"""The SQLite store: one module per aggregate, all SQL lives here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .db import Database
+from .users import UserStore
+
+
+class Store:
+    """The database and the per-aggregate stores over it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.db = Database(path)
+        self.users = UserStore(self.db)
+
+    async def open(self) -> None:
+        """Open connections and apply migrations."""
+        await self.db.open()
+
+    async def close(self) -> None:
+        """Close every connection."""
+        await self.db.close()

@@ -1,0 +1,132 @@
+"""The SQLite database: one write connection, a few read connections, migrations."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import logging
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import aiosqlite
+
+log = logging.getLogger("hubsvc.store")
+
+SQL_DIR = Path(__file__).resolve().parent.parent.parent / "sql"
+T = TypeVar("T")
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA busy_timeout = 5000")
+    conn.execute("PRAGMA synchronous = NORMAL")
+
+
+def _transaction(conn: sqlite3.Connection, fn: Callable[..., T], args, kwargs) -> T:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn, *args, **kwargs)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return result
+
+
+def migration_files(sql_dir: Path = SQL_DIR) -> list[tuple[int, str, Path]]:
+    """The numbered migrations, in order."""
+    found = []
+    for path in sorted(sql_dir.glob("*.sql")):
+        match = re.match(r"^(\d{4})_([a-z0-9_]+)\.sql$", path.name)
+        if match:
+            found.append((int(match.group(1)), match.group(2), path))
+    return found
+
+
+def apply_migrations(conn: sqlite3.Connection, sql_dir: Path = SQL_DIR) -> list[int]:
+    """Apply every migration not yet recorded, each in its own transaction."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+    applied = []
+    for version, name, path in migration_files(sql_dir):
+        if version in done:
+            continue
+        script = path.read_text()
+        # executescript commits first, so BEGIN/COMMIT inside the script make it atomic.
+        try:
+            conn.executescript(
+                "BEGIN IMMEDIATE;\n" + script + "\n;INSERT INTO schema_migrations VALUES "
+                f"({version}, '{name}', strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));\nCOMMIT;"
+            )
+        except sqlite3.Error:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        log.info("applied migration %04d_%s", version, name)
+        applied.append(version)
+    return applied
+
+
+class Database:
+    """Writes go through one connection under BEGIN IMMEDIATE; reads use the others."""
+
+    def __init__(self, path: str | Path, readers: int = 2) -> None:
+        self.path = str(path)
+        self._reader_count = readers
+        self._writer: aiosqlite.Connection | None = None
+        self._readers: list[aiosqlite.Connection] = []
+        self._next_reader = itertools.cycle(range(readers))
+
+    async def open(self) -> None:
+        """Open the connections, turn on WAL and apply the migrations."""
+        self._writer = await aiosqlite.connect(self.path, isolation_level=None)
+        await self._call(self._writer, self._setup_writer)
+        for _ in range(self._reader_count):
+            reader = await aiosqlite.connect(self.path, isolation_level=None)
+            await self._call(reader, _configure)
+            self._readers.append(reader)
+
+    def _setup_writer(self, conn: sqlite3.Connection) -> None:
+        _configure(conn)
+        conn.execute("PRAGMA journal_mode = WAL")
+        apply_migrations(conn)
+
+    async def close(self) -> None:
+        """Close every connection."""
+        for conn in [*self._readers, self._writer]:
+            if conn is not None:
+                await conn.close()
+        self._readers.clear()
+        self._writer = None
+
+    @staticmethod
+    async def _call(conn: aiosqlite.Connection, fn: Callable[..., T], *args: Any) -> T:
+        # One hop to the connection's thread for the whole function: the thread hop,
+        # not SQLite, is what costs, so a transaction is one call, not one per statement.
+        return await conn._execute(fn, conn._conn, *args)
+
+    async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run fn(conn, ...) in one BEGIN IMMEDIATE transaction on the write connection."""
+        assert self._writer is not None, "database is not open"
+        return await self._call(self._writer, _transaction, fn, args, kwargs)
+
+    async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run fn(conn, ...) on a read connection."""
+        assert self._readers, "database is not open"
+        conn = self._readers[next(self._next_reader)]
+        return await self._call(conn, functools.partial(fn, **kwargs), *args)
+
+    async def ping(self) -> bool:
+        """True when the database answers a trivial query."""
+        try:
+            await asyncio.wait_for(self.read(lambda c: c.execute("SELECT 1").fetchone()), 2)
+            return True
+        except Exception:
+            return False

@@ -1,0 +1,1 @@
+"""The marshmallow schemas: the one source of request and response shapes."""

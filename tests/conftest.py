@@ -1,0 +1,110 @@
+"""Fixtures: the real app from create_app over a temp folder, signed-in users, recorded events."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from hubsvc.app import create_app
+from hubsvc.config import load_config
+from hubsvc.keys import BUS
+
+_names = itertools.count(1)
+
+
+def make_config(tmp_path, **overrides: Any):
+    """A config over tmp_path; rate limits off unless a test turns them on."""
+    values = {
+        "storage.data_dir": str(tmp_path / "data"),
+        "security.bcrypt_rounds": 4,
+        "rate_limit.enabled": False,
+        "server.port": 8080,
+    }
+    values.update({k.replace("__", "."): v for k, v in overrides.items()})
+    return load_config(None, values, env={})
+
+
+@pytest.fixture
+def config(tmp_path):
+    return make_config(tmp_path)
+
+
+@pytest.fixture
+async def app(config) -> web.Application:
+    return create_app(config)
+
+
+@pytest.fixture
+async def client(aiohttp_client, app):
+    return await aiohttp_client(app)
+
+
+class Recorder:
+    """Collects every event published on the bus."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+
+    async def __call__(self, event) -> None:
+        self.events.append(event)
+
+    async def wait_for(self, count: int, timeout: float = 5.0) -> list:
+        """Wait until at least count events arrived."""
+        async def poll() -> None:
+            while len(self.events) < count:
+                await asyncio.sleep(0.01)
+        await asyncio.wait_for(poll(), timeout)
+        return self.events
+
+    def of(self, type_: str) -> list:
+        return [e for e in self.events if e.type == type_]
+
+
+@pytest.fixture
+async def events(client):
+    recorder = Recorder()
+    unsubscribe = client.app[BUS].subscribe(recorder, name="test-recorder")
+    yield recorder
+    unsubscribe()
+
+
+class User:
+    """A signed-up account with its bearer token."""
+
+    def __init__(self, data: dict, token: str, password: str) -> None:
+        self.data = data
+        self.token = token
+        self.password = password
+        self.username = data["username"]
+        self.id = data["id"]
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+async def sign_up(client, username: str | None = None, password: str = "correct horse") -> User:
+    """Create an account through the API."""
+    username = username or f"user{next(_names)}"
+    resp = await client.post("/auth/sign-up", json={
+        "email": f"{username}@example.com", "username": username,
+        "password": password, "name": username.title(),
+    })
+    assert resp.status == 201, await resp.text()
+    body = await resp.json()
+    client.session.cookie_jar.clear()  # keep tests on explicit credentials
+    return User(body["user"], body["token"], password)
+
+
+@pytest.fixture
+async def alice(client) -> User:
+    return await sign_up(client, "alice")
+
+
+@pytest.fixture
+async def bob(client) -> User:
+    return await sign_up(client, "bob")

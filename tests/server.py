@@ -1,0 +1,102 @@
+"""A real hubsvc server process on a free port, for tests that need one."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ServerProcess:
+    """python run.py over a data folder, with a config written from `settings`."""
+
+    def __init__(self, data_dir: Path, settings: dict[str, dict] | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.settings = {"security": {"bcrypt_rounds": 4}, "rate_limit": {"enabled": False}}
+        for section, values in (settings or {}).items():
+            self.settings.setdefault(section, {}).update(values)
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.data_dir.parent / f"server-{self.port}.log"
+
+    def _write_config(self) -> Path:
+        lines = []
+        for section, values in self.settings.items():
+            lines.append(f"[{section}]")
+            lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
+        path = self.data_dir.parent / f"config-{self.port}.toml"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def start(self, timeout: float = 20) -> "ServerProcess":
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        config = self._write_config()
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "run.py"), "--config", str(config), "--port",
+             str(self.port), "--data-dir", str(self.data_dir)],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.logs()}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=1) as resp:
+                    if resp.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.05)
+        raise RuntimeError(f"server did not start: {self.logs()}")
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, sig: int | None = None, timeout: float = 20) -> int:
+        """Send sig (SIGTERM by default) and wait for the exit code."""
+        import signal
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig or signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        finally:
+            self.log.close()
+        return code
+
+    def request(self, method: str, path: str, body: dict | None = None,
+                headers: dict | None = None) -> tuple[int, dict]:
+        """A JSON request with urllib; returns status and decoded body."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                raw = resp.read()
+                return resp.status, (json.loads(raw) if raw else {})
+        except urllib.error.HTTPError as err:
+            raw = err.read()
+            return err.code, (json.loads(raw) if raw else {})
+
+    def __enter__(self) -> "ServerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.stop()

@@ -1,0 +1,66 @@
+"""The token bucket per client and its headers."""
+
+from __future__ import annotations
+
+from hubsvc.app import create_app
+from hubsvc.ratelimit import TokenBucket
+
+from .conftest import make_config
+
+
+def test_bucket_refills_at_its_rate():
+    now = [0.0]
+    bucket = TokenBucket(3, 1.0, clock=lambda: now[0])
+    assert [bucket.take("a")[0] for _ in range(4)] == [True, True, True, False]
+    assert bucket.take("b")[0] is True  # keys are independent
+    allowed, _, wait = bucket.take("a")
+    assert not allowed and 0 < wait <= 1
+    now[0] += 1.0
+    assert bucket.take("a")[0] is True
+    assert bucket.take("a")[0] is False
+
+
+async def test_headers_on_every_answer_and_429_after_the_burst(aiohttp_client, tmp_path):
+    config = make_config(tmp_path, rate_limit__enabled=True, rate_limit__burst=5,
+                         rate_limit__per_minute=60)
+    client = await aiohttp_client(create_app(config))
+    seen = []
+    for _ in range(5):
+        resp = await client.get("/nothing-here")
+        assert resp.status == 404
+        assert resp.headers["RateLimit-Limit"] == "5"
+        seen.append(int(resp.headers["RateLimit-Remaining"]))
+        assert int(resp.headers["RateLimit-Reset"]) >= 0
+    assert seen == [4, 3, 2, 1, 0]
+    resp = await client.get("/health")
+    assert resp.status == 429
+    body = await resp.json()
+    assert body["error"] == "too many requests"
+    assert body["retryAfter"] == int(resp.headers["Retry-After"]) >= 1
+    assert resp.headers["RateLimit-Remaining"] == "0"
+
+
+async def test_forwarded_address_only_from_trusted_proxies(aiohttp_client, tmp_path):
+    config = make_config(tmp_path, rate_limit__enabled=True, rate_limit__burst=2,
+                         server__trusted_proxies=["127.0.0.0/8"])
+    client = await aiohttp_client(create_app(config))
+    for ip in ("203.0.113.1", "203.0.113.2"):
+        for _ in range(2):
+            assert (await client.get("/health", headers={"X-Forwarded-For": ip})).status == 200
+    assert (await client.get("/health", headers={"X-Forwarded-For": "203.0.113.1"})).status == 429
+
+
+async def test_forwarded_header_ignored_from_untrusted_peer(aiohttp_client, tmp_path):
+    config = make_config(tmp_path, rate_limit__enabled=True, rate_limit__burst=2)
+    client = await aiohttp_client(create_app(config))
+    for n in range(2):
+        assert (await client.get("/health", headers={"X-Forwarded-For": f"198.51.100.{n}"})).status == 200
+    resp = await client.get("/health", headers={"X-Forwarded-For": "198.51.100.9"})
+    assert resp.status == 429
+
+
+async def test_disabled_means_no_limit(client):
+    for _ in range(120):
+        resp = await client.get("/health")
+    assert resp.status == 200
+    assert "RateLimit-Limit" not in resp.headers
