@@ -12,7 +12,10 @@ from aiohttp_session import session_middleware
 from aiohttp_session.cookie_storage import EncryptedCookieStorage
 
 from .api import auth as auth_api
+from .api import git as git_api
 from .api import meta as meta_api
+from .api import repos as repos_api
+from .api import smart_http
 from .api import users as users_api
 from .auth import TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
 from .config import Config, ensure_secret
@@ -21,6 +24,7 @@ from .events import EventBus
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
 from .logs import request_id_var
 from .ratelimit import LIMITER, SIGN_IN_LIMITER, TokenBucket, add_rate_headers, rate_limit_middleware
+from .repofiles import REPO_FILES, RepoFiles
 from .store import Store
 
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -46,6 +50,7 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     store = app[STORE]
     await store.open()
     yield
+    app[REPO_FILES].close()
     await store.close()
 
 
@@ -78,6 +83,8 @@ def create_app(config: Config) -> web.Application:
     app[STORE] = Store(config.data_dir / "hubsvc.db")
     app[BUS] = EventBus()
     app[TOKEN_CACHE] = TokenCache()
+    app[smart_http.BASIC_CACHE] = TokenCache(ttl=300)
+    app[REPO_FILES] = RepoFiles(config.data_dir / "repositories")
     limits = config["rate_limit"]
     if limits["enabled"]:
         app[LIMITER] = TokenBucket(limits["burst"], limits["per_minute"] / 60)
@@ -86,7 +93,8 @@ def create_app(config: Config) -> web.Application:
     app.cleanup_ctx.extend([_store_ctx, _bus_ctx])
     app.on_shutdown.append(_mark_shutdown)
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
-    for module in (meta_api, auth_api, users_api):
+    # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
+    for module in (meta_api, auth_api, users_api, repos_api, git_api, smart_http):
         app.router.add_routes(module.routes)
     _setup_cors(app, config)
     return app

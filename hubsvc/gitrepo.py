@@ -7,10 +7,10 @@ where dulwich's walker parses every commit it passes.
 
 One `GitRepo` keeps one dulwich `Repo` open. Its object store caches open packs
 and rescans the pack directory whenever an object is missing, so a push landed by
-another process is seen by an instance opened before it. Pack files are read with
-seek-then-read, so each instance serialises its dulwich calls behind a lock; the web
-layer may share one instance between `asyncio.to_thread` calls. Call `close()` (or
-use `with`) to release the pack files.
+another process is seen by an instance opened before it. dulwich does not promise
+that this pack cache is thread-safe, so each instance serialises its dulwich calls
+behind a lock and may be shared between `asyncio.to_thread` calls. Call `close()`
+(or use `with`) to release the pack files.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from .errors import BadRequest, Conflict, NotFound
 
 ZERO_OID = "0" * 40
 PATCH_LIMIT = 1 << 20  # bytes of patch text per file before "truncated"
+DIFF_MAX_BLOB = 4 << 20  # larger sides are not line-diffed: difflib would take seconds
 BINARY_SNIFF = 8000  # git's own window for the NUL-byte binary test
 GIT_TIMEOUT = 30.0
 MAX_PATH = 4096
@@ -78,7 +79,7 @@ class GitError(RuntimeError):
 
 
 def _locked(method: Callable[..., T]) -> Callable[..., T]:
-    """Serialise calls on one instance: dulwich pack readers share a file offset."""
+    """Serialise calls on one instance: dulwich's pack cache has no lock of its own."""
     @functools.wraps(method)
     def wrapper(self: GitRepo, *args: Any, **kwargs: Any) -> T:
         with self._lock:
@@ -340,8 +341,8 @@ class GitRepo:
             head = source.refs.get_symrefs().get(b"HEAD")
         repo = Repo(str(dest))
         try:
-            # Clone takes HEAD from the remote's advertisement, which an empty
-            # source does not make; copy it from the source itself.
+            # git 2.31+ carries even an unborn HEAD across, older git guesses it
+            # from the branch tips; take it from the source to be sure.
             if head:
                 repo.refs.set_symbolic_ref(b"HEAD", head)
             _configure(repo)
@@ -544,6 +545,8 @@ class GitRepo:
         binary = _is_binary(old_bytes) or _is_binary(new_bytes)
         if binary:
             patch, additions, deletions, truncated = "", 0, 0, False
+        elif max(len(old_bytes), len(new_bytes)) > DIFF_MAX_BLOB:
+            patch, additions, deletions, truncated = "", 0, 0, True
         else:
             patch, additions, deletions, truncated = _patch(old_bytes, new_bytes)
         item = {

@@ -52,3 +52,45 @@ def settings(user: dict[str, Any]) -> dict[str, Any]:
         "website": user["website"],
         "preferences": preferences(user),
     }
+
+
+def _owner(base_url: str, repo: dict[str, Any]) -> dict[str, Any]:
+    return user_summary(base_url, {
+        "id": repo["owner_id"], "username": repo["owner_username"], "name": repo["owner_name"],
+        "avatar_hash": repo["owner_avatar_hash"]})
+
+
+def repo(base_url: str, row: dict[str, Any], viewer: dict[str, Any] | None) -> dict[str, Any]:
+    """The repo object of the contract, as seen by viewer."""
+    data = {
+        "id": str(row["id"]),
+        "name": row["name"],
+        "fullName": f"{row['owner_username']}/{row['name']}",
+        "description": row["description"],
+        "visibility": row["visibility"],
+        "private": row["visibility"] == "private",
+        "defaultBranch": row["default_branch"],
+        "createdAt": row["created_at"],
+        "updatedAt": row["updated_at"],
+        "owner": _owner(base_url, row),
+        "starCount": row["star_count"],
+        "starred": bool(row["starred"]) if viewer else False,
+        "forkCount": row["fork_count"],
+        "isOwner": viewer is not None and viewer["id"] == row["owner_id"],
+        "fork": row["parent_id"] is not None,
+        "parent": ({"owner": row["parent_owner"], "name": row["parent_name"]}
+                   if row["parent_id"] is not None else None),
+        "url": f"{base_url}/{row['owner_username']}/{row['name']}",
+        "cloneUrl": f"{base_url}/{row['owner_username']}/{row['name']}.git",
+    }
+    if viewer is not None and "role" in row:
+        data["permission"] = row["role"]
+    return data
+
+
+def member(base_url: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A user summary from a joined row (collaborator or stargazer)."""
+    data = user_summary(base_url, row)
+    if "permission" in row:
+        data["permission"] = row["permission"]
+    return data

@@ -10,6 +10,7 @@ import shutil
 import struct
 import subprocess
 import threading
+import time
 import zlib
 from datetime import datetime, timezone
 from pathlib import Path
@@ -96,6 +97,8 @@ def fx(tmp_path_factory):
     write("latin1.txt", "caf\u00e9\n".encode("latin-1"))
     write("icon.svg", '<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>\n')
     write("old.txt", "to be deleted\n")
+    write("mac.txt", b"one\rtwo\rthree\n" + b"".join(b"row %d\n" % n for n in range(9)))
+    write("was_binary.dat", b"\x00\x01\x02")
     os.symlink("README.md", work / "link")
     git("add", "-A")
     git("update-index", "--add", "--cacheinfo", f"160000,{FAKE_SUBMODULE},vendor/lib")
@@ -107,6 +110,11 @@ def fx(tmp_path_factory):
     write("src/app/main.py", main_py.replace("line 3\n", "line three\n") + "line 13\nline 14\n")
     git("mv", "docs/guide.md", "docs/manual.md")
     write("data.bin", bytes(range(256)) * 5)
+    write("mac.txt", b"one\rtwo\rTHREE\n" + b"".join(b"row %d\n" % n for n in range(9)))
+    first = git("rev-parse", "HEAD").strip()
+    # A gitlink whose commit is in this repository: file() must still refuse it.
+    git("update-index", "--add", "--cacheinfo", f"160000,{first},vendor/self")
+    (work / "vendor" / "self").mkdir()
     git("commit", "--quiet", "-am", "Rename guide, edit main")
     git("tag", "-a", "v1.0", "-m", "Version 1.0")
 
@@ -118,12 +126,15 @@ def fx(tmp_path_factory):
 
     git("checkout", "--quiet", "main")
     write("README.md", "# Demo\n\nHello, world.\n")
+    write("was_binary.dat", "now text\n")
     git("rm", "--quiet", "old.txt")
     git("commit", "--quiet", "-am", "Edit README")
     git("merge", "--quiet", "--no-ff", "-m", "Merge branch 'feature'", "feature")
 
     bare = base / "hosted" / "demo.git"
     GitRepo.init_bare(bare, "main").close()
+    # Keep pushed objects packed, as a real push of any size leaves them.
+    run("config", "--file", str(bare / "config"), "receive.unpackLimit", "1")
     git("push", "--quiet", str(bare), "--all")
     git("push", "--quiet", str(bare), "--tags")
     oids = run("log", "--format=%H", "main", cwd=work).split()
@@ -223,6 +234,7 @@ def test_clone_bare_is_independent_of_its_source(fx, tmp_path):
     shutil.rmtree(source)
 
     assert not (fork_path / "objects" / "info" / "alternates").exists()
+    assert not (fork_path / "hooks").exists()  # no sample hooks from git's templates
     assert run(f"--git-dir={fork_path}", "show-ref", "-d") == refs
     assert run(f"--git-dir={fork_path}", "symbolic-ref", "HEAD").strip() == "refs/heads/feature"
     config = str(fork_path / "config")
@@ -308,6 +320,19 @@ def test_commits_match_git_log(fx, repo):
     assert items[-1]["author"]["date"] == utc.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def test_dates_are_utc_whatever_the_local_zone(fx, repo, monkeypatch):
+    expected = iso(bare_git(fx, "log", "-1", "--format=%ct", "main").strip())
+    monkeypatch.setenv("TZ", "Asia/Kathmandu")
+    time.tzset()
+    try:
+        assert repo.commits("main", 1, 0)[0][0]["committer"]["date"] == expected
+        assert repo.diff(fx.merge)["commit"]["committer"]["date"] == expected
+        assert repo.branches()[1]["commit"]["date"] == expected
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
 def test_commits_pages_and_revs(fx, repo):
     expected = bare_git(fx, "log", "--format=%H", "main").split()
     total = len(expected)
@@ -389,7 +414,8 @@ def test_diff_of_the_first_commit_adds_everything(fx, repo):
             assert item["patch"] == git_hunks(fx, fx.first, "--", path), path
     assert files["link"]["patch"] == "@@ -0,0 +1 @@\n+README.md\n\\ No newline at end of file\n"
     assert files["vendor/lib"]["patch"] == f"@@ -0,0 +1 @@\n+Subproject commit {FAKE_SUBMODULE}\n"
-    assert {f["path"] for f in result["files"] if f["binary"]} == {"data.bin", "logo.png"}
+    assert {f["path"] for f in result["files"] if f["binary"]} == {"data.bin", "logo.png",
+                                                                   "was_binary.dat"}
     assert result["stats"] == {
         "additions": sum(f["additions"] for f in result["files"]),
         "deletions": 0, "filesChanged": len(expected)}
@@ -400,7 +426,10 @@ def test_diff_detects_renames_and_modifications(fx, repo):
     files = {f["path"]: f for f in repo.diff(fx.second)["files"]}
     status = bare_git(fx, "diff-tree", "-r", "-M", "--name-status", fx.second).split()
     assert status[0] == fx.second and "R100" in status
-    assert set(files) == {"docs/manual.md", "src/app/main.py", "data.bin"}
+    assert set(files) == {"docs/manual.md", "src/app/main.py", "data.bin", "mac.txt",
+                          "vendor/self"}
+    assert files["mac.txt"]["patch"] == git_hunks(fx, fx.second, "--", "mac.txt")
+    assert (files["mac.txt"]["additions"], files["mac.txt"]["deletions"]) == (1, 1)
     renamed = files["docs/manual.md"]
     assert (renamed["status"], renamed["oldPath"]) == ("renamed", "docs/guide.md")
     assert (renamed["additions"], renamed["deletions"], renamed["patch"]) == (0, 0, "")
@@ -422,9 +451,13 @@ def test_diff_of_a_merge_is_against_the_first_parent(fx, repo):
     assert [(f["path"], f["status"]) for f in result["files"]] == \
         [("feature.txt", "added"), ("src/app/util.py", "modified")]
     assert result["stats"] == {"additions": 2, "deletions": 1, "filesChanged": 2}
-    deleted = repo.diff(fx.readme)["files"]
-    assert [(f["path"], f["status"], f["oldPath"]) for f in deleted if f["status"] == "deleted"] \
+    files = repo.diff(fx.readme)["files"]
+    assert [(f["path"], f["status"], f["oldPath"]) for f in files if f["status"] == "deleted"] \
         == [("old.txt", "deleted", "old.txt")]
+    # Binary on either side makes the change binary, as in git.
+    was_binary = next(f for f in files if f["path"] == "was_binary.dat")
+    assert (was_binary["binary"], was_binary["patch"], was_binary["additions"]) == (True, "", 0)
+    assert numstat(fx, fx.readme)["was_binary.dat"] == ("-", "-")
 
 
 def test_diff_truncates_long_patches(fx, repo, monkeypatch):
@@ -433,6 +466,11 @@ def test_diff_truncates_long_patches(fx, repo, monkeypatch):
     assert item["truncated"] is True
     assert 0 < len(item["patch"].encode()) <= 40
     assert item["additions"] == 30
+    monkeypatch.setattr(gitrepo, "DIFF_MAX_BLOB", 100)
+    item = next(f for f in repo.diff(fx.first)["files"] if f["path"] == "docs/guide.md")
+    assert (item["truncated"], item["patch"], item["additions"]) == (True, "", 0)
+    readme = next(f for f in repo.diff(fx.first)["files"] if f["path"] == "README.md")
+    assert readme["additions"] == 3 and "truncated" not in readme
 
 
 def test_diff_rejects_malformed_and_unknown_oids(fx, repo):
@@ -470,10 +508,12 @@ def test_tree_root_matches_ls_tree(fx, repo):
     assert entries == ls_tree(fx, "main")
     assert [e["name"] for e in entries] == [
         "docs", "src", "vendor", "README.md", "data.bin", "feature.txt", "icon.svg",
-        "latin1.txt", "link", "logo.png"]
+        "latin1.txt", "link", "logo.png", "mac.txt", "was_binary.dat"]
     vendor = repo.tree("main", "vendor")
     assert vendor == [{"name": "lib", "path": "vendor/lib", "type": "submodule", "size": None,
-                       "oid": FAKE_SUBMODULE, "mode": "160000"}]
+                       "oid": FAKE_SUBMODULE, "mode": "160000"},
+                      {"name": "self", "path": "vendor/self", "type": "submodule",
+                       "size": None, "oid": fx.first, "mode": "160000"}]
     link = next(e for e in entries if e["name"] == "link")
     assert (link["type"], link["size"], link["mode"]) == ("symlink", 9, "120000")
 
@@ -490,7 +530,7 @@ def test_tree_nested_paths_and_revs(fx, repo):
 
 def test_tree_errors(fx, repo):
     for path in ("README.md", "missing", "src/missing", "src/app/main.py/x", "vendor/lib",
-                 "link", "link/x"):
+                 "vendor/self", "vendor/self/README.md", "link", "link/x"):
         with pytest.raises(NotFound):
             repo.tree("main", path)
     with pytest.raises(NotFound, match="branch not found"):
@@ -536,7 +576,8 @@ def test_file_binary_is_base64(fx, repo):
 
 
 def test_file_errors(fx, repo):
-    for path in ("", "src", "src/app/", "missing.txt", "vendor/lib", "README.md/x"):
+    for path in ("", "src", "src/app/", "missing.txt", "vendor/lib", "vendor/self",
+                 "README.md/x"):
         with pytest.raises(NotFound):
             repo.file("main", path)
     with pytest.raises(NotFound, match="branch not found"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .db import Database
+from .repos import RepoStore
 from .users import UserStore
 
 
@@ -14,6 +15,7 @@ class Store:
     def __init__(self, path: str | Path) -> None:
         self.db = Database(path)
         self.users = UserStore(self.db)
+        self.repos = RepoStore(self.db)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""

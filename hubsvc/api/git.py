@@ -1,0 +1,139 @@
+"""Git browsing: branches, commits, a commit's diff, trees and files."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from aiohttp import web
+
+from schemas.git import (BranchListSchema, CommitListSchema, CommitsQuerySchema, DiffSchema,
+                         FileEnvelopeSchema, FileQuerySchema, TreeQuerySchema, TreeSchema)
+
+from ..errors import NotFound
+from ..openapi import doc
+from ..permissions import load_repo
+from ..repofiles import REPO_FILES
+from ..rest import json_response, read_query
+
+routes = web.RouteTableDef()
+REPO = "/api/repositories/{owner}/{name}"
+_OID_RE = re.compile(r"^[0-9a-f]{40}$")
+RAW_RESPONSE = {"description": "JSON, or with return=1 the raw bytes", "content": {
+    "application/json": {"schema": FileEnvelopeSchema},
+    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}
+
+
+def _etag(*parts: str) -> str:
+    return '"' + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32] + '"'
+
+
+def _cache_headers(repo: dict, etag: str, immutable: bool) -> dict[str, str]:
+    """Answers addressed by a commit oid never change; others are revalidated."""
+    scope = "public" if repo["visibility"] == "public" else "private"
+    control = f"{scope}, max-age=31536000, immutable" if immutable else f"{scope}, no-cache"
+    return {"ETag": etag, "Cache-Control": control}
+
+
+def _fresh(request: web.Request, etag: str) -> bool:
+    return etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]
+
+
+async def _resolve(request: web.Request, repo: dict, branch: str | None) -> str | None:
+    """The commit oid of branch (default: the default branch); None for an empty repo."""
+    files = request.app[REPO_FILES]
+    rev = branch or repo["default_branch"]
+    oid, empty = await files.run(repo["id"], lambda g: (g.resolve(rev), g.is_empty()))
+    if oid is None and not empty:
+        raise NotFound("branch not found")
+    return oid
+
+
+def _answer(request: web.Request, repo: dict, data: dict, etag: str, immutable: bool
+            ) -> web.Response:
+    return json_response(data, headers=_cache_headers(repo, etag, immutable))
+
+
+@routes.get(REPO + "/branches")
+@doc("Branches by name, with their head commit", responses={200: BranchListSchema},
+     errors=(404,), public=True, tag="git")
+async def branches(request: web.Request) -> web.Response:
+    repo = await load_repo(request)
+    found = await request.app[REPO_FILES].run(repo["id"], lambda g: g.branches())
+    for branch in found:
+        branch["isDefault"] = branch["name"] == repo["default_branch"]
+    return json_response({"branches": found, "hasMore": False})
+
+
+@routes.get(REPO + "/commits")
+@doc("Commits reachable from a branch, tag or oid, newest first", query=CommitsQuerySchema,
+     responses={200: CommitListSchema, 304: "not modified"}, errors=(404,), public=True, tag="git")
+async def commits(request: web.Request) -> web.Response:
+    repo = await load_repo(request)
+    query = read_query(request, CommitsQuerySchema())
+    oid = await _resolve(request, repo, query.get("branch"))
+    if oid is None:
+        return json_response({"commits": [], "hasMore": False})
+    etag = _etag("commits", oid, str(query["limit"]), str(query["skip"]))
+    immutable = bool(_OID_RE.match(query.get("branch", "")))
+    if _fresh(request, etag):
+        return web.Response(status=304, headers=_cache_headers(repo, etag, immutable))
+    items, more = await request.app[REPO_FILES].run(
+        repo["id"], lambda g: g.commits(oid, query["limit"], query["skip"]))
+    return _answer(request, repo, {"commits": items, "hasMore": more}, etag, immutable)
+
+
+@routes.get(REPO + "/commits/{oid}/diff")
+@doc("The diff of one commit against its first parent (the empty tree for a root commit)",
+     responses={200: DiffSchema, 304: "not modified"}, errors=(400, 404), public=True, tag="git")
+async def diff(request: web.Request) -> web.Response:
+    repo = await load_repo(request)
+    oid = request.match_info["oid"]
+    etag = _etag("diff", oid)
+    if _fresh(request, etag) and _OID_RE.match(oid):
+        return web.Response(status=304, headers=_cache_headers(repo, etag, True))
+    data = await request.app[REPO_FILES].run(repo["id"], lambda g: g.diff(oid))
+    return _answer(request, repo, data, etag, True)
+
+
+@routes.get(REPO + "/tree")
+@doc("Entries of a directory, directories first", query=TreeQuerySchema,
+     responses={200: TreeSchema, 304: "not modified"}, errors=(404,), public=True, tag="git")
+async def tree(request: web.Request) -> web.Response:
+    repo = await load_repo(request)
+    query = read_query(request, TreeQuerySchema())
+    oid = await _resolve(request, repo, query.get("branch"))
+    if oid is None:
+        return json_response({"files": [], "isEmpty": True})
+    etag = _etag("tree", oid, query["path"])
+    immutable = bool(_OID_RE.match(query.get("branch", "")))
+    if _fresh(request, etag):
+        return web.Response(status=304, headers=_cache_headers(repo, etag, immutable))
+    entries = await request.app[REPO_FILES].run(repo["id"], lambda g: g.tree(oid, query["path"]))
+    return _answer(request, repo, {"files": entries, "isEmpty": False}, etag, immutable)
+
+
+@routes.get(REPO + "/file")
+@doc("One file: JSON (base64 for binary), or with return=1 the raw bytes",
+     query=FileQuerySchema, responses={200: RAW_RESPONSE, 304: "not modified"}, errors=(404,),
+     public=True, tag="git")
+async def file(request: web.Request) -> web.Response:
+    repo = await load_repo(request)
+    query = read_query(request, FileQuerySchema())
+    oid = await _resolve(request, repo, query.get("branch"))
+    if oid is None:
+        raise NotFound("file not found: the repository is empty")
+    etag = _etag("file", oid, query["path"], str(query["raw"]))
+    immutable = bool(_OID_RE.match(query.get("branch", "")))
+    headers = _cache_headers(repo, etag, immutable)
+    if _fresh(request, etag):
+        return web.Response(status=304, headers=headers)
+    files = request.app[REPO_FILES]
+    if query["raw"]:
+        data, content_type = await files.run(repo["id"],
+                                             lambda g: g.blob_stream_info(oid, query["path"]))
+        headers.update({"X-Content-Type-Options": "nosniff",
+                        "Content-Security-Policy": "default-src 'none'; sandbox"})
+        return web.Response(body=data, headers={**headers, "Content-Type": content_type})
+    data = await files.run(repo["id"], lambda g: g.file(oid, query["path"]))
+    return _answer(request, repo, {"file": data}, etag, immutable)

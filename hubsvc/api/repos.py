@@ -1,0 +1,239 @@
+"""Repositories: create, read, update, delete, collaborators, forks and stars."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from schemas.common import PageQuerySchema
+from schemas.repos import (CollaboratorEnvelopeSchema, CollaboratorSchema, ForkListSchema,
+                           ForkSchema, RepoCreateSchema, RepoEnvelopeSchema, RepoListSchema,
+                           RepoUpdateSchema, StarResultSchema, UserListSchema)
+
+from .. import present
+from ..auth import current_user, require_user
+from ..errors import BadRequest, NotFound
+from ..keys import CONFIG, STORE
+from ..openapi import doc
+from ..permissions import load_repo
+from ..publish import publish
+from ..repofiles import REPO_FILES
+from ..rest import json_response, read_json, read_query
+
+routes = web.RouteTableDef()
+REPO = "/api/repositories/{owner}/{name}"
+
+
+def _repo_json(request: web.Request, row: dict) -> dict:
+    return present.repo(request.app[CONFIG].base_url, row, current_user(request))
+
+
+def _viewer_id(request: web.Request) -> int:
+    user = current_user(request)
+    return user["id"] if user else 0
+
+
+async def _create_on_disk(request: web.Request, row: dict, make) -> dict:
+    """Run the disk step of a create; if it fails the row goes too, so nothing dangles."""
+    try:
+        await make()
+    except BaseException:
+        await request.app[STORE].repos.delete(row["id"])
+        await request.app[REPO_FILES].remove(row["id"])
+        raise
+    return row
+
+
+@routes.post("/api/repositories")
+@doc("Create a repository owned by the caller", body=RepoCreateSchema,
+     responses={201: RepoEnvelopeSchema}, errors=(409,), tag="repositories",
+     description="autoInit=true makes a first commit with a README.md on the default branch.")
+async def create_repo(request: web.Request) -> web.Response:
+    user = require_user(request)
+    data = await read_json(request, RepoCreateSchema())
+    store, files = request.app[STORE], request.app[REPO_FILES]
+    row = await store.repos.create(owner_id=user["id"], name=data["name"],
+                                   description=data["description"],
+                                   visibility=data["visibility"],
+                                   default_branch=data["defaultBranch"])
+
+    async def make() -> None:
+        await files.create(row["id"], data["defaultBranch"])
+        if data["autoInit"]:
+            readme = f"# {data['name']}\n\n{data['description']}\n".rstrip() + "\n"
+            await files.run(row["id"], lambda g: g.auto_init(
+                data["defaultBranch"], user["name"] or user["username"],
+                f"{user['username']}@users.noreply.hubsvc", readme))
+
+    await _create_on_disk(request, row, make)
+    body = _repo_json(request, row)
+    return json_response({"repo": body, "isOwner": True}, status=201)
+
+
+@routes.get("/api/users/{username}/repositories")
+@doc("A user's repositories that the caller may read, newest first", query=PageQuerySchema,
+     responses={200: RepoListSchema}, errors=(404,), public=True, tag="repositories")
+async def user_repos(request: web.Request) -> web.Response:
+    page = read_query(request, PageQuerySchema())
+    owner = await request.app[STORE].users.by_username(request.match_info["username"])
+    if owner is None:
+        raise NotFound("user not found")
+    rows, more = await request.app[STORE].repos.of_owner(owner["id"], _viewer_id(request),
+                                                         page["limit"], page["offset"])
+    return json_response({"repositories": [_repo_json(request, r) for r in rows], "hasMore": more})
+
+
+@routes.get(REPO)
+@doc("Repository info", responses={200: RepoEnvelopeSchema}, errors=(404,), public=True,
+     tag="repositories")
+async def get_repo(request: web.Request) -> web.Response:
+    repo = await load_repo(request)
+    body = _repo_json(request, repo)
+    return json_response({"repo": body, "isOwner": body["isOwner"]})
+
+
+@routes.patch(REPO)
+@doc("Change name, description, visibility or default branch (owner only)",
+     body=RepoUpdateSchema, responses={200: RepoEnvelopeSchema}, errors=(403, 404, 409),
+     tag="repositories")
+async def patch_repo(request: web.Request) -> web.Response:
+    require_user(request)
+    repo = await load_repo(request, "owner")
+    data = await read_json(request, RepoUpdateSchema())
+    if "defaultBranch" in data:
+        exists = await request.app[REPO_FILES].run(repo["id"], lambda g: g.is_empty() or any(
+            b["name"] == data["defaultBranch"] for b in g.branches()))
+        if not exists:
+            raise BadRequest("defaultBranch: no such branch")
+        await request.app[REPO_FILES].run(
+            repo["id"], lambda g: g.set_default_branch(data["defaultBranch"]))
+    row = await request.app[STORE].repos.update(repo["id"], data, _viewer_id(request))
+    row["role"] = repo["role"]
+    body = _repo_json(request, row)
+    return json_response({"repo": body, "isOwner": body["isOwner"]})
+
+
+@routes.delete(REPO)
+@doc("Delete a repository and its git data (owner only); its forks stay",
+     responses={204: "deleted"}, errors=(403, 404), tag="repositories")
+async def delete_repo(request: web.Request) -> web.Response:
+    require_user(request)
+    repo = await load_repo(request, "owner")
+    await request.app[STORE].repos.delete(repo["id"])
+    await request.app[REPO_FILES].remove(repo["id"])
+    return web.Response(status=204)
+
+
+# Collaborators
+
+@routes.get(REPO + "/collaborators")
+@doc("Collaborators and their permission", query=PageQuerySchema,
+     responses={200: UserListSchema}, errors=(404,), public=True, tag="collaborators")
+async def list_collaborators(request: web.Request) -> web.Response:
+    repo = await load_repo(request)
+    page = read_query(request, PageQuerySchema())
+    rows, more = await request.app[STORE].repos.collaborators(repo["id"], page["limit"],
+                                                              page["offset"])
+    base = request.app[CONFIG].base_url
+    return json_response({"users": [present.member(base, r) for r in rows], "hasMore": more})
+
+
+async def _target_user(request: web.Request) -> dict:
+    user = await request.app[STORE].users.by_username(request.match_info["username"])
+    if user is None:
+        raise NotFound("user not found")
+    return user
+
+
+@routes.put(REPO + "/collaborators/{username}")
+@doc("Add a collaborator or change their permission (owner only)", body=CollaboratorSchema,
+     responses={200: CollaboratorEnvelopeSchema, 201: CollaboratorEnvelopeSchema},
+     errors=(403, 404), tag="collaborators")
+async def put_collaborator(request: web.Request) -> web.Response:
+    require_user(request)
+    repo = await load_repo(request, "owner")
+    data = await read_json(request, CollaboratorSchema())
+    target = await _target_user(request)
+    if target["id"] == repo["owner_id"]:
+        raise BadRequest("username: the owner is not a collaborator")
+    added = await request.app[STORE].repos.set_collaborator(repo["id"], target["id"],
+                                                            data["permission"])
+    user = present.member(request.app[CONFIG].base_url, {**target, "permission": data["permission"]})
+    return json_response({"user": user}, status=201 if added else 200)
+
+
+@routes.delete(REPO + "/collaborators/{username}")
+@doc("Remove a collaborator (owner only)", responses={204: "removed"}, errors=(403, 404),
+     tag="collaborators")
+async def delete_collaborator(request: web.Request) -> web.Response:
+    require_user(request)
+    repo = await load_repo(request, "owner")
+    target = await _target_user(request)
+    if not await request.app[STORE].repos.remove_collaborator(repo["id"], target["id"]):
+        raise NotFound("not a collaborator")
+    return web.Response(status=204)
+
+
+# Forks and stars
+
+@routes.post(REPO + "/fork")
+@doc("Fork into the caller's namespace with the full history", body=ForkSchema,
+     responses={201: RepoEnvelopeSchema}, errors=(404, 409), tag="forks")
+async def fork_repo(request: web.Request) -> web.Response:
+    user = require_user(request)
+    source = await load_repo(request)
+    data = await read_json(request, ForkSchema())
+    store, files = request.app[STORE], request.app[REPO_FILES]
+    row = await store.repos.create(
+        owner_id=user["id"], name=data.get("name") or source["name"],
+        description=data.get("description", source["description"]),
+        visibility=source["visibility"], default_branch=source["default_branch"],
+        parent_id=source["id"])
+    await _create_on_disk(request, row, lambda: files.fork(source["id"], row["id"]))
+    fork = _repo_json(request, row)
+    publish(request, source, "fork", {"forkee": fork, "forker": fork["owner"]})
+    return json_response({"repo": fork, "isOwner": True}, status=201)
+
+
+@routes.get(REPO + "/forks")
+@doc("Forks the caller may read, newest first", query=PageQuerySchema,
+     responses={200: ForkListSchema}, errors=(404,), public=True, tag="forks")
+async def list_forks(request: web.Request) -> web.Response:
+    repo = await load_repo(request)
+    page = read_query(request, PageQuerySchema())
+    rows, more = await request.app[STORE].repos.forks(repo["id"], _viewer_id(request),
+                                                      page["limit"], page["offset"])
+    return json_response({"forks": [_repo_json(request, r) for r in rows], "hasMore": more})
+
+
+async def _star(request: web.Request, on: bool) -> web.Response:
+    user = require_user(request)
+    repo = await load_repo(request)
+    changed, count = await request.app[STORE].repos.star(repo["id"], user["id"], on)
+    if changed:
+        publish(request, repo, "star", {"action": "added" if on else "removed",
+                                        "starCount": count})
+    return json_response({"starred": on, "starCount": count})
+
+
+@routes.post(REPO + "/star")
+@doc("Star (idempotent)", responses={200: StarResultSchema}, errors=(404,), tag="stars")
+async def star(request: web.Request) -> web.Response:
+    return await _star(request, True)
+
+
+@routes.delete(REPO + "/star")
+@doc("Unstar (idempotent)", responses={200: StarResultSchema}, errors=(404,), tag="stars")
+async def unstar(request: web.Request) -> web.Response:
+    return await _star(request, False)
+
+
+@routes.get(REPO + "/stars")
+@doc("Users who starred, most recent first", query=PageQuerySchema,
+     responses={200: UserListSchema}, errors=(404,), public=True, tag="stars")
+async def list_stars(request: web.Request) -> web.Response:
+    repo = await load_repo(request)
+    page = read_query(request, PageQuerySchema())
+    rows, more = await request.app[STORE].repos.stargazers(repo["id"], page["limit"],
+                                                           page["offset"])
+    base = request.app[CONFIG].base_url
+    return json_response({"users": [present.member(base, r) for r in rows], "hasMore": more})

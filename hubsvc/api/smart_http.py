@@ -1,0 +1,166 @@
+"""Smart-HTTP git hosting at /:owner/:name.git: clone, fetch and push with HTTP Basic."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import logging
+import time
+
+from aiohttp import web
+
+from ..auth import Identity, TokenCache, check_password, current_user, user_for_token
+from ..errors import ApiError, BadRequest, Unauthorized
+from ..githttp import SERVICES, advertise, serve_rpc
+from ..keys import AUTH, CONFIG, STORE
+from ..openapi import doc
+from ..permissions import load_repo
+from ..publish import publish
+from ..ratelimit import SIGN_IN_LIMITER, client_ip
+from ..repofiles import REPO_FILES
+
+log = logging.getLogger("hubsvc.git")
+routes = web.RouteTableDef()
+BASIC_CACHE = web.AppKey("basic_cache", TokenCache)
+ZERO = "0" * 40
+GIT_BASE = "/{owner}/{name}"
+PUSH_COMMITS_KEPT = 20
+
+
+def _challenge(message: str = "authentication required") -> ApiError:
+    error = Unauthorized(message)
+    error.headers["WWW-Authenticate"] = 'Basic realm="hubsvc"'
+    return error
+
+
+async def _basic_user(request: web.Request) -> dict | None:
+    """The user of an HTTP Basic header (password or token as the password), else None."""
+    header = request.headers.get("Authorization", "")
+    if header[:6].lower() != "basic ":
+        return None
+    try:
+        username, _, secret = base64.b64decode(header[6:].strip()).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        raise _challenge("malformed Basic credentials") from None
+    found = await user_for_token(request.app, secret) if secret else None
+    if found is not None and found[0]["username"].lower() == username.lower():
+        return found[0]
+    # bcrypt costs a quarter second, and git makes several requests per operation:
+    # a verified pair is remembered briefly under a digest, never in clear.
+    digest = hashlib.sha256(f"{username.lower()}\0{secret}".encode()).digest()
+    cache = request.app[BASIC_CACHE]
+    hit = cache.get(digest)
+    if hit is not None:
+        return hit[0]
+    limiter = request.app.get(SIGN_IN_LIMITER)
+    if limiter is not None:
+        allowed, _, _ = limiter.take(f"{client_ip(request)}|{username.casefold()}")
+        if not allowed:
+            raise ApiError("too many failed sign-ins", 429)
+    user = await request.app[STORE].users.by_login(username) if username else None
+    if not await check_password(secret, user["password_hash"] if user else None) or user is None:
+        raise _challenge("invalid credentials")
+    cache.put(digest, user, int(time.time()) + 300)
+    return user
+
+
+async def _git_repo(request: web.Request, need: str) -> dict:
+    """The repository of a git URL, with GitHub's rules for who gets a challenge."""
+    user = current_user(request) or await _basic_user(request)
+    if user is not None and request.get(AUTH) is None:
+        request[AUTH] = Identity(user, "basic")
+    name = request.match_info["name"]
+    name = name[:-4] if name.lower().endswith(".git") else name
+    try:
+        return await load_repo(request, need, name=name)
+    except ApiError as exc:
+        # Anonymous callers get the challenge for private, missing and push alike, so
+        # git asks for credentials and existence does not leak.
+        if user is None and exc.status in (403, 404):
+            raise _challenge() from None
+        raise
+
+
+def _service(request: web.Request, given: str | None) -> str:
+    if given not in SERVICES:
+        raise BadRequest("service must be git-upload-pack or git-receive-pack")
+    return given
+
+
+@routes.get(GIT_BASE + "/info/refs")
+@doc("Smart-HTTP ref advertisement (git clone/fetch/push)", public=True, tag="git-http",
+     responses={200: {"description": "pkt-line ref advertisement", "content": {
+         "application/x-git-upload-pack-advertisement": {"schema": {"type": "string"}}}}},
+     errors=(400, 403, 404), description="`service` is git-upload-pack or git-receive-pack.")
+async def info_refs(request: web.Request) -> web.StreamResponse:
+    service = _service(request, request.query.get("service"))
+    repo = await _git_repo(request, "write" if service == "git-receive-pack" else "read")
+    return await advertise(request, service, request.app[REPO_FILES].path(repo["id"]))
+
+
+@routes.post(GIT_BASE + "/git-upload-pack")
+@doc("Smart-HTTP fetch (clone and fetch)", public=True, tag="git-http", errors=(403, 404),
+     responses={200: {"description": "pack stream", "content": {
+         "application/x-git-upload-pack-result": {"schema": {"type": "string"}}}}})
+async def upload_pack(request: web.Request) -> web.StreamResponse:
+    repo = await _git_repo(request, "read")
+    resp, _ = await serve_rpc(request, "git-upload-pack", request.app[REPO_FILES].path(repo["id"]))
+    return resp
+
+
+@routes.post(GIT_BASE + "/git-receive-pack")
+@doc("Smart-HTTP push (write access)", public=True, tag="git-http", errors=(403, 404, 413),
+     responses={200: {"description": "report-status stream", "content": {
+         "application/x-git-receive-pack-result": {"schema": {"type": "string"}}}}})
+async def receive_pack(request: web.Request) -> web.StreamResponse:
+    repo = await _git_repo(request, "write")
+    files = request.app[REPO_FILES]
+    before = await files.run(repo["id"], lambda g: g.head_oids())
+    resp, _ = await serve_rpc(request, "git-receive-pack", files.path(repo["id"]),
+                              request.app[CONFIG]["limits"]["push_bytes"])
+    after = await files.run(repo["id"], lambda g: g.head_oids())
+    if after != before:
+        await _after_push(request, repo, before, after)
+    return resp
+
+
+def _pick_default(current: str, branches: list[str]) -> str:
+    for candidate in (current, "main", "master"):
+        if candidate in branches:
+            return candidate
+    return sorted(branches)[0]
+
+
+async def _after_push(request: web.Request, repo: dict, before: dict, after: dict) -> None:
+    """Record the push: updatedAt, default branch, commit-graph, one push event per ref."""
+    files, store = request.app[REPO_FILES], request.app[STORE]
+    had_branches = any(ref.startswith("refs/heads/") for ref in before)
+    branches = [ref[len("refs/heads/"):] for ref in after if ref.startswith("refs/heads/")]
+    new_default = None
+    if not had_branches and branches:
+        new_default = _pick_default(repo["default_branch"], branches)
+        await files.run(repo["id"], lambda g: g.set_default_branch(new_default))
+    elif branches and repo["default_branch"] not in branches:
+        new_default = _pick_default(repo["default_branch"], branches)
+        await files.run(repo["id"], lambda g: g.set_default_branch(new_default))
+    await store.repos.touch(repo["id"], new_default)
+    try:
+        await files.run(repo["id"], lambda g: g.write_commit_graph())
+    except Exception:
+        log.warning("commit-graph write failed for repository %s", repo["id"], exc_info=True)
+    for ref in sorted(set(before) | set(after)):
+        old, new = before.get(ref, ZERO), after.get(ref, ZERO)
+        if old == new:
+            continue
+        commits, total = [], 0
+        if new != ZERO:
+            commits, total = await files.run(
+                repo["id"], lambda g: g.commits_between(None if old == ZERO else old, new,
+                                                        PUSH_COMMITS_KEPT))
+        publish(request, repo, "push", {
+            "ref": ref, "before": old, "after": new,
+            "commits": [{"oid": c["oid"], "message": c["message"], "author": c["author"]}
+                        for c in commits],
+            "totalCommits": total,
+        })

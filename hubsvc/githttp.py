@@ -1,0 +1,154 @@
+"""Git's smart-HTTP protocol, bridged to `git upload-pack`/`receive-pack --stateless-rpc`.
+
+Native git serves packs about ten times faster than dulwich's pure-Python server and
+streams instead of holding whole packs in memory, so the pack protocol runs in git
+itself; this module only moves bytes between the HTTP request, the process and the
+HTTP response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import zlib
+from pathlib import Path
+
+from aiohttp import web
+
+from .errors import BadRequest, PayloadTooLarge
+
+log = logging.getLogger("hubsvc.githttp")
+
+SERVICES = ("git-upload-pack", "git-receive-pack")
+CHUNK = 64 * 1024
+_PROTOCOL_RE = re.compile(r"^[A-Za-z0-9=:._-]{1,100}$")
+
+
+def pkt_line(text: str) -> bytes:
+    """One pkt-line: four hex digits of length, then the payload."""
+    data = text.encode()
+    return f"{len(data) + 4:04x}".encode() + data
+
+
+def _env(request: web.Request) -> dict[str, str]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/"),
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    protocol = request.headers.get("Git-Protocol", "")
+    if _PROTOCOL_RE.match(protocol):
+        env["GIT_PROTOCOL"] = protocol  # lets the client use protocol v2
+    return env
+
+
+async def advertise(request: web.Request, service: str, path: Path) -> web.StreamResponse:
+    """GET info/refs?service=…: the ref advertisement, streamed."""
+    proc = await asyncio.create_subprocess_exec(
+        "git", service.removeprefix("git-"), "--stateless-rpc", "--advertise-refs", str(path),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=_env(request))
+    resp = web.StreamResponse(headers={
+        "Content-Type": f"application/x-{service}-advertisement",
+        "Cache-Control": "no-cache, max-age=0, must-revalidate",
+        "Expires": "Fri, 01 Jan 1980 00:00:00 GMT",
+        "Pragma": "no-cache",
+    })
+    await resp.prepare(request)
+    if "version=2" not in request.headers.get("Git-Protocol", ""):
+        await resp.write(pkt_line(f"# service={service}\n") + b"0000")
+    await _pump(proc.stdout, resp)
+    await _finish(proc, service)
+    await resp.write_eof()
+    return resp
+
+
+async def _pump(stdout: asyncio.StreamReader, resp: web.StreamResponse) -> None:
+    while chunk := await stdout.read(CHUNK):
+        await resp.write(chunk)
+
+
+async def _finish(proc: asyncio.subprocess.Process, service: str) -> int:
+    stderr = await proc.stderr.read() if proc.stderr else b""
+    code = await proc.wait()
+    if code != 0:
+        log.warning("%s exited %s: %s", service, code, stderr.decode(errors="replace")[:500])
+    return code
+
+
+async def _feed(request: web.Request, stdin: asyncio.StreamWriter, limit: int | None) -> int:
+    """Copy the request body into the process, un-gzipping it and counting bytes."""
+    gzipped = request.headers.get("Content-Encoding", "").lower() == "gzip"
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzipped else None
+    total = 0
+    try:
+        async for chunk in request.content.iter_chunked(CHUNK):
+            if inflater is not None:
+                try:
+                    chunk = inflater.decompress(chunk)
+                except zlib.error:
+                    raise BadRequest("malformed gzip body") from None
+            total += len(chunk)
+            if limit is not None and total > limit:
+                raise PayloadTooLarge(f"push is larger than {limit} bytes")
+            stdin.write(chunk)
+            await stdin.drain()
+        if inflater is not None:
+            stdin.write(inflater.flush())
+        await stdin.drain()
+    finally:
+        if not stdin.is_closing():
+            stdin.close()
+    return total
+
+
+async def serve_rpc(request: web.Request, service: str, path: Path,
+                    limit: int | None = None) -> tuple[web.StreamResponse, int]:
+    """POST git-upload-pack / git-receive-pack: stream body in and answer out.
+
+    Returns the response and git's exit code. A body over `limit` kills git before it
+    could update a ref (receive-pack only updates refs after the whole pack is in and
+    checked, and keeps incoming objects in quarantine until then) and answers 413.
+    """
+    if request.content_type != f"application/x-{service}-request":
+        raise BadRequest(f"expected Content-Type application/x-{service}-request")
+    if limit is not None and request.content_length is not None \
+            and request.content_length > limit \
+            and request.headers.get("Content-Encoding", "").lower() != "gzip":
+        raise PayloadTooLarge(f"push is larger than {limit} bytes")
+    proc = await asyncio.create_subprocess_exec(
+        "git", service.removeprefix("git-"), "--stateless-rpc", str(path),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=_env(request))
+    feeder = asyncio.ensure_future(_feed(request, proc.stdin, limit))
+    resp = web.StreamResponse(headers={
+        "Content-Type": f"application/x-{service}-result",
+        "Cache-Control": "no-cache, max-age=0, must-revalidate",
+    })
+    first_read = asyncio.ensure_future(proc.stdout.read(CHUNK))
+    try:
+        # git answers only once it has read what it needs; a body that fails on the way
+        # in (too large, bad gzip) must end things before any 200 goes out.
+        await asyncio.wait({first_read, feeder}, return_when=asyncio.FIRST_COMPLETED)
+        if feeder.done() and feeder.exception() is not None:
+            raise feeder.exception()
+        first = await first_read
+        await resp.prepare(request)
+        if first:
+            await resp.write(first)
+            await _pump(proc.stdout, resp)
+        await feeder
+    except BaseException:
+        if proc.returncode is None:
+            proc.kill()
+        for task in (feeder, first_read):
+            task.cancel()
+        await asyncio.gather(feeder, first_read, return_exceptions=True)
+        await proc.wait()
+        raise
+    code = await _finish(proc, service)
+    await resp.write_eof()
+    return resp, code

@@ -1,0 +1,72 @@
+"""Where the bare repositories live on disk, and access to them off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from aiohttp import web
+
+from .gitrepo import GitRepo
+
+T = TypeVar("T")
+
+
+class RepoFiles:
+    """Bare repositories at paths built from ids only, so no user-given name reaches the disk."""
+
+    def __init__(self, root: Path, cache_size: int = 64) -> None:
+        self.root = Path(root)
+        self.cache_size = cache_size
+        self._open: OrderedDict[int, GitRepo] = OrderedDict()
+
+    def path(self, repo_id: int) -> Path:
+        """<root>/<id // 1000>/<id>.git: a rename never touches a file."""
+        return self.root / f"{int(repo_id) // 1000:03d}" / f"{int(repo_id)}.git"
+
+    def get(self, repo_id: int) -> GitRepo:
+        """An open GitRepo, reused across requests (opening one reads its refs and packs)."""
+        repo = self._open.get(repo_id)
+        if repo is None:
+            repo = GitRepo(self.path(repo_id))
+            self._open[repo_id] = repo
+            while len(self._open) > self.cache_size:
+                self._open.popitem(last=False)[1].close()
+        else:
+            self._open.move_to_end(repo_id)
+        return repo
+
+    def forget(self, repo_id: int) -> None:
+        """Drop a cached handle (after a delete)."""
+        repo = self._open.pop(repo_id, None)
+        if repo is not None:
+            repo.close()
+
+    async def run(self, repo_id: int, fn: Callable[..., T], *args: Any) -> T:
+        """Call fn(GitRepo, *args) in a worker thread."""
+        repo = self.get(repo_id)
+        return await asyncio.to_thread(fn, repo, *args)
+
+    async def create(self, repo_id: int, default_branch: str) -> None:
+        """A new empty bare repository."""
+        await asyncio.to_thread(GitRepo.init_bare, self.path(repo_id), default_branch)
+
+    async def fork(self, source_id: int, repo_id: int) -> None:
+        """A full, independent copy of another repository."""
+        await asyncio.to_thread(GitRepo.clone_bare, self.path(source_id), self.path(repo_id))
+
+    async def remove(self, repo_id: int) -> None:
+        """Delete a repository's folder."""
+        self.forget(repo_id)
+        await asyncio.to_thread(shutil.rmtree, self.path(repo_id), True)
+
+    def close(self) -> None:
+        """Close every cached handle."""
+        while self._open:
+            self._open.popitem()[1].close()
+
+
+REPO_FILES = web.AppKey("repo_files", RepoFiles)

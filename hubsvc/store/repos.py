@@ -1,0 +1,209 @@
+"""Repositories, collaborators, stars and forks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import Conflict, NotFound
+from ..timeutil import now_iso
+from .base import Table, reads, row_dict, writes
+
+# Columns of a repository row joined with its owner, its parent and the viewer's
+# relation to it (bound as :viewer; 0 for anonymous).
+REPO_SELECT = """
+SELECT r.id, r.owner_id, r.name, r.description, r.visibility, r.default_branch,
+       r.parent_id, r.star_count, r.fork_count, r.created_at, r.updated_at,
+       u.username AS owner_username, u.name AS owner_name, u.avatar_hash AS owner_avatar_hash,
+       p.name AS parent_name, pu.username AS parent_owner,
+       EXISTS (SELECT 1 FROM stars s WHERE s.repo_id = r.id AND s.user_id = :viewer) AS starred,
+       (SELECT c.permission FROM collaborators c
+         WHERE c.repo_id = r.id AND c.user_id = :viewer) AS collaborator
+  FROM repositories r
+  JOIN users u ON u.id = r.owner_id
+  LEFT JOIN repositories p ON p.id = r.parent_id
+  LEFT JOIN users pu ON pu.id = p.owner_id
+"""
+
+# The one definition of "the viewer may read r", used by every list and search.
+VISIBLE = """(r.visibility = 'public' OR r.owner_id = :viewer OR EXISTS (
+    SELECT 1 FROM collaborators vc WHERE vc.repo_id = r.id AND vc.user_id = :viewer))"""
+
+
+def _repo(row: Any) -> dict[str, Any] | None:
+    repo = row_dict(row)
+    if repo is not None:
+        repo["starred"] = bool(repo["starred"])
+    return repo
+
+
+def _page(rows: list, limit: int) -> tuple[list, bool]:
+    return rows[:limit], len(rows) > limit
+
+
+class RepoStore(Table):
+    """Repository rows; the bare repositories on disk are the caller's (gitrepo)."""
+
+    @writes
+    def create(self, conn, *, owner_id: int, name: str, description: str, visibility: str,
+               default_branch: str, parent_id: int | None = None) -> dict[str, Any]:
+        """Insert a repository; 409 when the owner has one of that name."""
+        self._check_free(conn, owner_id, name)
+        now = now_iso()
+        cur = conn.execute(
+            "INSERT INTO repositories (owner_id, name, name_key, description, visibility,"
+            " default_branch, parent_id, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (owner_id, name, name.lower(), description, visibility, default_branch, parent_id,
+             now, now))
+        if parent_id is not None:
+            conn.execute("UPDATE repositories SET fork_count = fork_count + 1 WHERE id = ?",
+                         (parent_id,))
+        return self.by_id.sync(self, conn, cur.lastrowid, owner_id)
+
+    def _check_free(self, conn, owner_id: int, name: str, exclude: int | None = None) -> None:
+        row = conn.execute("SELECT id FROM repositories WHERE owner_id = ? AND name_key = ?",
+                           (owner_id, name.lower())).fetchone()
+        if row is not None and row["id"] != exclude:
+            raise Conflict("a repository with this name already exists")
+
+    @reads
+    def by_id(self, conn, repo_id: int, viewer: int = 0) -> dict[str, Any] | None:
+        """One repository by id, as seen by viewer."""
+        return _repo(conn.execute(REPO_SELECT + " WHERE r.id = :id",
+                                  {"id": repo_id, "viewer": viewer}).fetchone())
+
+    @reads
+    def by_name(self, conn, owner: str, name: str, viewer: int = 0) -> dict[str, Any] | None:
+        """One repository by owner username and name (ignoring case), as seen by viewer."""
+        return _repo(conn.execute(
+            REPO_SELECT + " WHERE u.username_key = :owner AND r.name_key = :name",
+            {"owner": owner.lower(), "name": name.lower(), "viewer": viewer}).fetchone())
+
+    @reads
+    def of_owner(self, conn, owner_id: int, viewer: int, limit: int, offset: int
+                 ) -> tuple[list[dict[str, Any]], bool]:
+        """An owner's repositories the viewer may read, newest first."""
+        rows = conn.execute(
+            REPO_SELECT + f" WHERE r.owner_id = :owner AND {VISIBLE}"
+            " ORDER BY r.id DESC LIMIT :limit OFFSET :offset",
+            {"owner": owner_id, "viewer": viewer, "limit": limit + 1, "offset": offset})
+        return _page([_repo(r) for r in rows], limit)
+
+    @reads
+    def forks(self, conn, repo_id: int, viewer: int, limit: int, offset: int
+              ) -> tuple[list[dict[str, Any]], bool]:
+        """Forks of a repository that the viewer may read, newest first."""
+        rows = conn.execute(
+            REPO_SELECT + f" WHERE r.parent_id = :repo AND {VISIBLE}"
+            " ORDER BY r.id DESC LIMIT :limit OFFSET :offset",
+            {"repo": repo_id, "viewer": viewer, "limit": limit + 1, "offset": offset})
+        return _page([_repo(r) for r in rows], limit)
+
+    @writes
+    def update(self, conn, repo_id: int, fields: dict[str, Any], viewer: int) -> dict[str, Any]:
+        """Change name, description, visibility or default branch."""
+        current = conn.execute("SELECT owner_id FROM repositories WHERE id = ?",
+                               (repo_id,)).fetchone()
+        if current is None:
+            raise NotFound("repository not found")
+        fields = dict(fields)
+        if "name" in fields:
+            self._check_free(conn, current["owner_id"], fields["name"], repo_id)
+            fields["name_key"] = fields["name"].lower()
+        if "defaultBranch" in fields:
+            fields["default_branch"] = fields.pop("defaultBranch")
+        fields["updated_at"] = now_iso()
+        assignments = ", ".join(f"{column} = ?" for column in fields)
+        conn.execute(f"UPDATE repositories SET {assignments} WHERE id = ?",
+                     (*fields.values(), repo_id))
+        return self.by_id.sync(self, conn, repo_id, viewer)
+
+    @writes
+    def touch(self, conn, repo_id: int, default_branch: str | None = None) -> None:
+        """Record a push: updatedAt, and the default branch when the first one arrived."""
+        if default_branch is None:
+            conn.execute("UPDATE repositories SET updated_at = ? WHERE id = ?",
+                         (now_iso(), repo_id))
+        else:
+            conn.execute("UPDATE repositories SET updated_at = ?, default_branch = ? WHERE id = ?",
+                         (now_iso(), default_branch, repo_id))
+
+    @writes
+    def delete(self, conn, repo_id: int) -> None:
+        """Delete a repository row; its forks stay, with no parent."""
+        row = conn.execute("SELECT parent_id FROM repositories WHERE id = ?", (repo_id,)).fetchone()
+        if row is None:
+            return
+        if row["parent_id"] is not None:
+            conn.execute("UPDATE repositories SET fork_count = fork_count - 1 WHERE id = ?",
+                         (row["parent_id"],))
+        conn.execute("DELETE FROM repositories WHERE id = ?", (repo_id,))
+
+    # Collaborators
+
+    @writes
+    def set_collaborator(self, conn, repo_id: int, user_id: int, permission: str) -> bool:
+        """Add or change a collaborator; True when newly added."""
+        existed = conn.execute("SELECT 1 FROM collaborators WHERE repo_id = ? AND user_id = ?",
+                               (repo_id, user_id)).fetchone()
+        conn.execute(
+            "INSERT INTO collaborators (repo_id, user_id, permission, created_at)"
+            " VALUES (?, ?, ?, ?) ON CONFLICT (repo_id, user_id) DO UPDATE"
+            " SET permission = excluded.permission",
+            (repo_id, user_id, permission, now_iso()))
+        return existed is None
+
+    @writes
+    def remove_collaborator(self, conn, repo_id: int, user_id: int) -> bool:
+        """Remove a collaborator; True when there was one."""
+        cur = conn.execute("DELETE FROM collaborators WHERE repo_id = ? AND user_id = ?",
+                           (repo_id, user_id))
+        return cur.rowcount > 0
+
+    @reads
+    def collaborators(self, conn, repo_id: int, limit: int, offset: int
+                      ) -> tuple[list[dict[str, Any]], bool]:
+        """Collaborators with their permission, in the order they were added."""
+        rows = conn.execute(
+            "SELECT u.id, u.username, u.name, u.avatar_hash, c.permission FROM collaborators c"
+            " JOIN users u ON u.id = c.user_id WHERE c.repo_id = ?"
+            " ORDER BY c.created_at, u.id LIMIT ? OFFSET ?", (repo_id, limit + 1, offset))
+        return _page([dict(r) for r in rows], limit)
+
+    @reads
+    def watcher_ids(self, conn, repo_id: int) -> set[int]:
+        """Users who own, collaborate on or starred the repository."""
+        rows = conn.execute(
+            "SELECT owner_id FROM repositories WHERE id = :r"
+            " UNION SELECT user_id FROM collaborators WHERE repo_id = :r"
+            " UNION SELECT user_id FROM stars WHERE repo_id = :r", {"r": repo_id})
+        return {row[0] for row in rows}
+
+    # Stars
+
+    @writes
+    def star(self, conn, repo_id: int, user_id: int, on: bool) -> tuple[bool, int]:
+        """Star or unstar (idempotent); returns (changed, starCount)."""
+        if on:
+            cur = conn.execute("INSERT OR IGNORE INTO stars (repo_id, user_id, created_at)"
+                               " VALUES (?, ?, ?)", (repo_id, user_id, now_iso()))
+        else:
+            cur = conn.execute("DELETE FROM stars WHERE repo_id = ? AND user_id = ?",
+                               (repo_id, user_id))
+        changed = cur.rowcount > 0
+        if changed:
+            conn.execute("UPDATE repositories SET star_count = star_count + ? WHERE id = ?",
+                         (1 if on else -1, repo_id))
+        count = conn.execute("SELECT star_count FROM repositories WHERE id = ?",
+                             (repo_id,)).fetchone()[0]
+        return changed, count
+
+    @reads
+    def stargazers(self, conn, repo_id: int, limit: int, offset: int
+                   ) -> tuple[list[dict[str, Any]], bool]:
+        """Users who starred the repository, most recent first."""
+        rows = conn.execute(
+            "SELECT u.id, u.username, u.name, u.avatar_hash FROM stars s"
+            " JOIN users u ON u.id = s.user_id WHERE s.repo_id = ?"
+            " ORDER BY s.rowid DESC LIMIT ? OFFSET ?", (repo_id, limit + 1, offset))
+        return _page([dict(r) for r in rows], limit)
