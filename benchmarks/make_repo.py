@@ -105,7 +105,8 @@ def _stream(out: IO[bytes], commits: int, files: int, seed: int) -> None:
                 _edit(rng, contents[path])
             else:
                 contents[path] = [_line(rng) for _ in range(rng.randint(30, 120))]
-        subject = f"Update {touched[0].rsplit('/', 1)[-1]}: {rng.choice(WORDS)} {rng.choice(WORDS)}"
+        name_part = touched[0].rsplit("/", 1)[-1]
+        subject = f"Update {name_part}: {rng.choice(WORDS)} {rng.choice(WORDS)}"
         body = "" if rng.random() < 0.6 else f"\nTouch the {rng.choice(WORDS)} path.\n"
         ident = f"{name} <{email}> {when} {tz}".encode()
         out.write(b"commit refs/heads/main\nmark :%d\n" % n)

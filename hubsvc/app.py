@@ -26,6 +26,7 @@ from .logs import request_id_var
 from .ratelimit import LIMITER, SIGN_IN_LIMITER, TokenBucket, add_rate_headers, rate_limit_middleware
 from .repofiles import REPO_FILES, RepoFiles
 from .store import Store
+from .tasks import BACKGROUND, Background
 
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -56,6 +57,7 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _bus_ctx(app: web.Application) -> AsyncIterator[None]:
     yield
+    await app[BACKGROUND].close()
     await app[BUS].close()
 
 
@@ -82,6 +84,7 @@ def create_app(config: Config) -> web.Application:
     app[STATE] = {}
     app[STORE] = Store(config.data_dir / "hubsvc.db")
     app[BUS] = EventBus()
+    app[BACKGROUND] = Background()
     app[TOKEN_CACHE] = TokenCache()
     app[smart_http.BASIC_CACHE] = TokenCache(ttl=300)
     app[REPO_FILES] = RepoFiles(config.data_dir / "repositories")

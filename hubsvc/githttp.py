@@ -14,6 +14,7 @@ import os
 import re
 import zlib
 from pathlib import Path
+from typing import Awaitable, Callable
 
 from aiohttp import web
 
@@ -105,11 +106,14 @@ async def _feed(request: web.Request, stdin: asyncio.StreamWriter, limit: int | 
     return total
 
 
-async def serve_rpc(request: web.Request, service: str, path: Path,
-                    limit: int | None = None) -> tuple[web.StreamResponse, int]:
+async def serve_rpc(request: web.Request, service: str, path: Path, limit: int | None = None,
+                    before_eof: Callable[[], Awaitable[None]] | None = None
+                    ) -> tuple[web.StreamResponse, int]:
     """POST git-upload-pack / git-receive-pack: stream body in and answer out.
 
-    Returns the response and git's exit code. A body over `limit` kills git before it
+    `before_eof` runs after git is done but before the answer ends, so a client sees its
+    push complete only once the server has recorded it. Returns the response and git's
+    exit code. A body over `limit` kills git before it
     could update a ref (receive-pack only updates refs after the whole pack is in and
     checked, and keeps incoming objects in quarantine until then) and answers 413.
     """
@@ -150,5 +154,7 @@ async def serve_rpc(request: web.Request, service: str, path: Path,
         await proc.wait()
         raise
     code = await _finish(proc, service)
+    if before_eof is not None:
+        await before_eof()
     await resp.write_eof()
     return resp, code

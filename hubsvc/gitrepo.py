@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dulwich.diff_tree import (
-    CHANGE_ADD,
     CHANGE_DELETE,
     CHANGE_MODIFY,
     CHANGE_RENAME,
@@ -39,6 +38,7 @@ from dulwich.diff_tree import (
     tree_changes,
 )
 from dulwich.objects import S_ISGITLINK, Blob, Commit, Tree
+from dulwich.pack import DELTA_TYPES, Pack
 from dulwich.patch import unified_diff
 from dulwich.refs import check_ref_format
 from dulwich.repo import Repo
@@ -216,6 +216,22 @@ def _content_type(data: bytes) -> str:
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "image/webp"
     return "application/octet-stream"
+
+
+def _delta_result_size(delta: bytes) -> int:
+    """The result size from a git delta header: two little-endian base-128 varints."""
+    pos, sizes = 0, []
+    for _ in range(2):
+        value = shift = 0
+        while True:
+            byte = delta[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        sizes.append(value)
+    return sizes[1]  # the first is the size of the base
 
 
 def _entry_type(mode: int) -> str:
@@ -585,22 +601,37 @@ class GitRepo:
         if not stat.S_ISDIR(mode):
             raise NotFound("path is not a directory")
         prefix = "".join(part + "/" for part in parts)
-        entries = [self._tree_entry(prefix, entry) for entry in self._store[sha].iteritems()]
+        packs = self._store.packs  # listed once: each listing rescans the pack folder
+        entries = [self._tree_entry(prefix, entry, packs)
+                   for entry in self._store[sha].iteritems()]
         return sorted(entries, key=lambda e: (e["type"] != "dir", e["name"]))
 
-    def _tree_entry(self, prefix: str, entry: Any) -> dict:
+    def _tree_entry(self, prefix: str, entry: Any, packs: list[Pack]) -> dict:
         name = entry.path.decode("utf-8", "replace")
         kind = _entry_type(entry.mode)
         size = None
         if kind in ("file", "symlink"):
-            size = self._blob_size(entry.sha)
+            size = self._blob_size(entry.sha, packs)
         return {"name": name, "path": prefix + name, "type": kind, "size": size,
                 "oid": entry.sha.decode("ascii"), "mode": f"{entry.mode:06o}"}
 
-    def _blob_size(self, sha: bytes) -> int | None:
-        # dulwich has no header-only size lookup, so this inflates the blob.
+    def _blob_size(self, sha: bytes, packs: list[Pack]) -> int | None:
+        """A blob's size without resolving its delta chain when it is packed."""
+        # Rebuilding a blob at the end of a 50-deep delta chain costs ~0.2 ms in a
+        # fresh instance; a tree of 100 files then took 30 ms, where git ls-tree -l
+        # takes 2. A delta's header already states the size of its result.
+        for pack in packs:
+            try:
+                # Offset deltas stay unconverted: converting looks the base up
+                # with a linear scan of the pack index.
+                unpacked = pack.get_unpacked_object(sha, convert_ofs_delta=False)
+            except KeyError:
+                continue
+            if unpacked.pack_type_num in DELTA_TYPES:
+                return _delta_result_size(b"".join(unpacked.decomp_chunks))
+            return unpacked.decomp_len
         try:
-            return len(self._store.get_raw(sha)[1])
+            return len(self._store.get_raw(sha)[1])  # a loose object
         except KeyError:
             return None
 

@@ -52,11 +52,12 @@ class RepoFiles:
 
     async def create(self, repo_id: int, default_branch: str) -> None:
         """A new empty bare repository."""
-        await asyncio.to_thread(GitRepo.init_bare, self.path(repo_id), default_branch)
+        await asyncio.to_thread(lambda: GitRepo.init_bare(self.path(repo_id), default_branch).close())
 
     async def fork(self, source_id: int, repo_id: int) -> None:
         """A full, independent copy of another repository."""
-        await asyncio.to_thread(GitRepo.clone_bare, self.path(source_id), self.path(repo_id))
+        await asyncio.to_thread(
+            lambda: GitRepo.clone_bare(self.path(source_id), self.path(repo_id)).close())
 
     async def remove(self, repo_id: int) -> None:
         """Delete a repository's folder."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -19,6 +20,7 @@ from ..permissions import load_repo
 from ..publish import publish
 from ..ratelimit import SIGN_IN_LIMITER, client_ip
 from ..repofiles import REPO_FILES
+from ..tasks import BACKGROUND
 
 log = logging.getLogger("hubsvc.git")
 routes = web.RouteTableDef()
@@ -117,11 +119,17 @@ async def receive_pack(request: web.Request) -> web.StreamResponse:
     repo = await _git_repo(request, "write")
     files = request.app[REPO_FILES]
     before = await files.run(repo["id"], lambda g: g.head_oids())
+
+    async def record() -> None:
+        after = await files.run(repo["id"], lambda g: g.head_oids())
+        if after != before:
+            # The refs have moved whatever the client does next: a client hanging up
+            # must not cancel the bookkeeping and the push event, so it runs shielded.
+            await asyncio.shield(request.app[BACKGROUND].spawn(
+                _after_push(request, repo, before, after)))
+
     resp, _ = await serve_rpc(request, "git-receive-pack", files.path(repo["id"]),
-                              request.app[CONFIG]["limits"]["push_bytes"])
-    after = await files.run(repo["id"], lambda g: g.head_oids())
-    if after != before:
-        await _after_push(request, repo, before, after)
+                              request.app[CONFIG]["limits"]["push_bytes"], before_eof=record)
     return resp
 
 
@@ -134,6 +142,13 @@ def _pick_default(current: str, branches: list[str]) -> str:
 
 async def _after_push(request: web.Request, repo: dict, before: dict, after: dict) -> None:
     """Record the push: updatedAt, default branch, commit-graph, one push event per ref."""
+    try:
+        await _record_push(request, repo, before, after)
+    except Exception:
+        log.exception("recording a push to repository %s failed", repo["id"])
+
+
+async def _record_push(request: web.Request, repo: dict, before: dict, after: dict) -> None:
     files, store = request.app[REPO_FILES], request.app[STORE]
     had_branches = any(ref.startswith("refs/heads/") for ref in before)
     branches = [ref[len("refs/heads/"):] for ref in after if ref.startswith("refs/heads/")]
