@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections import defaultdict
 import uuid
 from typing import AsyncIterator
 
@@ -13,8 +15,11 @@ from aiohttp_session.cookie_storage import EncryptedCookieStorage
 
 from .api import auth as auth_api
 from .api import git as git_api
+from .api import issues as issues_api
 from .api import meta as meta_api
+from .api import pulls as pulls_api
 from .api import repos as repos_api
+from .api import search as search_api
 from .api import smart_http
 from .api import users as users_api
 from .auth import TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
@@ -24,6 +29,7 @@ from .events import EventBus
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
 from .logs import request_id_var
 from .ratelimit import LIMITER, SIGN_IN_LIMITER, TokenBucket, add_rate_headers, rate_limit_middleware
+from .pulls import MERGE_LOCKS, pull_sync_ctx
 from .repofiles import REPO_FILES, RepoFiles
 from .store import Store
 from .tasks import BACKGROUND, Background
@@ -88,16 +94,18 @@ def create_app(config: Config) -> web.Application:
     app[TOKEN_CACHE] = TokenCache()
     app[smart_http.BASIC_CACHE] = TokenCache(ttl=300)
     app[REPO_FILES] = RepoFiles(config.data_dir / "repositories")
+    app[MERGE_LOCKS] = defaultdict(asyncio.Lock)
     limits = config["rate_limit"]
     if limits["enabled"]:
         app[LIMITER] = TokenBucket(limits["burst"], limits["per_minute"] / 60)
         app[SIGN_IN_LIMITER] = TokenBucket(limits["sign_in_per_15_minutes"],
                                            limits["sign_in_per_15_minutes"] / 900)
-    app.cleanup_ctx.extend([_store_ctx, _bus_ctx])
+    app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx])
     app.on_shutdown.append(_mark_shutdown)
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
-    for module in (meta_api, auth_api, users_api, repos_api, git_api, smart_http):
+    for module in (meta_api, auth_api, users_api, repos_api, issues_api, pulls_api,
+                   search_api, git_api, smart_http):
         app.router.add_routes(module.routes)
     _setup_cors(app, config)
     return app

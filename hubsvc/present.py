@@ -94,3 +94,69 @@ def member(base_url: str, row: dict[str, Any]) -> dict[str, Any]:
     if "permission" in row:
         data["permission"] = row["permission"]
     return data
+
+
+def _person(base_url: str, row: dict[str, Any], prefix: str, id_key: str
+            ) -> dict[str, Any] | None:
+    """A user summary from joined columns named <prefix>_username etc."""
+    if row.get(f"{prefix}_username") is None:
+        return None
+    return user_summary(base_url, {
+        "id": row[id_key],
+        "username": row[f"{prefix}_username"], "name": row[f"{prefix}_name"],
+        "avatar_hash": row[f"{prefix}_avatar_hash"]})
+
+
+def issue(base_url: str, repo_row: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """The issue object (also the common part of a pull request)."""
+    owner, name = repo_row["owner_username"], repo_row["name"]
+    kind = "pulls" if row["is_pull"] else "issues"
+    return {
+        "id": str(row["id"]),
+        "number": row["number"],
+        "title": row["title"],
+        "body": row["body"],
+        "state": row["state"],
+        "labels": row["labels"],
+        "assignees": [user_summary(base_url, a) for a in row["assignees"]],
+        "author": _person(base_url, row, "author", "author_id"),
+        "commentCount": row["comment_count"],
+        "createdAt": row["created_at"],
+        "updatedAt": row["updated_at"],
+        "closedAt": row["closed_at"],
+        "repository": {"owner": owner, "name": name},
+        "url": f"{base_url}/{owner}/{name}/{kind}/{row['number']}",
+    }
+
+
+def pull(base_url: str, repo_row: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """The pull request object: an issue plus branches and merge state."""
+    data = issue(base_url, repo_row, row)
+    merged = bool(row["merged"])
+    from_fork = row["head_repo_id"] is not None and row["head_repo_id"] != repo_row["id"]
+    data.update({
+        "state": "merged" if merged else row["state"],
+        "head": row["head"],
+        "base": row["base"],
+        "headRepository": ({"owner": row["head_repo_owner"], "name": row["head_repo_name"]}
+                           if from_fork else None),
+        "headSha": row["head_oid"],
+        "baseSha": row["base_oid"],
+        "merged": merged,
+        "mergeable": None if merged or row["mergeable"] is None else bool(row["mergeable"]),
+        "mergedAt": row["merged_at"],
+        "mergedBy": _person(base_url, row, "merger", "merged_by") if merged else None,
+        "mergeCommit": row["merge_commit"],
+    })
+    return data
+
+
+def comment(base_url: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A comment."""
+    return {
+        "id": str(row["id"]),
+        "body": row["body"],
+        "author": _person(base_url, row, "author", "author_id"),
+        "createdAt": row["created_at"],
+        "updatedAt": row["updated_at"],
+    }

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from .db import Database
+from .issues import IssueStore
 from .repos import RepoStore
+from .search import SearchStore
 from .users import UserStore
 
 
@@ -16,6 +18,8 @@ class Store:
         self.db = Database(path)
         self.users = UserStore(self.db)
         self.repos = RepoStore(self.db)
+        self.issues = IssueStore(self.db)
+        self.search = SearchStore(self.db)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""

@@ -1,0 +1,186 @@
+"""Issues and their comments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from schemas.common import PageQuerySchema
+from schemas.issues import (CommentCreateSchema, CommentEnvelopeSchema, CommentListSchema,
+                            IssueCreateSchema, IssueEnvelopeSchema, IssueListQuerySchema,
+                            IssueListSchema, IssueUpdateSchema, IssueWithCommentsSchema)
+
+from .. import present
+from ..auth import require_user
+from ..errors import BadRequest, Forbidden, NotFound
+from ..keys import CONFIG, STORE
+from ..openapi import doc
+from ..permissions import allows, load_repo
+from ..publish import publish
+from ..rest import json_response, read_json, read_query
+
+routes = web.RouteTableDef()
+ISSUES = "/api/repositories/{owner}/{name}/issues"
+
+
+def number_of(request: web.Request) -> int:
+    """The :number path parameter; anything but a positive integer is 404."""
+    raw = request.match_info["number"]
+    if not raw.isdigit() or len(raw) > 12:
+        raise NotFound("not found")
+    return int(raw)
+
+
+async def assignee_ids(request: web.Request, usernames: list[str]) -> list[int]:
+    """Ids of the named users; 400 naming the first that does not exist."""
+    found = await request.app[STORE].users.by_usernames(usernames)
+    for name in usernames:
+        if name.lower() not in found:
+            raise BadRequest(f"assignees: no user named {name}")
+    return [found[name.lower()]["id"] for name in usernames]
+
+
+def check_edit(repo: dict, item: dict, user: dict, data: dict[str, Any]) -> None:
+    """Author or writers edit title, body, state; labels, assignees and base need write."""
+    writer = allows(repo["role"], "write")
+    if not writer and item["author_id"] != user["id"]:
+        raise Forbidden("only the author or a writer may edit this")
+    if not writer and any(k in data for k in ("labels", "assignees", "base")):
+        raise Forbidden("write access is required to change labels, assignees or base")
+
+
+def state_action(before: dict, after: dict) -> str:
+    """opened/closed/reopened/edited, as the event names the change."""
+    if before["state"] != after["state"]:
+        return "closed" if after["state"] == "closed" else "reopened"
+    return "edited"
+
+
+async def load_issue(request: web.Request, repo: dict, is_pull: bool) -> dict:
+    """The issue or pull request of the path, else 404."""
+    item = await request.app[STORE].issues.get(repo["id"], number_of(request), is_pull)
+    if item is None:
+        raise NotFound("pull request not found" if is_pull else "issue not found")
+    return item
+
+
+def _issue(request: web.Request, repo: dict, row: dict) -> dict:
+    return present.issue(request.app[CONFIG].base_url, repo, row)
+
+
+@routes.get(ISSUES)
+@doc("Issues in a state (default open), newest first", query=IssueListQuerySchema,
+     responses={200: IssueListSchema}, errors=(404,), public=True, tag="issues")
+async def list_issues(request: web.Request) -> web.Response:
+    repo = await load_repo(request)
+    query = read_query(request, IssueListQuerySchema())
+    rows, more = await request.app[STORE].issues.page(repo["id"], False, query["state"],
+                                                      query["limit"], query["offset"])
+    return json_response({"issues": [_issue(request, repo, r) for r in rows], "hasMore": more})
+
+
+@routes.post(ISSUES)
+@doc("Open an issue (any signed-in reader); labels and assignees need write access",
+     body=IssueCreateSchema, responses={201: IssueEnvelopeSchema}, errors=(403, 404),
+     tag="issues")
+async def create_issue(request: web.Request) -> web.Response:
+    user = require_user(request)
+    repo = await load_repo(request)
+    data = await read_json(request, IssueCreateSchema())
+    if (data["labels"] or data["assignees"]) and not allows(repo["role"], "write"):
+        raise Forbidden("write access is required to set labels or assignees")
+    ids = await assignee_ids(request, data["assignees"])
+    row = await request.app[STORE].issues.create(
+        repo_id=repo["id"], author_id=user["id"], title=data["title"], body=data["body"],
+        labels=data["labels"], assignee_ids=ids)
+    body = _issue(request, repo, row)
+    publish(request, repo, "issue", {"action": "opened", "issue": body})
+    return json_response({"issue": body}, status=201)
+
+
+@routes.get(ISSUES + "/{number}")
+@doc("One issue with its comments (oldest first)", query=PageQuerySchema,
+     responses={200: IssueWithCommentsSchema}, errors=(404,), public=True, tag="issues",
+     description="limit/offset page through the comments (default 30).")
+async def get_issue(request: web.Request) -> web.Response:
+    repo = await load_repo(request)
+    item = await load_issue(request, repo, False)
+    page = read_query(request, PageQuerySchema())
+    rows, more = await request.app[STORE].issues.comments(item["id"], page["limit"], page["offset"])
+    base = request.app[CONFIG].base_url
+    return json_response({"issue": _issue(request, repo, item),
+                          "comments": [present.comment(base, c) for c in rows], "hasMore": more})
+
+
+@routes.patch(ISSUES + "/{number}")
+@doc("Edit title, body, state (author or writers), labels and assignees (writers)",
+     body=IssueUpdateSchema, responses={200: IssueEnvelopeSchema}, errors=(403, 404),
+     tag="issues")
+async def patch_issue(request: web.Request) -> web.Response:
+    user = require_user(request)
+    repo = await load_repo(request)
+    item = await load_issue(request, repo, False)
+    data = await read_json(request, IssueUpdateSchema())
+    check_edit(repo, item, user, data)
+    ids = await assignee_ids(request, data["assignees"]) if "assignees" in data else None
+    row = await request.app[STORE].issues.update(item["id"], data, ids)
+    body = _issue(request, repo, row)
+    publish(request, repo, "issue", {"action": state_action(item, row), "issue": body,
+                                     "changes": sorted(data)})
+    return json_response({"issue": body})
+
+
+@routes.delete(ISSUES + "/{number}")
+@doc("Delete an issue (repository owner only)", responses={204: "deleted"},
+     errors=(403, 404), tag="issues")
+async def delete_issue(request: web.Request) -> web.Response:
+    require_user(request)
+    repo = await load_repo(request, "owner")
+    item = await load_issue(request, repo, False)
+    await request.app[STORE].issues.delete(item["id"])
+    return web.Response(status=204)
+
+
+async def add_comment(request: web.Request, is_pull: bool) -> web.Response:
+    """Shared by issues and pull requests: any signed-in reader may comment."""
+    user = require_user(request)
+    repo = await load_repo(request)
+    item = await load_issue(request, repo, is_pull)
+    data = await read_json(request, CommentCreateSchema())
+    comment, updated = await request.app[STORE].issues.add_comment(item["id"], user["id"],
+                                                                    data["body"])
+    base = request.app[CONFIG].base_url
+    body = present.comment(base, comment)
+    if is_pull:
+        publish(request, repo, "pull_request", {
+            "action": "commented", "pullRequest": present.pull(base, repo, updated),
+            "comment": body})
+    else:
+        publish(request, repo, "issue", {
+            "action": "commented", "issue": present.issue(base, repo, updated), "comment": body})
+    return json_response({"comment": body}, status=201)
+
+
+async def list_comments(request: web.Request, is_pull: bool) -> web.Response:
+    """Shared by issues and pull requests."""
+    repo = await load_repo(request)
+    item = await load_issue(request, repo, is_pull)
+    page = read_query(request, PageQuerySchema())
+    rows, more = await request.app[STORE].issues.comments(item["id"], page["limit"], page["offset"])
+    base = request.app[CONFIG].base_url
+    return json_response({"comments": [present.comment(base, c) for c in rows], "hasMore": more})
+
+
+@routes.post(ISSUES + "/{number}/comments")
+@doc("Comment on an issue (any signed-in reader)", body=CommentCreateSchema,
+     responses={201: CommentEnvelopeSchema}, errors=(404,), tag="issues")
+async def comment_issue(request: web.Request) -> web.Response:
+    return await add_comment(request, False)
+
+
+@routes.get(ISSUES + "/{number}/comments")
+@doc("An issue's comments, oldest first", query=PageQuerySchema,
+     responses={200: CommentListSchema}, errors=(404,), public=True, tag="issues")
+async def issue_comments(request: web.Request) -> web.Response:
+    return await list_comments(request, False)

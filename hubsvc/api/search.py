@@ -1,0 +1,56 @@
+"""Search over repositories, issues, pull requests and users."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from schemas.search import SearchQuerySchema, SearchResultsSchema
+
+from .. import present
+from ..auth import current_user
+from ..errors import BadRequest
+from ..keys import CONFIG, STORE
+from ..openapi import doc
+from ..rest import json_response, read_query
+
+routes = web.RouteTableDef()
+SNIPPET = 200
+
+
+def _issue_result(base: str, row: dict, is_pull: bool) -> dict:
+    repo = {"id": row["repo_id"], "owner_username": row["repo_owner"], "name": row["repo_name"]}
+    data = present.pull(base, repo, row) if is_pull else present.issue(base, repo, row)
+    data.update(type="pull_request" if is_pull else "issue", description=row["body"][:SNIPPET])
+    return data
+
+
+@routes.get("/api/search")
+@doc("Ranked full-text search; private hits only for those who may read them",
+     query=SearchQuerySchema, responses={200: SearchResultsSchema}, public=True, tag="search",
+     description="Every result has type, id, title, description, url, createdAt, plus the "
+                 "fields of its kind; issues and pulls also carry repository {owner, name}.")
+async def search(request: web.Request) -> web.Response:
+    query = read_query(request, SearchQuerySchema())
+    if not query["q"].strip():
+        raise BadRequest("q: must not be empty")
+    user = current_user(request)
+    viewer = user["id"] if user else 0
+    base = request.app[CONFIG].base_url
+    store = request.app[STORE].search
+    kind, text, limit, offset = query["type"], query["q"], query["limit"], query["offset"]
+    if kind == "repositories":
+        rows, more = await store.repositories(text, viewer, limit, offset)
+        results = []
+        for row in rows:
+            data = present.repo(base, row, user)
+            data.update(type="repository", title=data["fullName"])
+            results.append(data)
+    elif kind in ("issues", "pulls"):
+        rows, more = await store.issues(text, viewer, kind == "pulls", limit, offset)
+        results = [_issue_result(base, row, kind == "pulls") for row in rows]
+    else:
+        rows, more = await store.users(text, limit, offset)
+        results = [{**present.user_summary(base, row), "type": "user", "title": row["username"],
+                    "description": row["name"], "url": f"{base}/{row['username']}",
+                    "createdAt": row["created_at"]} for row in rows]
+    return json_response({"results": results, "hasMore": more, "query": text})

@@ -1,0 +1,133 @@
+"""Pull request merging and the mergeable flag, kept current as branches move."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+from aiohttp import web
+
+from .errors import Conflict
+from .events import Event
+from .keys import BUS, STORE
+from .repofiles import REPO_FILES, RepoFiles
+
+log = logging.getLogger("hubsvc.pulls")
+ZERO = "0" * 40
+
+
+@dataclass
+class Heads:
+    """Where a pull request's two branches point, as seen in the base repository."""
+
+    head: str | None
+    base: str | None
+
+
+def _pull_ref(number: int) -> str:
+    return f"refs/pull/{number}/head"
+
+
+async def resolve_heads(files: RepoFiles, pull: dict[str, Any]) -> Heads:
+    """Both branch tips; a fork's head is fetched into the base repository first."""
+    repo_id = pull["repo_id"]
+    head_repo = pull["head_repo_id"]
+    base_oid = await files.run(repo_id, lambda g: g.branch_oid(pull["base"]))
+    if head_repo is None:
+        return Heads(None, base_oid)
+    if head_repo == repo_id:
+        head_oid = await files.run(repo_id, lambda g: g.branch_oid(pull["head"]))
+    else:
+        head_oid = await files.run(head_repo, lambda g: g.branch_oid(pull["head"]))
+        if head_oid is not None:
+            source = files.path(head_repo)
+            await files.run(repo_id, lambda g: g.fetch_commit(source, head_oid,
+                                                              _pull_ref(pull["number"])))
+    return Heads(head_oid, base_oid)
+
+
+async def check_mergeable(files: RepoFiles, repo_id: int, heads: Heads) -> bool | None:
+    """A real three-way merge of the two tips; None when a branch is gone."""
+    if heads.head is None or heads.base is None:
+        return None
+    tree = await files.run(repo_id, lambda g: g.merge_tree(heads.base, heads.head))
+    return tree is not None
+
+
+async def refresh(app: web.Application, pull: dict[str, Any]) -> dict[str, Any]:
+    """Recompute and store mergeable for the pull request's current tips."""
+    files = app[REPO_FILES]
+    heads = await resolve_heads(files, pull)
+    mergeable = await check_mergeable(files, pull["repo_id"], heads)
+    await app[STORE].issues.set_mergeable(pull["id"], heads.head, heads.base, mergeable)
+    return {**pull, "head_oid": heads.head, "base_oid": heads.base,
+            "mergeable": None if mergeable is None else int(mergeable)}
+
+
+MERGE_LOCKS = web.AppKey("merge_locks", defaultdict)
+
+
+async def merge(app: web.Application, pull: dict[str, Any], user: dict[str, Any], method: str,
+                message: str | None) -> tuple[str, Heads]:
+    """Write the merge into the base branch; 409 on conflict, nothing to merge, or a race.
+
+    The base ref moves with a compare-and-swap against the tip the merge was computed
+    on, so a push that lands meanwhile makes this merge fail instead of being lost.
+    """
+    files = app[REPO_FILES]
+    repo_id = pull["repo_id"]
+    async with app[MERGE_LOCKS][repo_id]:
+        heads = await resolve_heads(files, pull)
+        if heads.head is None:
+            raise Conflict("the head branch no longer exists")
+        if heads.base is None:
+            raise Conflict("the base branch no longer exists")
+        if heads.head == heads.base or await files.run(
+                repo_id, lambda g: g.is_ancestor(heads.head, heads.base)):
+            raise Conflict("nothing to merge: the base branch already contains the head")
+        name = user["name"] or user["username"]
+        email = f"{user['username']}@users.noreply.hubsvc"
+        if method == "fast-forward":
+            if not await files.run(repo_id, lambda g: g.is_ancestor(heads.base, heads.head)):
+                raise Conflict("cannot fast-forward: the base branch has commits the head lacks")
+            new = heads.head
+        else:
+            tree = await files.run(repo_id, lambda g: g.merge_tree(heads.base, heads.head))
+            if tree is None:
+                await app[STORE].issues.set_mergeable(pull["id"], heads.head, heads.base, False)
+                raise Conflict("merge conflict: the branches change the same lines")
+            if method == "merge":
+                parents = [heads.base, heads.head]
+                source = pull["head_repo_owner"] + ":" + pull["head"] if pull["head_repo_owner"] \
+                    else pull["head"]
+                text = message or f"Merge pull request #{pull['number']} from {source}\n\n{pull['title']}"
+            else:
+                parents = [heads.base]
+                text = message or f"{pull['title']} (#{pull['number']})\n\n{pull['body']}".rstrip()
+            new = await files.run(repo_id, lambda g: g.commit_tree(tree, parents, text, name, email))
+        moved = await files.run(repo_id, lambda g: g.update_branch(pull["base"], new, heads.base))
+        if not moved:
+            raise Conflict("the base branch moved while merging; try again")
+        return new, heads
+
+
+async def _on_event(app: web.Application, event: Event) -> None:
+    """A push to a branch re-checks the open pull requests on either side of it."""
+    if event.type != "push" or not event.data.get("ref", "").startswith("refs/heads/"):
+        return
+    branch = event.data["ref"][len("refs/heads/"):]
+    for pull in await app[STORE].issues.open_pulls_touching(int(event.repo_id), branch):
+        try:
+            await refresh(app, pull)
+        except Exception:
+            log.exception("mergeable check failed for pull request %s", pull["id"])
+
+
+async def pull_sync_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Subscribe the mergeable updater to the bus for the life of the app."""
+    unsubscribe = app[BUS].subscribe(lambda event: _on_event(app, event), name="pull-sync")
+    yield
+    unsubscribe()

@@ -1,0 +1,214 @@
+"""Issues, pull requests and their comments; numbers from the repository's counter."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from ..errors import Conflict
+from ..timeutil import now_iso
+from .base import Table, reads, writes
+
+ISSUE_SELECT = """
+SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
+       i.comment_count, i.created_at, i.updated_at, i.closed_at, i.author_id,
+       au.username AS author_username, au.name AS author_name, au.avatar_hash AS author_avatar_hash,
+       p.head, p.base, p.head_repo_id, p.head_oid, p.base_oid, p.mergeable, p.merged,
+       p.merged_at, p.merge_commit, p.merged_by,
+       mu.username AS merger_username, mu.name AS merger_name, mu.avatar_hash AS merger_avatar_hash,
+       hr.name AS head_repo_name, hu.username AS head_repo_owner
+  FROM issues i
+  LEFT JOIN users au ON au.id = i.author_id
+  LEFT JOIN pulls p ON p.issue_id = i.id
+  LEFT JOIN users mu ON mu.id = p.merged_by
+  LEFT JOIN repositories hr ON hr.id = p.head_repo_id
+  LEFT JOIN users hu ON hu.id = hr.owner_id
+"""
+
+# Pull request list filters: `closed` means closed without being merged.
+PULL_STATES = {
+    "open": "i.state = 'open'",
+    "closed": "i.state = 'closed' AND p.merged = 0",
+    "merged": "p.merged = 1",
+    "all": "1",
+}
+ISSUE_STATES = {"open": "i.state = 'open'", "closed": "i.state = 'closed'", "all": "1"}
+
+
+def _with_assignees(conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[dict[str, Any]]:
+    """Rows as dicts with labels decoded and assignees attached, in one extra query."""
+    issues = []
+    for row in rows:
+        issue = dict(row)
+        issue["labels"] = json.loads(issue["labels"])
+        issue["assignees"] = []
+        issues.append(issue)
+    if issues:
+        by_id = {issue["id"]: issue for issue in issues}
+        marks = ",".join("?" * len(by_id))
+        for a in conn.execute(
+                "SELECT a.issue_id, u.id, u.username, u.name, u.avatar_hash"
+                " FROM issue_assignees a JOIN users u ON u.id = a.user_id"
+                f" WHERE a.issue_id IN ({marks}) ORDER BY a.issue_id, a.position", list(by_id)):
+            by_id[a["issue_id"]]["assignees"].append(
+                {"id": a["id"], "username": a["username"], "name": a["name"],
+                 "avatar_hash": a["avatar_hash"]})
+    return issues
+
+
+def _set_assignees(conn: sqlite3.Connection, issue_id: int, user_ids: list[int]) -> None:
+    conn.execute("DELETE FROM issue_assignees WHERE issue_id = ?", (issue_id,))
+    conn.executemany("INSERT INTO issue_assignees (issue_id, user_id, position) VALUES (?, ?, ?)",
+                     [(issue_id, uid, pos) for pos, uid in enumerate(dict.fromkeys(user_ids))])
+
+
+class IssueStore(Table):
+    """Issues and pull requests share one table and one number sequence per repository."""
+
+    @writes
+    def create(self, conn, *, repo_id: int, author_id: int, title: str, body: str,
+               labels: list[str], assignee_ids: list[int], pull: dict[str, Any] | None = None
+               ) -> dict[str, Any]:
+        """Insert an issue (or, with pull, a pull request) under the next number."""
+        if pull is not None:
+            clash = conn.execute(
+                "SELECT i.number FROM pulls p JOIN issues i ON i.id = p.issue_id"
+                " WHERE i.repo_id = ? AND i.state = 'open' AND p.head_repo_id = ?"
+                " AND p.head = ? AND p.base = ?",
+                (repo_id, pull["head_repo_id"], pull["head"], pull["base"])).fetchone()
+            if clash is not None:
+                raise Conflict(f"pull request #{clash[0]} is already open for this head and base")
+        # The counter row is bumped in this same transaction, so numbers never collide.
+        number = conn.execute(
+            "UPDATE repositories SET next_number = next_number + 1 WHERE id = ?"
+            " RETURNING next_number - 1", (repo_id,)).fetchone()[0]
+        now = now_iso()
+        cur = conn.execute(
+            "INSERT INTO issues (repo_id, number, is_pull, title, body, author_id, labels,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (repo_id, number, int(pull is not None), title, body, author_id, json.dumps(labels),
+             now, now))
+        issue_id = cur.lastrowid
+        _set_assignees(conn, issue_id, assignee_ids)
+        if pull is not None:
+            conn.execute(
+                "INSERT INTO pulls (issue_id, head_repo_id, head, base, head_oid, base_oid,"
+                " mergeable) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (issue_id, pull["head_repo_id"], pull["head"], pull["base"], pull.get("head_oid"),
+                 pull.get("base_oid"), pull.get("mergeable")))
+        return self._one(conn, issue_id)
+
+    def _one(self, conn, issue_id: int) -> dict[str, Any]:
+        rows = conn.execute(ISSUE_SELECT + " WHERE i.id = ?", (issue_id,)).fetchall()
+        return _with_assignees(conn, rows)[0]
+
+    @reads
+    def get(self, conn, repo_id: int, number: int, is_pull: bool) -> dict[str, Any] | None:
+        """One issue or pull request by number."""
+        rows = conn.execute(ISSUE_SELECT + " WHERE i.repo_id = ? AND i.number = ? AND i.is_pull = ?",
+                            (repo_id, number, int(is_pull))).fetchall()
+        found = _with_assignees(conn, rows)
+        return found[0] if found else None
+
+    @reads
+    def page(self, conn, repo_id: int, is_pull: bool, state: str, limit: int, offset: int
+             ) -> tuple[list[dict[str, Any]], bool]:
+        """A page of issues or pull requests in a state, newest first."""
+        condition = (PULL_STATES if is_pull else ISSUE_STATES)[state]
+        rows = conn.execute(
+            ISSUE_SELECT + f" WHERE i.repo_id = ? AND i.is_pull = ? AND {condition}"
+            " ORDER BY i.number DESC LIMIT ? OFFSET ?",
+            (repo_id, int(is_pull), limit + 1, offset)).fetchall()
+        return _with_assignees(conn, rows[:limit]), len(rows) > limit
+
+    @writes
+    def update(self, conn, issue_id: int, fields: dict[str, Any],
+               assignee_ids: list[int] | None = None) -> dict[str, Any]:
+        """Change title, body, state, labels, assignees or a pull request's base."""
+        now = now_iso()
+        columns: dict[str, Any] = {}
+        for key in ("title", "body"):
+            if key in fields:
+                columns[key] = fields[key]
+        if "labels" in fields:
+            columns["labels"] = json.dumps(fields["labels"])
+        if "state" in fields:
+            current = conn.execute("SELECT state FROM issues WHERE id = ?", (issue_id,)).fetchone()
+            if current["state"] != fields["state"]:
+                columns["state"] = fields["state"]
+                columns["closed_at"] = now if fields["state"] == "closed" else None
+        columns["updated_at"] = now
+        assignments = ", ".join(f"{column} = ?" for column in columns)
+        conn.execute(f"UPDATE issues SET {assignments} WHERE id = ?", (*columns.values(), issue_id))
+        if assignee_ids is not None:
+            _set_assignees(conn, issue_id, assignee_ids)
+        if "base" in fields:
+            conn.execute("UPDATE pulls SET base = ?, base_oid = NULL, mergeable = NULL"
+                         " WHERE issue_id = ?", (fields["base"], issue_id))
+        return self._one(conn, issue_id)
+
+    @writes
+    def delete(self, conn, issue_id: int) -> None:
+        """Delete an issue with its comments."""
+        conn.execute("DELETE FROM issues WHERE id = ?", (issue_id,))
+
+    # Comments
+
+    @writes
+    def add_comment(self, conn, issue_id: int, author_id: int, body: str
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Add a comment; returns it and the issue with its new count."""
+        now = now_iso()
+        cur = conn.execute("INSERT INTO comments (issue_id, author_id, body, created_at,"
+                           " updated_at) VALUES (?, ?, ?, ?, ?)",
+                           (issue_id, author_id, body, now, now))
+        conn.execute("UPDATE issues SET comment_count = comment_count + 1, updated_at = ?"
+                     " WHERE id = ?", (now, issue_id))
+        comment = conn.execute(
+            "SELECT c.*, u.username AS author_username, u.name AS author_name,"
+            " u.avatar_hash AS author_avatar_hash FROM comments c"
+            " LEFT JOIN users u ON u.id = c.author_id WHERE c.id = ?", (cur.lastrowid,)).fetchone()
+        return dict(comment), self._one(conn, issue_id)
+
+    @reads
+    def comments(self, conn, issue_id: int, limit: int, offset: int
+                 ) -> tuple[list[dict[str, Any]], bool]:
+        """Comments in the order they were written."""
+        rows = conn.execute(
+            "SELECT c.*, u.username AS author_username, u.name AS author_name,"
+            " u.avatar_hash AS author_avatar_hash FROM comments c"
+            " LEFT JOIN users u ON u.id = c.author_id WHERE c.issue_id = ?"
+            " ORDER BY c.id LIMIT ? OFFSET ?", (issue_id, limit + 1, offset)).fetchall()
+        return [dict(r) for r in rows[:limit]], len(rows) > limit
+
+    # Pull request merge state
+
+    @reads
+    def open_pulls_touching(self, conn, repo_id: int, branch: str) -> list[dict[str, Any]]:
+        """Open pull requests whose base or head is this branch of this repository."""
+        rows = conn.execute(
+            ISSUE_SELECT + " WHERE i.is_pull = 1 AND i.state = 'open' AND ("
+            " (i.repo_id = ? AND p.base = ?) OR (p.head_repo_id = ? AND p.head = ?))",
+            (repo_id, branch, repo_id, branch)).fetchall()
+        return [dict(r) for r in rows]
+
+    @writes
+    def set_mergeable(self, conn, issue_id: int, head_oid: str | None, base_oid: str | None,
+                      mergeable: bool | None) -> None:
+        """Record the result of a merge check for the heads it was computed on."""
+        conn.execute("UPDATE pulls SET head_oid = ?, base_oid = ?, mergeable = ?"
+                     " WHERE issue_id = ?",
+                     (head_oid, base_oid, None if mergeable is None else int(mergeable), issue_id))
+
+    @writes
+    def mark_merged(self, conn, issue_id: int, user_id: int, merge_commit: str,
+                    head_oid: str, base_oid: str) -> dict[str, Any]:
+        """Close a pull request as merged."""
+        now = now_iso()
+        conn.execute("UPDATE issues SET state = 'closed', closed_at = ?, updated_at = ?"
+                     " WHERE id = ?", (now, now, issue_id))
+        conn.execute("UPDATE pulls SET merged = 1, merged_at = ?, merged_by = ?, merge_commit = ?,"
+                     " head_oid = ?, base_oid = ?, mergeable = NULL WHERE issue_id = ?",
+                     (now, user_id, merge_commit, head_oid, base_oid, issue_id))
+        return self._one(conn, issue_id)

@@ -1,0 +1,70 @@
+"""Full-text search over repositories, issues, pull requests and users (SQLite FTS5)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .base import Table, reads
+from .issues import ISSUE_SELECT, _with_assignees
+from .repos import REPO_SELECT, VISIBLE, _page, _repo
+
+MAX_TERMS = 10
+
+
+def match_query(text: str) -> str | None:
+    """User text as an FTS5 query: each word a quoted prefix term, all required."""
+    words = re.findall(r"\w+", text)[:MAX_TERMS]
+    if not words:
+        return None
+    # Quoting makes every word a plain term, so FTS5 operators in the input mean nothing.
+    return " ".join('"' + word[:64].replace('"', '""') + '"*' for word in words)
+
+
+class SearchStore(Table):
+    """Ranked by bm25; private repositories' hits only for those who may read them."""
+
+    @reads
+    def repositories(self, conn, text: str, viewer: int, limit: int, offset: int
+                     ) -> tuple[list[dict[str, Any]], bool]:
+        """Repositories by name (weighted) and description."""
+        query = match_query(text)
+        if query is None:
+            return [], False
+        rows = conn.execute(
+            REPO_SELECT + " JOIN repositories_fts f ON f.rowid = r.id"
+            f" WHERE repositories_fts MATCH :q AND {VISIBLE}"
+            " ORDER BY bm25(repositories_fts, 10.0, 1.0), r.id DESC LIMIT :limit OFFSET :offset",
+            {"q": query, "viewer": viewer, "limit": limit + 1, "offset": offset}).fetchall()
+        return _page([_repo(r) for r in rows], limit)
+
+    @reads
+    def issues(self, conn, text: str, viewer: int, is_pull: bool, limit: int, offset: int
+               ) -> tuple[list[dict[str, Any]], bool]:
+        """Issues or pull requests by title (weighted) and body."""
+        query = match_query(text)
+        if query is None:
+            return [], False
+        rows = conn.execute(
+            ISSUE_SELECT.replace("SELECT i.id,", "SELECT ru.username AS repo_owner,"
+                                 " r.name AS repo_name, i.id,", 1)
+            + " JOIN repositories r ON r.id = i.repo_id JOIN users ru ON ru.id = r.owner_id"
+            " JOIN issues_fts f ON f.rowid = i.id"
+            f" WHERE issues_fts MATCH :q AND i.is_pull = :pull AND {VISIBLE}"
+            " ORDER BY bm25(issues_fts, 5.0, 1.0), i.id DESC LIMIT :limit OFFSET :offset",
+            {"q": query, "viewer": viewer, "pull": int(is_pull), "limit": limit + 1,
+             "offset": offset}).fetchall()
+        return _with_assignees(conn, rows[:limit]), len(rows) > limit
+
+    @reads
+    def users(self, conn, text: str, limit: int, offset: int) -> tuple[list[dict[str, Any]], bool]:
+        """Users by username (weighted) and name."""
+        query = match_query(text)
+        if query is None:
+            return [], False
+        rows = conn.execute(
+            "SELECT u.id, u.username, u.name, u.avatar_hash, u.created_at FROM users_fts f"
+            " JOIN users u ON u.id = f.rowid WHERE users_fts MATCH ?"
+            " ORDER BY bm25(users_fts, 5.0, 1.0), u.id LIMIT ? OFFSET ?",
+            (query, limit + 1, offset)).fetchall()
+        return _page([dict(r) for r in rows], limit)
