@@ -423,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
 
         with harness.Server() as hub:
             token = harness.sign_up(hub.url, USERNAME, PASSWORD)
+            start_kib = harness.rss_kib(hub.pid)
             harness.expect(*harness.request_json(
                 hub.url + "/api/repositories", "POST", {"name": REPO_NAME},
                 harness.bearer(token)), 201)
@@ -445,12 +446,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"# its packs: {packs} file(s), {harness.mib(pack_bytes / 1024):.2f} MiB; "
                   f"commit-graph: {graph}", flush=True)
 
+            hub_url = f"{hub.url}/{USERNAME}/{REPO_NAME}.git"
+            # Memory first, so "idle" is the server after the push only, before any clone.
+            failed |= bench_memory(args, hub, hub_url, tmp, cenv, pack_bytes, start_kib)
             with backend_server(kind, served.parent, served.name, tmp) as backend:
-                hub_url = f"{hub.url}/{USERNAME}/{REPO_NAME}.git"
                 base_url = f"{backend.url}/git/{served.name}"
                 failed |= bench_clones(args, hub_url, base_url, tmp, cenv)
             failed |= bench_browse(args, hub.url, served, genv)
-            failed |= bench_memory(args, hub, hub_url, tmp, cenv, pack_bytes)
             graph_after = commit_graph(served)
             if graph_after != graph:
                 print(f"# commit-graph changed during the run: {graph_after}")
@@ -564,13 +566,15 @@ def check_same_work(cases: dict, env: dict[str, str], page: dict) -> None:
 
 
 def bench_memory(args: argparse.Namespace, hub: harness.Server, url: str, tmp: Path,
-                 env: dict[str, str], pack_bytes: int) -> bool:
+                 env: dict[str, str], pack_bytes: int, start_kib: int) -> bool:
     print(f"\n## 3. hubsvc memory during {args.rss_clones} clones in a row (VmRSS of the "
-          f"server pid sampled every 10 ms; git children summed separately)", flush=True)
+          f"server pid sampled every 10 ms; git children summed separately; run before "
+          f"parts 1 and 2)", flush=True)
     time.sleep(1.0)
     idle = harness.rss_kib(hub.pid)
+    harness.report("hubsvc RSS after start and sign-up", harness.mib(start_kib), "MiB")
     harness.report("hubsvc idle RSS before the clones", harness.mib(idle), "MiB",
-                   note="after push, clone and browsing rounds")
+                   note="after the push, before any clone")
     growths = []
     received = 0
     for n in range(args.rss_clones):
