@@ -22,12 +22,16 @@ from .api import repos as repos_api
 from .api import search as search_api
 from .api import smart_http
 from .api import users as users_api
+from .api import webhooks as webhooks_api
+from .api import ws as ws_api
 from .auth import TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
 from .config import Config, ensure_secret
 from .errors import error_middleware
 from .events import EventBus
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
 from .logs import request_id_var
+from .notify.hub import HUB, Hub, close_sockets, hub_ctx
+from .notify.webhook import WEBHOOK, WebhookSender, webhook_ctx
 from .ratelimit import LIMITER, SIGN_IN_LIMITER, TokenBucket, add_rate_headers, rate_limit_middleware
 from .pulls import MERGE_LOCKS, pull_sync_ctx
 from .repofiles import REPO_FILES, RepoFiles
@@ -95,17 +99,19 @@ def create_app(config: Config) -> web.Application:
     app[smart_http.BASIC_CACHE] = TokenCache(ttl=300)
     app[REPO_FILES] = RepoFiles(config.data_dir / "repositories")
     app[MERGE_LOCKS] = defaultdict(asyncio.Lock)
+    app[WEBHOOK] = WebhookSender(app)
+    app[HUB] = Hub(app)
     limits = config["rate_limit"]
     if limits["enabled"]:
         app[LIMITER] = TokenBucket(limits["burst"], limits["per_minute"] / 60)
         app[SIGN_IN_LIMITER] = TokenBucket(limits["sign_in_per_15_minutes"],
                                            limits["sign_in_per_15_minutes"] / 900)
-    app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx])
-    app.on_shutdown.append(_mark_shutdown)
+    app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx, webhook_ctx, hub_ctx])
+    app.on_shutdown.extend([_mark_shutdown, close_sockets])
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
     for module in (meta_api, auth_api, users_api, repos_api, issues_api, pulls_api,
-                   search_api, git_api, smart_http):
+                   search_api, webhooks_api, ws_api, git_api, smart_http):
         app.router.add_routes(module.routes)
     _setup_cors(app, config)
     return app

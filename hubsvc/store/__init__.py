@@ -6,6 +6,7 @@ from pathlib import Path
 
 from .db import Database
 from .issues import IssueStore
+from .outbox import OutboxStore
 from .repos import RepoStore
 from .search import SearchStore
 from .users import UserStore
@@ -20,6 +21,7 @@ class Store:
         self.repos = RepoStore(self.db)
         self.issues = IssueStore(self.db)
         self.search = SearchStore(self.db)
+        self.outbox = OutboxStore(self.db)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""

@@ -170,15 +170,6 @@ class RepoStore(Table):
             " ORDER BY c.created_at, u.id LIMIT ? OFFSET ?", (repo_id, limit + 1, offset))
         return _page([dict(r) for r in rows], limit)
 
-    @reads
-    def watcher_ids(self, conn, repo_id: int) -> set[int]:
-        """Users who own, collaborate on or starred the repository."""
-        rows = conn.execute(
-            "SELECT owner_id FROM repositories WHERE id = :r"
-            " UNION SELECT user_id FROM collaborators WHERE repo_id = :r"
-            " UNION SELECT user_id FROM stars WHERE repo_id = :r", {"r": repo_id})
-        return {row[0] for row in rows}
-
     # Stars
 
     @writes
@@ -207,3 +198,17 @@ class RepoStore(Table):
             " JOIN users u ON u.id = s.user_id WHERE s.repo_id = ?"
             " ORDER BY s.rowid DESC LIMIT ? OFFSET ?", (repo_id, limit + 1, offset))
         return _page([dict(r) for r in rows], limit)
+
+    @reads
+    def audience(self, conn, repo_id: int) -> tuple[set[int] | None, set[int]] | None:
+        """(readers, watchers) of a repository: readers is None when it is public."""
+        row = conn.execute("SELECT owner_id, visibility FROM repositories WHERE id = ?",
+                           (repo_id,)).fetchone()
+        if row is None:
+            return None
+        collaborators = {r[0] for r in conn.execute(
+            "SELECT user_id FROM collaborators WHERE repo_id = ?", (repo_id,))}
+        stargazers = {r[0] for r in conn.execute(
+            "SELECT user_id FROM stars WHERE repo_id = ?", (repo_id,))}
+        readers = None if row["visibility"] == "public" else {row["owner_id"], *collaborators}
+        return readers, {row["owner_id"], *collaborators, *stargazers}

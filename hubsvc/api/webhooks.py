@@ -1,0 +1,134 @@
+"""The chat webhook: inbound events, administrators' tests, deliveries and redelivery."""
+
+from __future__ import annotations
+
+import hmac
+import json
+
+from aiohttp import web
+
+from schemas.common import PageQuerySchema
+from schemas.webhooks import (AcceptedSchema, DeliveryEnvelopeSchema, DeliveryListSchema,
+                              InboundEventSchema, WebhookTestSchema)
+
+from ..auth import current_user, require_admin, require_user
+from ..errors import BadRequest, NotFound, Unauthorized, Unavailable
+from ..keys import CONFIG, STORE
+from ..notify.messages import ping_message
+from ..notify.webhook import WEBHOOK, sign
+from ..openapi import doc
+from ..permissions import load_repo
+from ..publish import publish
+from ..rest import json_response, load, read_query
+from ..timeutil import iso
+
+routes = web.RouteTableDef()
+
+
+@routes.post("/api/webhooks/chat")
+@doc("Accept an event: signed with the webhook secret, or from a writer of the repository",
+     body=InboundEventSchema, responses={202: AcceptedSchema}, errors=(403, 404), public=True,
+     tag="webhooks", description="With chat.webhook_secret set, X-Hub-Signature-256 "
+     "(sha256=<hex HMAC of the raw body>) is required, else 401. Without a secret the caller "
+     "must be signed in with write access. Accepted events go to the outbox and the WebSocket.")
+async def inbound(request: web.Request) -> web.Response:
+    raw = await request.read()
+    secret = request.app[CONFIG]["chat"]["webhook_secret"]
+    if secret:
+        given = request.headers.get("X-Hub-Signature-256", "")
+        # Constant-time comparison over the raw bytes as received.
+        if not hmac.compare_digest(sign(secret, raw).encode(), given.encode()):
+            raise Unauthorized("missing or invalid X-Hub-Signature-256")
+    else:
+        require_user(request)
+    try:
+        body = json.loads(raw) if raw.strip() else None
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("malformed JSON body") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    data = load(InboundEventSchema(), body)
+    ref = data["repository"]
+    if secret:
+        repo = await request.app[STORE].repos.by_name(ref["owner"], ref["name"])
+        if repo is None:
+            raise NotFound("repository not found")
+    else:
+        repo = await load_repo(request, "write", owner=ref["owner"], name=ref["name"])
+    event = publish(request, repo, data["type"], data["data"], actor=current_user(request))
+    return json_response({"accepted": True, "id": event.id}, status=202)
+
+
+async def _send_test(request: web.Request) -> web.Response:
+    require_admin(request)
+    sender = request.app[WEBHOOK]
+    if not sender.enabled:
+        raise Unavailable("no chat webhook is configured")
+    body = json.dumps(ping_message(request.app[CONFIG].base_url)).encode()
+    status, error, _ = await sender.post(body, {"X-Hubsvc-Event": "ping"})
+    ok = status is not None and 200 <= status < 300
+    return json_response({"success": ok, "status": status,
+                          "error": None if ok else (error or f"HTTP {status}")})
+
+
+@routes.get("/api/webhooks/chat/test")
+@doc("Send a real test message to the chat webhook (administrators)",
+     responses={200: WebhookTestSchema}, errors=(403, 503), tag="webhooks")
+async def webhook_test(request: web.Request) -> web.Response:
+    return await _send_test(request)
+
+
+@routes.get("/api/chat/link/test")
+@doc("Send a real test message to the chat webhook (administrators; the chat bot's check)",
+     responses={200: WebhookTestSchema}, errors=(403, 503), tag="chat")
+async def chat_link_test(request: web.Request) -> web.Response:
+    return await _send_test(request)
+
+
+def _delivery(row: dict) -> dict:
+    return {
+        "id": str(row["id"]),
+        "guid": row["guid"],
+        "eventId": row["event_id"],
+        "eventType": row["event_type"],
+        "status": row["status"],
+        "attempts": row["attempts"],
+        "lastStatus": row["last_status"],
+        "lastError": row["last_error"],
+        "nextAttemptAt": iso(row["next_attempt_at"]) if row["status"] == "pending" else None,
+        "createdAt": row["created_at"],
+        "deliveredAt": row["delivered_at"],
+        "redeliveryOf": str(row["redelivery_of"]) if row["redelivery_of"] else None,
+        "payload": json.loads(row["payload"]),
+        "attemptList": [{"at": a["at"], "statusCode": a["status_code"], "error": a["error"],
+                         "durationMs": a["duration_ms"]} for a in row.get("attempt_list", [])],
+    }
+
+
+@routes.get("/api/webhooks/chat/deliveries")
+@doc("Recent chat webhook deliveries with their attempts (administrators)",
+     query=PageQuerySchema, responses={200: DeliveryListSchema}, errors=(403,), tag="webhooks")
+async def deliveries(request: web.Request) -> web.Response:
+    require_admin(request)
+    page = read_query(request, PageQuerySchema())
+    rows, more = await request.app[STORE].outbox.recent(page["limit"], page["offset"])
+    return json_response({"deliveries": [_delivery(r) for r in rows], "hasMore": more})
+
+
+@routes.post("/api/webhooks/chat/deliveries/{id}/redeliver")
+@doc("Queue a delivery's body again as a new delivery (administrators)",
+     responses={202: DeliveryEnvelopeSchema}, errors=(403, 404, 503), tag="webhooks")
+async def redeliver(request: web.Request) -> web.Response:
+    require_admin(request)
+    raw = request.match_info["id"]
+    original = await request.app[STORE].outbox.get(int(raw)) if raw.isdigit() and len(raw) < 19 else None
+    if original is None:
+        raise NotFound("delivery not found")
+    sender = request.app[WEBHOOK]
+    if not sender.enabled:
+        raise Unavailable("no chat webhook is configured")
+    row = await request.app[STORE].outbox.enqueue(
+        event_id=original["event_id"], event_type=original["event_type"],
+        repo_id=original["repo_id"], payload=original["payload"], redelivery_of=original["id"])
+    sender.wake()
+    return json_response({"delivery": _delivery(row)}, status=202)

@@ -1,0 +1,128 @@
+"""The WebSocket endpoint: real-time notifications for the repositories a user may read."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from ..auth import _allowed_origin, current_user, user_for_token
+from ..errors import ApiError, Forbidden, Unauthorized
+from ..keys import AUTH, CONFIG, STORE
+from ..notify.hub import HUB, Client
+from ..openapi import doc
+from ..permissions import role_of
+from ..ratelimit import client_ip
+
+routes = web.RouteTableDef()
+MAX_MESSAGE = 64 * 1024
+
+
+async def _ws_user(request: web.Request) -> dict[str, Any]:
+    """The token in the query, else the cookie or bearer the middleware resolved; else 401."""
+    token = request.query.get("token")
+    if token:
+        found = await user_for_token(request.app, token)
+        if found is None:
+            raise Unauthorized("invalid or expired token")
+        return found[0]
+    user = current_user(request)
+    if user is None:
+        raise Unauthorized("authentication required")
+    identity = request[AUTH]
+    if identity.via == "cookie" and not _allowed_origin(request):
+        raise Forbidden("cross-origin WebSocket refused")
+    return user
+
+
+@routes.get("/ws")
+@doc("WebSocket upgrade for notifications (token in ?token= or the session cookie)",
+     responses={101: "switching protocols"}, errors=(403,), tag="websocket",
+     description="Server messages: connected {userId, username}, ping, pong, "
+                 "notification {notification: event}, subscribed, unsubscribed, error. Client "
+                 "messages: ping, pong, subscribe {repository: {owner, name}}, unsubscribe. "
+                 "Over websocket.max_per_ip open sockets from one address → 429.")
+async def websocket(request: web.Request) -> web.StreamResponse:
+    user = await _ws_user(request)
+    hub = request.app[HUB]
+    config = request.app[CONFIG]["websocket"]
+    ip = client_ip(request)
+    if hub.per_ip.get(ip, 0) >= config["max_per_ip"]:
+        raise ApiError("too many WebSocket connections from this address", 429)
+    if hub.closing:
+        raise ApiError("shutting down", 503)
+    ws = web.WebSocketResponse(autoping=False, max_msg_size=MAX_MESSAGE)
+    await ws.prepare(request)
+    client = Client(ws, user, ip)
+    hub.add(client)
+    hub.send(client, {"type": "connected", "userId": str(user["id"]),
+                      "username": user["username"]})
+    beat = asyncio.get_running_loop().create_task(
+        _heartbeat(hub, client, config["heartbeat_seconds"]))
+    try:
+        async for msg in ws:
+            client.last_seen = asyncio.get_running_loop().time()
+            if msg.type == WSMsgType.TEXT:
+                await _handle(request, hub, client, msg.data)
+            elif msg.type == WSMsgType.PING:
+                await ws.pong(msg.data)
+            elif msg.type == WSMsgType.BINARY:
+                hub.send(client, {"type": "error", "error": "messages must be JSON text"})
+    finally:
+        beat.cancel()
+        hub.remove(client)
+    return ws
+
+
+async def _heartbeat(hub, client: Client, interval: float) -> None:
+    """Ping every interval; a client silent for two intervals is dropped."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(interval)
+        if loop.time() - client.last_seen > 2 * interval:
+            hub.remove(client)
+            await client.ws.close(code=1001, message=b"heartbeat timeout")
+            return
+        hub.send(client, {"type": "ping"})
+        try:
+            await client.ws.ping()
+        except (ConnectionResetError, RuntimeError):
+            return
+
+
+async def _handle(request: web.Request, hub, client: Client, text: str) -> None:
+    try:
+        message = json.loads(text)
+    except ValueError:
+        message = None
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        hub.send(client, {"type": "error", "error": "messages are JSON objects with a type"})
+        return
+    kind = message["type"]
+    if kind == "ping":
+        hub.send(client, {"type": "pong"})
+    elif kind == "pong":
+        pass
+    elif kind in ("subscribe", "unsubscribe"):
+        ref = message.get("repository")
+        if not (isinstance(ref, dict) and isinstance(ref.get("owner"), str)
+                and isinstance(ref.get("name"), str) and len(ref["owner"]) <= 100
+                and len(ref["name"]) <= 100):
+            hub.send(client, {"type": "error", "error": "repository: {owner, name} is required"})
+            return
+        user = await request.app[STORE].users.by_id(client.user_id)
+        repo = await request.app[STORE].repos.by_name(ref["owner"], ref["name"], client.user_id)
+        if repo is None or user is None or role_of(repo, user) is None:
+            hub.send(client, {"type": "error", "error": "repository not found"})
+            return
+        named = {"owner": repo["owner_username"], "name": repo["name"]}
+        if kind == "subscribe":
+            hub.subscribe(client, repo["id"])
+            hub.send(client, {"type": "subscribed", "repository": named})
+        else:
+            hub.unsubscribe(client, repo["id"])
+            hub.send(client, {"type": "unsubscribed", "repository": named})
+    else:
+        hub.send(client, {"type": "error", "error": f"unknown message type: {kind[:50]}"})

@@ -1,0 +1,1 @@
+"""Subscribers of the event bus: the chat webhook outbox and the WebSocket hub."""

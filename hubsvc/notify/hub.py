@@ -1,0 +1,154 @@
+"""The WebSocket hub: who gets which event, one bounded queue and writer per client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import defaultdict
+from typing import Any, AsyncIterator
+
+from aiohttp import WSCloseCode, web
+
+from ..events import Event
+from ..keys import BUS, STORE
+
+log = logging.getLogger("hubsvc.ws")
+QUEUE_SIZE = 256
+
+
+class Client:
+    """One connected socket: its user, subscriptions, queue and writer task."""
+
+    def __init__(self, ws: web.WebSocketResponse, user: dict[str, Any], ip: str) -> None:
+        self.ws = ws
+        self.user_id: int = user["id"]
+        self.username: str = user["username"]
+        self.ip = ip
+        self.subscriptions: set[int] = set()
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_SIZE)
+        self.writer: asyncio.Task | None = None
+        self.last_seen = asyncio.get_running_loop().time()
+
+    def offer(self, text: str) -> bool:
+        """Queue a message without waiting; False when the client has fallen behind."""
+        try:
+            self.queue.put_nowait(text)
+            return True
+        except asyncio.QueueFull:
+            return False
+
+    async def write_loop(self) -> None:
+        while True:
+            text = await self.queue.get()
+            if text is None:
+                return
+            await self.ws.send_str(text)
+
+
+class Hub:
+    """Bus subscriber that fans events out to the sockets allowed to see them."""
+
+    def __init__(self, app: web.Application) -> None:
+        self.app = app
+        self.clients: set[Client] = set()
+        self.by_user: defaultdict[int, set[Client]] = defaultdict(set)
+        self.by_repo: defaultdict[int, set[Client]] = defaultdict(set)
+        self.per_ip: defaultdict[str, int] = defaultdict(int)
+        self.closing = False
+
+    def add(self, client: Client) -> None:
+        self.clients.add(client)
+        self.by_user[client.user_id].add(client)
+        self.per_ip[client.ip] += 1
+        client.writer = asyncio.get_running_loop().create_task(self._write(client))
+
+    def remove(self, client: Client) -> None:
+        if client not in self.clients:
+            return
+        self.clients.discard(client)
+        self.by_user[client.user_id].discard(client)
+        if not self.by_user[client.user_id]:
+            del self.by_user[client.user_id]
+        for repo_id in client.subscriptions:
+            self.by_repo[repo_id].discard(client)
+            if not self.by_repo[repo_id]:
+                del self.by_repo[repo_id]
+        self.per_ip[client.ip] -= 1
+        if self.per_ip[client.ip] <= 0:
+            del self.per_ip[client.ip]
+        if client.writer is not None and not client.writer.done():
+            client.offer(None) or client.writer.cancel()
+
+    def subscribe(self, client: Client, repo_id: int) -> None:
+        client.subscriptions.add(repo_id)
+        self.by_repo[repo_id].add(client)
+
+    def unsubscribe(self, client: Client, repo_id: int) -> None:
+        client.subscriptions.discard(repo_id)
+        self.by_repo.get(repo_id, set()).discard(client)
+
+    async def _write(self, client: Client) -> None:
+        try:
+            await client.write_loop()
+        except (ConnectionResetError, RuntimeError, asyncio.CancelledError):
+            pass
+        except Exception:
+            log.exception("websocket writer for %s failed", client.username)
+
+    def send(self, client: Client, message: dict[str, Any]) -> None:
+        """Queue one message for one client, dropping it if it cannot keep up."""
+        self._offer(client, json.dumps(message))
+
+    def _offer(self, client: Client, text: str) -> None:
+        if not client.offer(text):
+            # A client that falls behind is dropped; it never stalls the others.
+            log.warning("websocket client %s fell behind; dropping it", client.username)
+            self.remove(client)
+            asyncio.get_running_loop().create_task(
+                client.ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"too slow"))
+
+    async def on_event(self, event: Event) -> None:
+        """Deliver an event to watchers and subscribers who may read the repository now."""
+        if not self.clients or event.repo_id is None:
+            return
+        repo_id = int(event.repo_id)
+        audience = await self.app[STORE].repos.audience(repo_id)
+        if audience is None:
+            return
+        readers, watchers = audience
+        targets: set[Client] = set(self.by_repo.get(repo_id, ()))
+        for user_id in watchers:
+            targets |= self.by_user.get(user_id, set())
+        if readers is not None:  # private: checked against access as it is now
+            targets = {c for c in targets if c.user_id in readers}
+        if not targets:
+            return
+        text = json.dumps({"type": "notification", "notification": event.to_dict()})
+        for client in targets:
+            self._offer(client, text)
+
+    async def close_all(self) -> None:
+        """Close every socket with GOING_AWAY (server shutdown)."""
+        self.closing = True
+        clients = list(self.clients)
+        for client in clients:
+            self.remove(client)
+        await asyncio.gather(*(c.ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
+                               for c in clients), return_exceptions=True)
+
+
+HUB = web.AppKey("ws_hub", Hub)
+
+
+async def hub_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Subscribe the hub to the bus for the life of the app."""
+    unsubscribe = app[BUS].subscribe(app[HUB].on_event, name="websocket-hub")
+    yield
+    unsubscribe()
+    await app[HUB].close_all()
+
+
+async def close_sockets(app: web.Application) -> None:
+    """on_shutdown: sockets first, so their handlers end and shutdown can finish."""
+    await app[HUB].close_all()

@@ -1,0 +1,80 @@
+"""The durable outbox of chat webhook deliveries."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from ..timeutil import now_iso
+from .base import Table, reads, writes
+
+
+class OutboxStore(Table):
+    """Deliveries are rows first and HTTP requests second, so none is lost to a restart."""
+
+    @writes
+    def enqueue(self, conn, *, event_id: str, event_type: str, repo_id: int | None,
+                payload: str, redelivery_of: int | None = None) -> dict[str, Any]:
+        """Queue a body for delivery now."""
+        cur = conn.execute(
+            "INSERT INTO webhook_deliveries (guid, event_id, event_type, repo_id, payload,"
+            " next_attempt_at, redelivery_of, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (str(uuid.uuid4()), event_id, event_type, repo_id, payload, time.time(),
+             redelivery_of, now_iso()))
+        return dict(conn.execute("SELECT * FROM webhook_deliveries WHERE id = ?",
+                                 (cur.lastrowid,)).fetchone())
+
+    @reads
+    def next_pending(self, conn) -> dict[str, Any] | None:
+        """The oldest delivery still to send (deliveries go out in order)."""
+        row = conn.execute("SELECT * FROM webhook_deliveries WHERE status = 'pending'"
+                           " ORDER BY id LIMIT 1").fetchone()
+        return dict(row) if row else None
+
+    @writes
+    def record_attempt(self, conn, delivery_id: int, *, status_code: int | None,
+                       error: str | None, duration_ms: int, outcome: str,
+                       retry_at: float | None = None) -> None:
+        """Log one attempt and move the delivery to delivered, failed, or a later retry."""
+        conn.execute("INSERT INTO webhook_attempts (delivery_id, at, status_code, error,"
+                     " duration_ms) VALUES (?, ?, ?, ?, ?)",
+                     (delivery_id, now_iso(), status_code, error, duration_ms))
+        conn.execute(
+            "UPDATE webhook_deliveries SET attempts = attempts + 1, status = ?, last_status = ?,"
+            " last_error = ?, next_attempt_at = COALESCE(?, next_attempt_at),"
+            " delivered_at = CASE WHEN ? = 'delivered' THEN ? ELSE delivered_at END"
+            " WHERE id = ?",
+            (outcome, status_code, error, retry_at, outcome, now_iso(), delivery_id))
+
+    @reads
+    def recent(self, conn, limit: int, offset: int) -> tuple[list[dict[str, Any]], bool]:
+        """Deliveries newest first, each with its attempts."""
+        rows = [dict(r) for r in conn.execute(
+            "SELECT * FROM webhook_deliveries ORDER BY id DESC LIMIT ? OFFSET ?",
+            (limit + 1, offset))]
+        more = len(rows) > limit
+        rows = rows[:limit]
+        by_id = {row["id"]: row for row in rows}
+        for row in rows:
+            row["attempt_list"] = []
+        if by_id:
+            marks = ",".join("?" * len(by_id))
+            for attempt in conn.execute(
+                    f"SELECT * FROM webhook_attempts WHERE delivery_id IN ({marks}) ORDER BY id",
+                    list(by_id)):
+                by_id[attempt["delivery_id"]]["attempt_list"].append(dict(attempt))
+        return rows, more
+
+    @reads
+    def get(self, conn, delivery_id: int) -> dict[str, Any] | None:
+        """One delivery."""
+        row = conn.execute("SELECT * FROM webhook_deliveries WHERE id = ?",
+                           (delivery_id,)).fetchone()
+        return dict(row) if row else None
+
+    @reads
+    def counts(self, conn) -> dict[str, int]:
+        """How many deliveries are in each status."""
+        return {row[0]: row[1] for row in conn.execute(
+            "SELECT status, COUNT(*) FROM webhook_deliveries GROUP BY status")}
