@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -62,7 +61,6 @@ BACKEND = "/usr/lib/git-core/git-http-backend"
 # The fields hubsvc asks `git log` for (hubsvc/gitrepo.py _LOG_FORMAT), so both sides
 # format the same commits the same way.
 LOG_FORMAT = "%x00".join(("%H", "%P", "%an", "%ae", "%at", "%cn", "%ce", "%ct", "%B"))
-SHOW_FORMAT = "%x00".join(("%H", "%P", "%an", "%ae", "%at", "%cn", "%ce", "%ct", "%B"))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -192,9 +190,12 @@ def serve_bridge(root: Path, port: int) -> None:
                 except BrokenPipeError:
                     pass
 
+    def stop(*_: object) -> None:
+        raise KeyboardInterrupt
+
     ThreadingHTTPServer.daemon_threads = True
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+    signal.signal(signal.SIGTERM, stop)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -347,7 +348,8 @@ def commit_graph(repo: Path) -> str:
     if single.exists():
         return f"yes (objects/info/commit-graph, {single.stat().st_size / 1024:.0f} KiB)"
     if chain.exists():
-        return f"yes (split chain of {len(chain.read_text().split())} in objects/info/commit-graphs)"
+        layers = len(chain.read_text().split())
+        return f"yes (a chain of {layers} in objects/info/commit-graphs)"
     return "NO"
 
 
@@ -513,7 +515,7 @@ def bench_browse(args: argparse.Namespace, url: str, repo: Path, env: dict[str, 
         "file": (f"{api}/file?branch=main&path={quote(path)}",
                  git + ["cat-file", "blob", f"main:{path}"]),
         "diff": (f"{api}/commits/{oid}/diff",
-                 git + ["show", f"--format={SHOW_FORMAT}", "-M", oid]),
+                 git + ["show", f"--format={LOG_FORMAT}", "-M", oid]),
     }
     check_same_work(cases, env, page)
     for name, (_, cmd) in cases.items():

@@ -14,6 +14,7 @@ from aiohttp_session import session_middleware
 from aiohttp_session.cookie_storage import EncryptedCookieStorage
 
 from .api import auth as auth_api
+from .api import chat as chat_api
 from .api import git as git_api
 from .api import issues as issues_api
 from .api import meta as meta_api
@@ -111,7 +112,7 @@ def create_app(config: Config) -> web.Application:
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
     for module in (meta_api, auth_api, users_api, repos_api, issues_api, pulls_api,
-                   search_api, webhooks_api, ws_api, git_api, smart_http):
+                   search_api, chat_api, webhooks_api, ws_api, git_api, smart_http):
         app.router.add_routes(module.routes)
     _setup_cors(app, config)
     return app

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import secrets
 import time
 from collections import OrderedDict
@@ -16,7 +17,7 @@ from aiohttp import web
 from aiohttp_session import get_session
 
 from .errors import Forbidden, Unauthorized
-from .keys import AUTH, CONFIG, STATE, STORE
+from .keys import AUTH, CONFIG, STORE
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # A valid bcrypt hash to compare against when no account matches, so a wrong
@@ -147,7 +148,7 @@ def _allowed_origin(request: web.Request) -> bool:
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler):
-    """Resolve a bearer token or the session cookie; bad credentials are 401 everywhere."""
+    """Resolve a bearer token, the session cookie or the chat bot key; bad ones are 401."""
     header = request.headers.get("Authorization", "")
     identity = None
     if header[:7].lower() == "bearer ":
@@ -172,12 +173,36 @@ async def auth_middleware(request: web.Request, handler):
     return await handler(request)
 
 
+BOT_KEY_HEADER = "X-Chat-Bot-Key"
+CHAT_USER_HEADER = "X-Chat-User-Id"
+# The link endpoints take the chat id they act on from the body or the path, so there
+# the bot key alone is the credential, whether or not X-Chat-User-Id is linked yet.
+CHAT_LINK_PATHS = "/api/chat/link/"
+
+
+def bot_key_ok(request: web.Request) -> bool:
+    """True when X-Chat-Bot-Key equals the configured chat.bot_key (never when none is set)."""
+    configured = request.app[CONFIG]["chat"]["bot_key"]
+    given = request.headers.get(BOT_KEY_HEADER, "")
+    return bool(configured and given) and hmac.compare_digest(given.encode(), configured.encode())
+
+
 async def _bot_identity(request: web.Request) -> Identity | None:
-    """The chat bot's credential, resolved by the chat-link module when it is installed."""
-    resolver = request.app[STATE].get("bot_resolver")
-    if resolver is None or "X-Chat-Bot-Key" not in request.headers:
+    """The chat bot's credential: the bot key, and X-Chat-User-Id acting as its verified link."""
+    if BOT_KEY_HEADER not in request.headers:
         return None
-    return await resolver(request)
+    if not bot_key_ok(request):
+        raise Unauthorized("invalid chat bot key")
+    chat_id = request.headers.get(CHAT_USER_HEADER, "")
+    if not chat_id:
+        return None
+    # Looked up on every request, never cached, so an unlink takes effect at once.
+    user = await request.app[STORE].chat.linked_user(chat_id)
+    if user is None:
+        if request.path.startswith(CHAT_LINK_PATHS):
+            return None
+        raise Unauthorized("chat account is not linked")
+    return Identity(user, "bot")
 
 
 def current_user(request: web.Request) -> dict[str, Any] | None:

@@ -32,7 +32,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "burst": 100,
         "sign_in_per_15_minutes": 10,
     },
-    "chat": {"webhook_url": "", "webhook_secret": "", "bot_key": "", "link_token_minutes": 60},
+    "chat": {"webhook_url": "", "webhook_secret": "", "bot_key": "", "link_token_minutes": 60,
+             "retry_seconds": 2.0},
     "mail": {
         "smtp_host": "",
         "smtp_port": 587,
@@ -72,6 +73,7 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("rate_limit", "sign_in_per_15_minutes"): (_positive, "must be a positive integer"),
     ("chat", "webhook_url"): (_url_or_empty, "must be an http:// or https:// URL"),
     ("chat", "link_token_minutes"): (_positive, "must be a positive integer"),
+    ("chat", "retry_seconds"): (lambda v: 0 < v <= 3600, "must be a number of seconds from 0 to 3600"),
     ("mail", "smtp_port"): (_port, "must be an integer from 1 to 65535"),
     ("websocket", "max_per_ip"): (_positive, "must be a positive integer"),
     ("websocket", "heartbeat_seconds"): (_positive, "must be a positive integer"),
@@ -108,6 +110,11 @@ def _coerce_env(raw: str, default: Any, name: str) -> Any:
         if lowered in ("0", "false", "no", "off"):
             return False
         raise ConfigError(f"{name}: must be true or false")
+    if isinstance(default, float):
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"{name}: must be a number") from None
     if isinstance(default, int):
         try:
             return int(raw)
@@ -123,6 +130,9 @@ def _check_type(section: str, key: str, value: Any, default: Any) -> None:
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ConfigError(f"{name}: must be true or false")
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name}: must be a number")
     elif isinstance(default, int):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{name}: must be an integer")

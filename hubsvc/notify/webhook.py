@@ -46,7 +46,6 @@ class WebhookSender:
     """Delivers the outbox in order: retries with growing delays, honours 429 Retry-After."""
 
     timeout = 10.0          # seconds per attempt
-    base_delay = 2.0        # first retry delay; doubles each attempt
     max_delay = 600.0
     max_retry_after = 3600.0
     max_attempts = 25       # with the cap above, about three hours of trying
@@ -55,6 +54,7 @@ class WebhookSender:
         self.app = app
         self.url = app[CONFIG]["chat"]["webhook_url"]
         self.secret = app[CONFIG]["chat"]["webhook_secret"]
+        self.base_delay = float(app[CONFIG]["chat"]["retry_seconds"])
         self.session: aiohttp.ClientSession | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None

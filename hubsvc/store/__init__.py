@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .chat import ChatStore
 from .db import Database
 from .issues import IssueStore
 from .outbox import OutboxStore
@@ -21,6 +22,7 @@ class Store:
         self.repos = RepoStore(self.db)
         self.issues = IssueStore(self.db)
         self.search = SearchStore(self.db)
+        self.chat = ChatStore(self.db)
         self.outbox = OutboxStore(self.db)
 
     async def open(self) -> None:

@@ -1,0 +1,170 @@
+"""The WebSocket hub with a real client: auth, messages, who gets what, limits, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+from aiohttp import WSMsgType
+
+from hubsvc.app import create_app
+from hubsvc.notify.hub import HUB, QUEUE_SIZE
+
+from .conftest import make_config, sign_up
+from .test_repos import create
+
+
+async def connect(client, user, **kwargs):
+    ws = await client.ws_connect(f"/ws?token={user.token}", **kwargs)
+    hello = await ws.receive_json(timeout=5)
+    assert hello == {"type": "connected", "userId": user.id, "username": user.username}
+    return ws
+
+
+async def next_of(ws, kind: str, timeout: float = 5.0) -> dict:
+    """The next message of a type, skipping heartbeats."""
+    while True:
+        message = await ws.receive_json(timeout=timeout)
+        if message["type"] == kind:
+            return message
+
+
+async def nothing_for(ws, seconds: float = 0.3) -> None:
+    """Assert no notification arrives within seconds."""
+    try:
+        while True:
+            message = await ws.receive_json(timeout=seconds)
+            assert message["type"] != "notification", message
+    except asyncio.TimeoutError:
+        pass
+
+
+async def test_needs_a_token_before_the_upgrade(client, alice):
+    for url in ("/ws", "/ws?token=bogus"):
+        with pytest.raises(aiohttp.WSServerHandshakeError) as info:
+            await client.ws_connect(url)
+        assert info.value.status == 401
+
+
+async def test_ping_pong_and_malformed_messages(client, alice):
+    ws = await connect(client, alice)
+    await ws.send_json({"type": "ping"})
+    assert await next_of(ws, "pong") == {"type": "pong"}
+    for bad in ("not json", "[1]", '{"no": "type"}', '{"type": "dance"}'):
+        await ws.send_str(bad)
+        assert "error" in await next_of(ws, "error")
+    await ws.send_json({"type": "subscribe"})
+    assert "repository" in (await next_of(ws, "error"))["error"]
+    await ws.send_json({"type": "ping"})
+    assert (await next_of(ws, "pong"))["type"] == "pong"  # still open
+    await ws.close()
+
+
+async def test_owner_and_stargazer_get_events_strangers_do_not(client, alice, bob):
+    carol = await sign_up(client, "carol")
+    await create(client, alice, "proj")
+    ws_alice, ws_bob, ws_carol = [await connect(client, u) for u in (alice, bob, carol)]
+    await client.post("/api/repositories/alice/proj/star", headers=bob.headers)
+    note = (await next_of(ws_alice, "notification"))["notification"]
+    assert note["type"] == "star" and note["data"]["action"] == "added"
+    assert note["repository"] == {"owner": "alice", "name": "proj"}
+    assert set(note) == {"id", "type", "repository", "actor", "data", "createdAt"}
+    assert (await next_of(ws_bob, "notification"))["notification"]["id"] == note["id"]
+    await nothing_for(ws_carol)
+    # Carol may subscribe to a public repository she does not watch.
+    await ws_carol.send_json({"type": "subscribe", "repository": {"owner": "alice", "name": "proj"}})
+    assert (await next_of(ws_carol, "subscribed"))["repository"] == {"owner": "alice", "name": "proj"}
+    await client.post("/api/repositories/alice/proj/issues", json={"title": "x"}, headers=alice.headers)
+    assert (await next_of(ws_carol, "notification"))["notification"]["type"] == "issue"
+    await ws_carol.send_json({"type": "unsubscribe", "repository": {"owner": "alice", "name": "proj"}})
+    await next_of(ws_carol, "unsubscribed")
+    await client.post("/api/repositories/alice/proj/issues", json={"title": "y"}, headers=alice.headers)
+    await nothing_for(ws_carol)
+    for ws in (ws_alice, ws_bob, ws_carol):
+        await ws.close()
+
+
+async def test_private_events_follow_access_as_it_changes(client, alice, bob):
+    await create(client, alice, "hidden", visibility="private")
+    ws_bob = await connect(client, bob)
+    await ws_bob.send_json({"type": "subscribe", "repository": {"owner": "alice", "name": "hidden"}})
+    assert (await next_of(ws_bob, "error"))["error"] == "repository not found"
+    await client.post("/api/repositories/alice/hidden/issues", json={"title": "a"}, headers=alice.headers)
+    await nothing_for(ws_bob)
+    await client.put("/api/repositories/alice/hidden/collaborators/bob",
+                     json={"permission": "read"}, headers=alice.headers)
+    await client.post("/api/repositories/alice/hidden/issues", json={"title": "b"}, headers=alice.headers)
+    assert (await next_of(ws_bob, "notification"))["notification"]["data"]["issue"]["title"] == "b"
+    await ws_bob.send_json({"type": "subscribe", "repository": {"owner": "alice", "name": "hidden"}})
+    await next_of(ws_bob, "subscribed")
+    await client.delete("/api/repositories/alice/hidden/collaborators/bob", headers=alice.headers)
+    await client.post("/api/repositories/alice/hidden/issues", json={"title": "c"}, headers=alice.headers)
+    await nothing_for(ws_bob)  # even though still subscribed: access is checked per event
+    await ws_bob.close()
+
+
+async def test_per_ip_limit(aiohttp_client, tmp_path):
+    client = await aiohttp_client(create_app(make_config(tmp_path, websocket__max_per_ip=2)))
+    user = await sign_up(client, "many")
+    sockets = [await connect(client, user) for _ in range(2)]
+    with pytest.raises(aiohttp.WSServerHandshakeError) as info:
+        await client.ws_connect(f"/ws?token={user.token}")
+    assert info.value.status == 429
+    await sockets[0].close()
+    await asyncio.sleep(0.05)
+    sockets.append(await connect(client, user))
+    for ws in sockets:
+        await ws.close()
+
+
+async def test_cookie_upgrade_checks_the_origin(client, alice):
+    await client.post("/auth/sign-in", json={"username": "alice", "password": alice.password})
+    with pytest.raises(aiohttp.WSServerHandshakeError) as info:
+        await client.ws_connect("/ws", headers={"Origin": "https://evil.example"})
+    assert info.value.status == 403
+    ws = await client.ws_connect("/ws")
+    assert (await ws.receive_json(timeout=5))["type"] == "connected"
+    await ws.close()
+
+
+async def test_a_client_that_falls_behind_is_dropped_not_waited_for(client, alice, bob):
+    await create(client, alice, "proj")
+    slow = await connect(client, alice)
+    fast = await connect(client, bob)
+    await fast.send_json({"type": "subscribe", "repository": {"owner": "alice", "name": "proj"}})
+    await next_of(fast, "subscribed")
+    hub = client.app[HUB]
+    stuck = next(c for c in hub.clients if c.username == "alice")
+    stuck.writer.cancel()  # its writer stops draining, as a stalled socket's would
+    for _ in range(QUEUE_SIZE):
+        stuck.queue.put_nowait("{}")
+    await client.post("/api/repositories/alice/proj/star", headers=bob.headers)
+    assert (await next_of(fast, "notification"))["notification"]["type"] == "star"
+    assert stuck not in hub.clients
+    message = await slow.receive(timeout=5)
+    while message.type == WSMsgType.TEXT:
+        message = await slow.receive(timeout=5)
+    assert message.type in (WSMsgType.CLOSE, WSMsgType.CLOSED)
+    await fast.close()
+
+
+async def test_silent_clients_are_dropped(aiohttp_client, tmp_path):
+    client = await aiohttp_client(create_app(make_config(tmp_path, websocket__heartbeat_seconds=1)))
+    user = await sign_up(client, "quiet")
+    ws = await client.ws_connect(f"/ws?token={user.token}", autoping=False)
+    # Never answer the server's pings and never send anything.
+    await asyncio.sleep(3.3)
+    assert not client.app[HUB].clients
+    message = await ws.receive(timeout=2)
+    while message.type not in (WSMsgType.CLOSE, WSMsgType.CLOSED):
+        message = await ws.receive(timeout=2)
+
+
+async def test_shutdown_closes_sockets_going_away(client, alice):
+    ws = await connect(client, alice)
+    await client.app.shutdown()
+    message = await ws.receive(timeout=5)
+    while message.type == WSMsgType.TEXT:
+        message = await ws.receive(timeout=5)
+    assert message.type == WSMsgType.CLOSE and message.data == 1001
