@@ -243,3 +243,21 @@ async def test_mergeable_follows_pushes_to_the_head(client, alice, tmp_path):
     pull = (await (await client.get(API + "/pulls/1")).json())["pullRequest"]
     assert pull["mergeable"] is False
     assert pull["headSha"] == (await git("rev-parse", "topic", cwd=work))[1].strip()
+
+
+async def test_every_pull_request_transition_publishes_its_event(client, events, alice, tmp_path):
+    await setup_branches(client, alice, tmp_path)
+    await open_pull(client, alice)
+    url = API + "/pulls/1"
+    await client.patch(url, json={"state": "closed"}, headers=alice.headers)
+    await client.patch(url, json={"state": "open"}, headers=alice.headers)
+    await client.patch(url, json={"title": "Better title"}, headers=alice.headers)
+    await client.post(url + "/comments", json={"body": "LGTM"}, headers=alice.headers)
+    await client.post(url + "/merge", json={"method": "squash"}, headers=alice.headers)
+    await client.app[BUS].drain()
+    actions = [e.data["action"] for e in events.events if e.type == "pull_request"]
+    assert actions == ["opened", "closed", "reopened", "edited", "commented", "merged"]
+    merged = [e for e in events.events if e.type == "pull_request"][-1]
+    assert merged.data["pullRequest"]["state"] == "merged"
+    assert merged.actor["username"] == "alice"
+    assert merged.repository == {"owner": "alice", "name": "proj"}
