@@ -9,6 +9,7 @@ from typing import Callable
 
 from aiohttp import web
 
+from .auth import bot_key_ok
 from .errors import error_response
 from .keys import CONFIG
 
@@ -90,7 +91,9 @@ def client_ip(request: web.Request) -> str:
 def limit_key(request: web.Request) -> str:
     """Bot-key requests count per chat user; every other request per client address."""
     chat_user = request.headers.get("X-Chat-User-Id")
-    if chat_user and "X-Chat-Bot-Key" in request.headers:
+    # Only a valid bot key earns a per-chat-user bucket; otherwise rotating the header
+    # would dodge the per-address limit.
+    if chat_user and bot_key_ok(request):
         return "chat:" + chat_user[:200]
     return "ip:" + client_ip(request)
 

@@ -47,7 +47,8 @@ class UnlinkSchema(Base):
 
 class UnlinkResultSchema(Base):
     success = fields.Boolean(required=True)
-    unlinked = fields.Boolean(required=True, metadata={"description": "whether a link was removed"})
+    unlinked = fields.Boolean(required=True,
+                              metadata={"description": "whether a link was removed"})
 
 
 class StatusSchema(Base):

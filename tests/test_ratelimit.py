@@ -64,3 +64,17 @@ async def test_disabled_means_no_limit(client):
         resp = await client.get("/health")
     assert resp.status == 200
     assert "RateLimit-Limit" not in resp.headers
+
+
+async def test_chat_users_count_apart_only_with_a_valid_bot_key(aiohttp_client, tmp_path):
+    config = make_config(tmp_path, rate_limit__enabled=True, rate_limit__burst=2,
+                         chat__bot_key="k" * 32)
+    client = await aiohttp_client(create_app(config))
+    # A wrong key with rotating chat ids still spends the address's bucket.
+    for n in range(2):
+        await client.get("/health", headers={"X-Chat-Bot-Key": "wrong", "X-Chat-User-Id": str(n)})
+    resp = await client.get("/health", headers={"X-Chat-Bot-Key": "wrong", "X-Chat-User-Id": "9"})
+    assert resp.status == 429
+    # The real key gets a bucket per chat user (9 is not linked, hence 401, not 429).
+    resp = await client.get("/health", headers={"X-Chat-Bot-Key": "k" * 32, "X-Chat-User-Id": "9"})
+    assert resp.status == 401 and resp.headers["RateLimit-Remaining"] == "1"

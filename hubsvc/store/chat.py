@@ -29,11 +29,9 @@ class ChatStore(Table):
     @writes
     def add_token(self, conn, digest: bytes, chat_id: str, expires_at: int,
                   email: str | None) -> dict[str, Any] | None:
-        """Record a token for chat_id; with email, bind it to that account and return it.
-
-        The e-mail lookup is part of the insert, so the work is the same whether or
-        not an account has that address.
-        """
+        """Record a token for chat_id; with email, bind it to that account and return it."""
+        # The e-mail lookup is part of the insert: the same work whether or not an
+        # account has that address.
         now = int(time.time())
         conn.execute("DELETE FROM chat_link_tokens WHERE expires_at <= ?", (now,))
         conn.execute(
@@ -57,11 +55,7 @@ class ChatStore(Table):
 
     @writes
     def redeem(self, conn, digest: bytes, user_id: int) -> str:
-        """Use up a token and link its chat id to user_id (verified); returns the chat id.
-
-        A bad, used or expired token is 400; a token e-mailed to another account is 403.
-        An earlier link of the same chat id is replaced.
-        """
+        """Use up a token and link its chat id to user_id, replacing an earlier link."""
         row = conn.execute(
             "SELECT chat_id, user_id FROM chat_link_tokens"
             " WHERE hash = ? AND used_at IS NULL AND expires_at > ?",
@@ -88,12 +82,13 @@ class ChatStore(Table):
     @reads
     def linked_user(self, conn, chat_id: str) -> dict[str, Any] | None:
         """The user a chat id acts as: only through a verified link."""
-        link = _link(conn.execute(_LINKED_USER, (chat_id,)).fetchone())
+        link = self.link.sync(self, conn, chat_id)
         return link["user"] if link and link["verified"] else None
 
     @writes
     def unlink(self, conn, chat_id: str, user_id: int | None = None) -> bool:
         """Remove the link of chat_id (only if it is user_id's, when given); True if one went."""
-        cur = conn.execute("DELETE FROM chat_links WHERE chat_id = ? AND (? IS NULL OR user_id = ?)",
-                           (chat_id, user_id, user_id))
+        cur = conn.execute(
+            "DELETE FROM chat_links WHERE chat_id = ? AND (? IS NULL OR user_id = ?)",
+            (chat_id, user_id, user_id))
         return cur.rowcount > 0
