@@ -14,6 +14,7 @@ from aiohttp_session import session_middleware
 from aiohttp_session.cookie_storage import EncryptedCookieStorage
 
 from .api import auth as auth_api
+from .api import docs as docs_api
 from .api import chat as chat_api
 from .api import git as git_api
 from .api import issues as issues_api
@@ -90,6 +91,9 @@ def create_app(config: Config) -> web.Application:
         client_max_size=config["server"]["max_body_bytes"],
         middlewares=[request_context, rate_limit_middleware, error_middleware,
                      session_middleware(cookie), auth_middleware],
+        # aiohttp's 8190-byte request line is shorter than the documented query limits
+        # (a 4096-character path plus a branch, percent-encoded): those must reach us.
+        handler_args={"max_line_size": 65536},
     )
     app[CONFIG] = config
     app[STATE] = {}
@@ -111,7 +115,7 @@ def create_app(config: Config) -> web.Application:
     app.on_shutdown.extend([_mark_shutdown, close_sockets])
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
-    for module in (meta_api, auth_api, users_api, repos_api, issues_api, pulls_api,
+    for module in (meta_api, docs_api, auth_api, users_api, repos_api, issues_api, pulls_api,
                    search_api, chat_api, webhooks_api, ws_api, git_api, smart_http):
         app.router.add_routes(module.routes)
     _setup_cors(app, config)
