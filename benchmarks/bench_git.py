@@ -405,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         "bridge": "git-http-backend via the stdlib Python CGI bridge in bench_git.py",
     }[kind]
     print(f"# {git_version}; {os.cpu_count()} CPUs; python {sys.version.split()[0]}; "
-          f"{args.rounds} rounds, medians quoted", flush=True)
+          f"{args.rounds} rounds, medians quoted; load average "
+          f"{os.getloadavg()[0]:.2f} at start", flush=True)
     print(f"# baseline: {baseline_desc}, serving hubsvc's own bare repository folder",
           flush=True)
 
@@ -458,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
             graph_after = commit_graph(served)
             if graph_after != graph:
                 print(f"# commit-graph changed during the run: {graph_after}")
+    print(f"\n# load average {os.getloadavg()[0]:.2f} at the end (other work on the machine "
+          f"shows here)", flush=True)
     return 1 if failed else 0
 
 

@@ -283,18 +283,41 @@ def _git_env() -> dict[str, str]:
     return env
 
 
+def _spawn(cmd: list[str], stdin: bytes | None, env: dict[str, str],
+           timeout: float) -> tuple[int, bytes, bytes]:
+    """Run a command to completion; a timer kills it when it overruns.
+
+    subprocess.run(timeout=…) polls for the child's exit every few milliseconds, which
+    costs about a millisecond per git call; blocking in communicate() and killing from
+    a timer does not.
+    """
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    fired = threading.Event()
+
+    def kill() -> None:
+        fired.set()
+        proc.kill()
+
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    try:
+        out, err = proc.communicate(stdin)
+    finally:
+        timer.cancel()
+    if fired.is_set():
+        raise GitError(f"git {cmd[-1] if cmd else ''} timed out after {timeout:g} s")
+    return proc.returncode, out, err
+
+
 def _run_git(git_dir: str | None, *args: str, timeout: float = GIT_TIMEOUT) -> bytes:
     """Run git without a shell and return stdout, raising GitError on failure."""
     cmd = ["git"] + ([f"--git-dir={git_dir}"] if git_dir else []) + list(args)
-    try:
-        done = subprocess.run(cmd, capture_output=True, env=_git_env(),
-                              timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise GitError(f"git {args[0]} timed out") from None
-    if done.returncode != 0:
-        message = done.stderr.decode("utf-8", "replace").strip()
+    code, out, err = _spawn(cmd, None, _git_env(), timeout)
+    if code != 0:
+        message = err.decode("utf-8", "replace").strip()
         raise GitError(f"git {args[0]} failed: {message}")
-    return done.stdout
+    return out
 
 
 def _configure(repo: Repo) -> None:
@@ -491,15 +514,20 @@ class GitRepo:
 
     def commits(self, rev: str, limit: int, skip: int) -> tuple[list[dict], bool]:
         """A page of history from rev, newest first, and whether more follows."""
+        return self.commits_page(rev, limit, skip)[1:]
+
+    def commits_page(self, rev: str, limit: int, skip: int
+                     ) -> tuple[str | None, list[dict], bool]:
+        """Like commits(), plus the oid rev resolved to (None for an empty repository)."""
         if limit < 0 or skip < 0:
             raise BadRequest("limit and skip must not be negative")
         oid = self.resolve(rev)
         if oid is None:
             if self.is_empty():
-                return [], False
+                return None, [], False
             raise NotFound("branch not found")
         items = self._log([oid], skip=skip, max_count=limit + 1)
-        return items[:limit], len(items) > limit
+        return oid, items[:limit], len(items) > limit
 
     def commits_between(self, old: str | None, new: str,
                         max_count: int) -> tuple[list[dict], int]:
@@ -743,10 +771,5 @@ class GitRepo:
 def _git_status(git_dir: str, *args: str, stdin: bytes | None = None,
                 env: dict[str, str] | None = None) -> tuple[int, bytes, bytes]:
     """Run git and return (exit code, stdout, stderr) without raising on a non-zero code."""
-    try:
-        done = subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True,
-                              env={**_git_env(), **(env or {})}, timeout=GIT_TIMEOUT,
-                              input=stdin if stdin is not None else b"")
-    except subprocess.TimeoutExpired:
-        raise GitError(f"git {args[0]} timed out") from None
-    return done.returncode, done.stdout, done.stderr
+    return _spawn(["git", f"--git-dir={git_dir}", *args], stdin if stdin is not None else b"",
+                  {**_git_env(), **(env or {})}, GIT_TIMEOUT)

@@ -659,3 +659,12 @@ def test_make_repo_generates_history(tmp_path):
             got = {e["name"]: str(e["size"] if e["size"] is not None else "-")
                    for e in repo.tree("main", folder)}
             assert got == expected
+
+
+def test_a_command_that_overruns_is_killed_and_reported():
+    from hubsvc.gitrepo import GitError, _spawn
+    started = time.monotonic()
+    with pytest.raises(GitError, match="timed out"):
+        _spawn(["sleep", "5"], None, dict(os.environ), 0.2)
+    assert time.monotonic() - started < 2
+    assert _spawn(["true"], None, dict(os.environ), 5)[0] == 0
