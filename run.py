@@ -1,4 +1,8 @@
-"""Entry point: `python run.py [--config FILE] [--host H] [--port P] [--data-dir DIR]`."""
+"""Entry point: `python run.py [--config FILE] [--host H] [--port P] [--data-dir DIR] [COMMAND]`.
+
+Without a command it serves; a command (create-user, reset-password, make-admin,
+revoke-admin, backup, restore, check) runs once and exits: 0 ok, 1 failure, 2 usage.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import sys
 
 from aiohttp import web
 
+from hubsvc import admin
 from hubsvc.app import create_app
 from hubsvc.config import ConfigError, load_config
 from hubsvc.logs import AccessLogger, JsonAccessLogger, setup_logging
@@ -19,11 +24,53 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--host", help="address to listen on (server.host)")
     parser.add_argument("--port", type=int, help="port to listen on (server.port)")
     parser.add_argument("--data-dir", help="database and repositories (storage.data_dir)")
+    # The two options that matter to commands are accepted after the command name too;
+    # SUPPRESS keeps the subparser from resetting a value given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", default=argparse.SUPPRESS, help="TOML configuration file")
+    common.add_argument("--data-dir", default=argparse.SUPPRESS,
+                        help="database and repositories (storage.data_dir)")
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND",
+        title="administration commands (without one, the server starts)")
+    password = "the password comes from HUBSVC_PASSWORD, else it is asked twice"
+    create = commands.add_parser("create-user", parents=[common], help="create an account",
+                                 description=f"Create an account; {password}.")
+    create.add_argument("username")
+    create.add_argument("email")
+    create.add_argument("--name", help="display name (default: the username)")
+    create.add_argument("--admin", action="store_true", help="make it an administrator")
+    reset = commands.add_parser("reset-password", parents=[common],
+                                help="set a new password and revoke the user's tokens",
+                                description=f"Set a new password; {password}.")
+    reset.add_argument("username")
+    for name, text in (("make-admin", "grant administrator rights"),
+                       ("revoke-admin", "revoke administrator rights")):
+        commands.add_parser(name, parents=[common], help=text).add_argument("username")
+    commands.add_parser(
+        "backup", parents=[common], help="copy the database and repositories, while serving",
+    ).add_argument("dest", metavar="DEST", help="a new or empty folder")
+    restore = commands.add_parser("restore", parents=[common],
+                                  help="replace the data folder with a backup (server stopped)")
+    restore.add_argument("src", metavar="SRC", help="a folder written by backup")
+    restore.add_argument("--force", action="store_true",
+                         help="replace existing data (moved aside into pre-restore-*)")
+    commands.add_parser("check", parents=[common],
+                        help="database integrity and git fsck of every repository")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command:
+        # Commands print their own results; only warnings from the libraries show.
+        setup_logging(logging.WARNING)
+        try:
+            config = load_config(args.config, {"storage.data_dir": args.data_dir})
+        except ConfigError as exc:
+            print(f"hubsvc: configuration error: {exc}", file=sys.stderr)
+            return 2
+        return admin.run(args, config)
     setup_logging()
     try:
         config = load_config(args.config, {

@@ -69,7 +69,8 @@ class Identity:
 class TokenCache:
     """Recently seen token digests -> (user id, expiry), so most requests skip the database."""
 
-    def __init__(self, ttl: float = 30.0, size: int = 10000) -> None:
+    # A short life: changes made outside this process (the admin CLI) show within seconds.
+    def __init__(self, ttl: float = 5.0, size: int = 10000) -> None:
         self.ttl = ttl
         self.size = size
         self._tokens: OrderedDict[bytes, tuple[dict[str, Any], int, float]] = OrderedDict()
