@@ -71,12 +71,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"hubsvc: configuration error: {exc}", file=sys.stderr)
             return 2
         return admin.run(args, config)
-    setup_logging()
     try:
         config = load_config(args.config, {
             "server.host": args.host, "server.port": args.port,
             "storage.data_dir": args.data_dir,
         })
+        setup_logging(json_lines=config["server"]["access_log_json"])
         app = create_app(config)
     except ConfigError as exc:
         print(f"hubsvc: configuration error: {exc}", file=sys.stderr)

@@ -19,11 +19,28 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
-def setup_logging(level: int = logging.INFO) -> None:
-    """Plain lines on stderr, each with the request id."""
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; an access entry's fields are merged in."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}",
+            "level": record.levelname,
+            "logger": record.name,
+            "request_id": getattr(record, "request_id", "-"),
+            "message": record.getMessage(),
+            **getattr(record, "fields", {}),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def setup_logging(level: int = logging.INFO, json_lines: bool = False) -> None:
+    """Lines on stderr, each with the request id: plain text, or JSON objects."""
     handler = logging.StreamHandler()
     handler.addFilter(RequestIdFilter())
-    handler.setFormatter(logging.Formatter(
+    handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter(
         "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -46,7 +63,7 @@ class AccessLogger(AbstractAccessLogger):
             "request_id": response.headers.get("X-Request-Id", "-"),
         }
         if self.json_lines:
-            self.logger.info(json.dumps(entry))
+            self.logger.info("%(method)s %(path)s %(status)s", entry, extra={"fields": entry})
         else:
             self.logger.info('%(remote)s "%(method)s %(path)s" %(status)s %(bytes)s %(ms)sms '
                              'rid=%(request_id)s', entry)

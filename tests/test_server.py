@@ -6,6 +6,8 @@ import signal
 import stat
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -45,3 +47,18 @@ def test_restart_keeps_accounts(tmp_path):
         status, body = server.request("POST", "/auth/sign-in",
                                       {"username": "keep", "password": "12345678"})
         assert status == 200
+
+
+def test_json_log_lines_carry_the_request_id(tmp_path):
+    import json
+    server = ServerProcess(tmp_path / "data", {"server": {"access_log_json": True}}).start()
+    req = urllib.request.Request(server.url + "/api/users/nobody", headers={"X-Request-Id": "trace-42"})
+    try:
+        urllib.request.urlopen(req, timeout=10)
+    except urllib.error.HTTPError as err:
+        assert err.code == 404 and err.headers["X-Request-Id"] == "trace-42"
+    assert server.stop() == 0
+    entries = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
+    assert entries and len(entries) == len([l for l in server.logs().splitlines() if l.strip()])
+    access = [e for e in entries if e.get("path") == "/api/users/nobody"]
+    assert access and access[0]["status"] == 404 and access[0]["request_id"] == "trace-42"
