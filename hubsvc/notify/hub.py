@@ -20,8 +20,11 @@ QUEUE_SIZE = 256
 class Client:
     """One connected socket: its user, subscriptions, queue and writer task."""
 
-    def __init__(self, ws: web.WebSocketResponse, user: dict[str, Any], ip: str) -> None:
+    def __init__(self, ws: web.WebSocketResponse, user: dict[str, Any], ip: str,
+                 transport: Any = None) -> None:
         self.ws = ws
+        self.transport = transport
+        self.sending = False
         self.user_id: int = user["id"]
         self.username: str = user["username"]
         self.ip = ip
@@ -38,12 +41,22 @@ class Client:
         except asyncio.QueueFull:
             return False
 
+    def can_send_now(self) -> bool:
+        """Nothing queued, nothing in flight, and the socket's buffer is empty."""
+        return (not self.sending and self.queue.empty() and self.transport is not None
+                and not self.transport.is_closing()
+                and self.transport.get_write_buffer_size() == 0)
+
     async def write_loop(self) -> None:
         while True:
             text = await self.queue.get()
             if text is None:
                 return
-            await self.ws.send_str(text)
+            self.sending = True
+            try:
+                await self.ws.send_str(text)
+            finally:
+                self.sending = False
 
 
 class Hub:
@@ -126,7 +139,19 @@ class Hub:
             return
         text = json.dumps({"type": "notification", "notification": event.to_dict()})
         for client in targets:
-            self._offer(client, text)
+            if client.can_send_now():
+                # With an empty buffer the frame goes straight to the socket without
+                # waiting, which spares waking a writer task per client; anything
+                # else keeps order by going through the queue.
+                client.sending = True
+                try:
+                    await client.ws.send_str(text)
+                except (ConnectionResetError, RuntimeError):
+                    self.remove(client)
+                finally:
+                    client.sending = False
+            else:
+                self._offer(client, text)
 
     async def close_all(self) -> None:
         """Close every socket with GOING_AWAY (server shutdown)."""

@@ -1,0 +1,606 @@
+"""WebSocket fan-out benchmark: 1,000 subscribed clients, delivery latency and RSS per socket.
+
+    python benchmarks/bench_ws.py [--clients 1000 --events 50 --rounds 5 --gap 0.05
+                                   --users 4 --baseline on --compress --pin]
+
+Starts hubsvc (`run.py`, rate limit off, bcrypt cost 4, `[websocket] max_per_ip` raised
+to clients + 100) and, unless `--baseline off`, a bare aiohttp broadcaster (this file run
+as `bench_ws.py _baseline --port P`), each as its own process. This process is the
+client side: one asyncio loop holding `--clients` sockets to each server
+(`aiohttp.ClientSession.ws_connect`), every one subscribed to the same repository with
+`{"type": "subscribe", "repository": {owner, name}}`, the tokens of `--users` ordinary
+accounts shared round-robin (none of them owns the repository, so the hub reaches them
+through the subscription, not as watchers).
+
+Seeding through the API: sign-up of the owner `wsowner` and `--users` others,
+`POST /api/repositories {name: live}` (public). Then, per server, a warm-up (a few
+clients, a few events, closed again), VmRSS "before", the clients connect and subscribe,
+VmRSS "after"; (after − before) ÷ clients is the RSS one connected client costs. It is
+taken again after the events (a socket's deflate compressor, say, is only made for its
+first message), and the target is checked against the larger of the two.
+
+Events: the owner opens an issue with `POST /api/repositories/wsowner/live/issues
+{title: "ws-bench <n>"}`; hubsvc publishes an `issue` notification to every subscriber.
+The baseline gets `POST /publish` whose body is the same notification text (a copy of
+one hubsvc sent, with the title swapped), answers 202, then sends that one
+pre-serialized string to every subscribed socket in a plain `for ws in sockets: await
+ws.send_str(text)` loop, timing the loop. Per event, on this process's clock
+(time.perf_counter, CLOCK_MONOTONIC):
+
+    t0      = the POST's answer has been read
+    t_last  = the last of the clients has read the notification (matched by its title)
+    latency = t_last - t0       (also the median client's and the first client's)
+
+`--events` events per server, one after another with `--gap` seconds after each one is
+complete, in `--rounds` interleaved rounds (hubsvc and the baseline alternate which goes
+first). p50/p99 are over all events (with 50 events p99 is the slowest one). Each
+server's CPU time (utime + stime from /proc/<pid>/stat) over the events ÷ events is
+printed too: it is steadier than the latencies on a shared machine.
+
+The clients do not offer permessage-deflate (aiohttp's client default, and what the
+reference figures were taken with); `--compress` makes them offer it, as browsers do,
+and both servers accept it.
+
+File descriptors: this process needs about 2 × clients, each server about clients. The
+soft RLIMIT_NOFILE of this process is raised with resource.setrlimit (up to the hard
+limit; the hard limit too when running as root) before the servers start, and the
+servers, started with subprocess, inherit it; the output shows each process's limit as
+read from /proc/<pid>/limits.
+
+Targets (absolute): last-client latency p99 ≤ 100 ms; RSS per connected client < 50 KiB.
+Exit code 0 when both are met, 1 when one is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import resource
+import shlex
+import sys
+import time
+import uuid
+from collections import defaultdict
+from typing import Any, Awaitable, Callable
+
+import aiohttp
+from aiohttp import WSMsgType, web
+
+import harness
+
+OWNER = "wsowner"
+REPO = "live"
+LATENCY_TARGET_MS = 100.0
+RSS_TARGET_KIB = 50.0
+WARMUP_CLIENTS = 20
+WARMUP_EVENTS = 3
+EVENT_TIMEOUT = 15.0  # seconds to wait for every client to have one notification
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# --- the bare aiohttp baseline (run as its own process) ------------------------------
+
+def baseline_server(argv: list[str]) -> int:
+    """`bench_ws.py _baseline --port P`: the bare broadcaster, the denominator.
+
+    GET /health; GET /ws (sends {"type": "connected"}, answers subscribe with subscribed,
+    and only subscribed sockets get broadcasts); POST /publish (answers 202 first, then
+    sends the body, as is, to every subscribed socket in one loop and records how long
+    the loop took); GET /stats → {"loops_ms": [...]}. No access log, no heartbeat.
+    """
+    parser = argparse.ArgumentParser(prog="bench_ws.py _baseline")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    subscribed: set[web.WebSocketResponse] = set()
+    loops_ms: list[float] = []
+    routes = web.RouteTableDef()
+
+    @routes.get("/health")
+    async def health(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    @routes.get("/ws")
+    async def ws_handler(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(max_msg_size=64 * 1024)
+        await ws.prepare(request)
+        await ws.send_str(json.dumps({"type": "connected", "userId": "0",
+                                      "username": "baseline"}))
+        try:
+            async for msg in ws:
+                if msg.type != WSMsgType.TEXT:
+                    continue
+                message = json.loads(msg.data)
+                if message.get("type") == "subscribe":
+                    subscribed.add(ws)
+                    await ws.send_str(json.dumps({"type": "subscribed",
+                                                  "repository": message.get("repository")}))
+        finally:
+            subscribed.discard(ws)
+        return ws
+
+    @routes.post("/publish")
+    async def publish(request: web.Request) -> web.StreamResponse:
+        text = await request.text()
+        resp = web.Response(status=202)
+        await resp.prepare(request)
+        await resp.write_eof()  # the answer is on the wire before the first send
+        start = time.perf_counter()
+        for ws in list(subscribed):
+            try:
+                await ws.send_str(text)
+            except (ConnectionResetError, RuntimeError):
+                pass
+        loops_ms.append((time.perf_counter() - start) * 1000)
+        return resp
+
+    @routes.get("/stats")
+    async def stats(request: web.Request) -> web.Response:
+        return web.json_response({"loops_ms": loops_ms, "subscribed": len(subscribed)})
+
+    app = web.Application()
+    app.router.add_routes(routes)
+    web.run_app(app, host=args.host, port=args.port, print=None, access_log=None,
+                shutdown_timeout=5)
+    return 0
+
+
+# --- helpers -------------------------------------------------------------------------
+
+def pct(values: list[float], p: float) -> float:
+    """The p-th percentile, the way harness.LatencyResult takes it (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+def nofile_limits(pid: int | str = "self") -> tuple[str, str]:
+    """(soft, hard) 'Max open files' of a process, from /proc/<pid>/limits."""
+    with open(f"/proc/{pid}/limits") as fh:
+        for line in fh:
+            if line.startswith("Max open files"):
+                soft, hard = line.split()[3:5]
+                return soft, hard
+    return "?", "?"
+
+
+def raise_nofile(needed: int) -> tuple[int, int]:
+    """Raise this process's soft RLIMIT_NOFILE to at least `needed` (children inherit it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        if hard != resource.RLIM_INFINITY and hard < needed:
+            try:  # only root may raise the hard limit
+                resource.setrlimit(resource.RLIMIT_NOFILE, (needed, needed))
+            except (ValueError, OSError):
+                raise SystemExit(f"bench_ws: need {needed} open files but the hard limit is "
+                                 f"{hard}; raise it (ulimit -Hn) or lower --clients")
+        else:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def loadavg() -> str:
+    """The 1/5/15-minute load averages: a busy machine shows in the spread."""
+    with open("/proc/loadavg") as fh:
+        return " ".join(fh.read().split()[:3])
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+TITLE_MARK = '"title": "ws-bench '
+
+
+def title_of(text: str) -> str | None:
+    """The issue title of a notification, else None; json.loads only when the fast path fails.
+
+    Both servers write json.dumps' default separators, so the title is found by a
+    substring search, which keeps this process's cost per message (it delays the later
+    receipts) low; other spellings fall back to parsing.
+    """
+    at = text.find(TITLE_MARK)
+    if at >= 0 and text.startswith('{"type": "notification"'):
+        start = at + len('"title": "')
+        return text[start:text.index('"', start)]
+    message = json.loads(text)
+    if message.get("type") != "notification":
+        return None
+    return message["notification"]["data"]["issue"]["title"]
+
+
+# --- the clients ---------------------------------------------------------------------
+
+class Fleet:
+    """`n` WebSocket clients of one server, recording when each notification arrived.
+
+    A notification is matched by `notification.data.issue.title`; arrivals[title] is
+    the list of perf_counter() times, one per client that read it.
+    """
+
+    def __init__(self, name: str, ws_url: str, tokens: list[str], compress: int = 0) -> None:
+        self.name = name
+        self.compress = compress
+        self.ws_url = ws_url
+        self.tokens = tokens
+        self.sockets: list[aiohttp.ClientWebSocketResponse] = []
+        self.readers: list[asyncio.Task] = []
+        self.arrivals: dict[str, list[float]] = defaultdict(list)
+        self.waiting: dict[str, tuple[int, asyncio.Future]] = {}
+        self.closed_early = 0
+        self.closing: set[aiohttp.ClientWebSocketResponse] = set()
+        self.sample_text = ""  # one notification as the server sent it
+        self.session: aiohttp.ClientSession | None = None
+
+    async def open(self) -> None:
+        # limit=0: the default connector limit (100) would queue the 101st ws_connect.
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+    async def connect(self, n: int, concurrency: int = 50) -> float:
+        """Connect and subscribe n more clients; returns the seconds it took."""
+        gate = asyncio.Semaphore(concurrency)
+        start = time.perf_counter()
+        first = len(self.sockets)
+
+        async def one(i: int) -> None:
+            async with gate:
+                token = self.tokens[i % len(self.tokens)]
+                ws = await self.session.ws_connect(f"{self.ws_url}?token={token}",
+                                                   autoping=True, max_msg_size=1 << 20,
+                                                   compress=self.compress)
+                hello = await ws.receive_json(timeout=30)
+                if hello.get("type") != "connected":
+                    raise RuntimeError(f"{self.name}: first message {hello}")
+                await ws.send_json({"type": "subscribe",
+                                    "repository": {"owner": OWNER, "name": REPO}})
+                while True:
+                    reply = await ws.receive_json(timeout=30)
+                    if reply.get("type") == "subscribed":
+                        break
+                    if reply.get("type") == "error":
+                        raise RuntimeError(f"{self.name}: subscribe failed: {reply}")
+                self.sockets.append(ws)
+                self.readers.append(asyncio.create_task(self._read(ws)))
+
+        await asyncio.gather(*(one(i) for i in range(first, first + n)))
+        return time.perf_counter() - start
+
+    async def _read(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        async for msg in ws:
+            now = time.perf_counter()
+            if msg.type != WSMsgType.TEXT:
+                continue
+            title = title_of(msg.data)
+            if title is None:
+                continue  # hubsvc's {"type": "ping"} every heartbeat_seconds
+            if not self.sample_text:
+                self.sample_text = msg.data
+            times = self.arrivals[title]
+            times.append(now)
+            wanted = self.waiting.get(title)
+            if wanted is not None and len(times) >= wanted[0] and not wanted[1].done():
+                wanted[1].set_result(None)
+        if ws not in self.closing:
+            self.closed_early += 1  # the server closed it (e.g. "too slow"), not us
+
+    def expect(self, title: str) -> asyncio.Future:
+        """A future done once every connected client has read the notification `title`."""
+        fut = asyncio.get_running_loop().create_future()
+        self.waiting[title] = (len(self.sockets), fut)
+        if len(self.arrivals.get(title, ())) >= len(self.sockets):
+            fut.set_result(None)
+        return fut
+
+    async def close_all(self, keep: int = 0) -> None:
+        """Close every socket but the first `keep` (close frames, in batches)."""
+        doomed, self.sockets = self.sockets[keep:], self.sockets[:keep]
+        readers, self.readers = self.readers[keep:], self.readers[:keep]
+        self.closing.update(doomed)
+        for i in range(0, len(doomed), 100):
+            await asyncio.gather(*(ws.close() for ws in doomed[i:i + 100]),
+                                 return_exceptions=True)
+        await asyncio.gather(*readers, return_exceptions=True)
+
+    async def shutdown(self) -> None:
+        await self.close_all()
+        if self.session is not None:
+            await self.session.close()
+
+
+class Target:
+    """One server under test: how to publish an event to it, its fleet and its figures."""
+
+    def __init__(self, label: str, server: harness.Server, fleet: Fleet,
+                 post: Callable[[str], Awaitable[None]]) -> None:
+        self.label = label
+        self.server = server
+        self.fleet = fleet
+        self.post = post
+        self.seq = 0
+        self.rss: dict[str, int] = {}
+        self.connect_s = 0.0
+        self.last_ms: list[float] = []
+        self.median_ms: list[float] = []
+        self.first_ms: list[float] = []
+        self.post_ms: list[float] = []
+        self.rounds: list[tuple[float, float]] = []
+        self.server_cpu_s = 0.0
+        self.client_cpu_s = 0.0
+        self.events_done = 0
+
+    async def event(self, record: bool = True) -> None:
+        """Publish one event and wait until every client has it; record its latencies."""
+        self.seq += 1
+        title = f"ws-bench {self.label} {self.seq}"
+        done = self.fleet.expect(title)
+        sent = time.perf_counter()
+        await self.post(title)
+        t0 = time.perf_counter()
+        try:
+            await asyncio.wait_for(done, EVENT_TIMEOUT)
+        except asyncio.TimeoutError:
+            got = len(self.fleet.arrivals.get(title, ()))
+            raise RuntimeError(f"{self.label}: only {got} of {len(self.fleet.sockets)} clients "
+                               f"had event {title!r} after {EVENT_TIMEOUT:g} s") from None
+        times = self.fleet.arrivals.pop(title)
+        self.fleet.waiting.pop(title, None)
+        if record:
+            self.post_ms.append((t0 - sent) * 1000)
+            self.last_ms.append((max(times) - t0) * 1000)
+            self.median_ms.append((sorted(times)[len(times) // 2] - t0) * 1000)
+            self.first_ms.append((min(times) - t0) * 1000)
+
+    async def events(self, n: int, gap: float) -> None:
+        start = len(self.last_ms)
+        cpu_server, cpu_client = cpu_seconds(self.server.pid), time.process_time()
+        for _ in range(n):
+            await self.event()
+            await asyncio.sleep(gap)
+        self.server_cpu_s += cpu_seconds(self.server.pid) - cpu_server
+        self.client_cpu_s += time.process_time() - cpu_client
+        self.events_done += n
+        mine = self.last_ms[start:]
+        self.rounds.append((pct(mine, 50), max(mine)))
+
+
+# --- the run -------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=1000,
+                        help="WebSocket clients per server (default 1000)")
+    parser.add_argument("--events", type=int, default=50,
+                        help="measured events per server (default 50)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="interleaved rounds the events are split into (default 5)")
+    parser.add_argument("--gap", type=float, default=0.05,
+                        help="seconds between one event being complete and the next POST")
+    parser.add_argument("--users", type=int, default=4,
+                        help="accounts whose tokens the clients share (default 4)")
+    parser.add_argument("--baseline", choices=("on", "off"), default="on",
+                        help="also run the bare aiohttp broadcaster (default on)")
+    parser.add_argument("--compress", action="store_true",
+                        help="offer permessage-deflate like browsers do (both servers accept "
+                             "it); off by default, like aiohttp's client")
+    parser.add_argument("--pin", action="store_true",
+                        help="servers on CPU 0 (taskset), this client process on CPU 1")
+    args = parser.parse_args(argv)
+    if args.clients < 1 or args.events < 1 or args.users < 1:
+        parser.error("--clients, --events and --users must be positive")
+    args.rounds = max(1, min(args.rounds, args.events))
+    return args
+
+
+def seed(url: str, users: int) -> tuple[str, list[str]]:
+    """The owner's token (with its public repository) and `users` other tokens."""
+    owner = harness.sign_up(url, OWNER)
+    harness.expect(*harness.request_json(url + "/api/repositories", "POST", {"name": REPO},
+                                         harness.bearer(owner)), 201)
+    return owner, [harness.sign_up(url, f"wsuser{i}") for i in range(users)]
+
+
+def show_rss(target: Target) -> None:
+    for key, kib in target.rss.items():
+        print(f"# {target.label} RSS {key}: {harness.mib(kib):.1f} MiB", flush=True)
+
+
+async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Server | None
+              ) -> int:
+    owner, tokens = seed(hub.url, args.users)
+    ws_hub = hub.url.replace("http://", "ws://") + "/ws"
+    post_session = aiohttp.ClientSession()
+    issues_url = f"{hub.url}/api/repositories/{OWNER}/{REPO}/issues"
+
+    async def post_hub(title: str) -> None:
+        async with post_session.post(issues_url, json={"title": title},
+                                     headers=harness.bearer(owner)) as resp:
+            body = await resp.read()
+            if resp.status != 201:
+                raise RuntimeError(f"POST issues answered {resp.status}: {body[:300]!r}")
+
+    targets: list[Target] = []
+    compress = 15 if args.compress else 0
+    hub_target = Target("hubsvc", hub, Fleet("hubsvc", ws_hub, tokens, compress), post_hub)
+    targets.append(hub_target)
+    template: dict[str, Any] = {}
+
+    if base is not None:
+        async def post_base(title: str) -> None:
+            message = json.loads(json.dumps(template))
+            message["notification"]["id"] = uuid.uuid4().hex
+            message["notification"]["data"]["issue"]["title"] = title
+            async with post_session.post(base.url + "/publish", data=json.dumps(message),
+                                         headers={"Content-Type": "application/json"}) as resp:
+                body = await resp.read()
+                if resp.status != 202:
+                    raise RuntimeError(f"POST /publish answered {resp.status}: {body[:300]!r}")
+
+        ws_base = base.url.replace("http://", "ws://") + "/ws"
+        base_fleet = Fleet("bare aiohttp", ws_base, ["-"], compress)
+        targets.append(Target("bare aiohttp", base, base_fleet, post_base))
+
+    try:
+        for target in targets:  # hubsvc first: the baseline copies its notification
+            fleet = target.fleet
+            await fleet.open()
+            target.rss["at start"] = harness.rss_kib(target.server.pid)
+            # Warm-up: the first socket, subscribe and event load code and fill caches
+            # that are not a per-client cost; then "before" is read with none connected.
+            await fleet.connect(WARMUP_CLIENTS)
+            for _ in range(WARMUP_EVENTS):
+                await target.event(record=False)
+            if target is hub_target:
+                template.update(json.loads(fleet.sample_text))
+            await fleet.close_all()
+            await asyncio.sleep(0.5)
+            target.rss["before clients"] = harness.rss_kib(target.server.pid)
+            target.connect_s = await fleet.connect(args.clients)
+            await asyncio.sleep(1.0)
+            target.rss["after clients"] = harness.rss_kib(target.server.pid)
+            deflate = sum(1 for ws in fleet.sockets if ws.compress)
+            print(f"# {target.label}: {args.clients} clients connected and subscribed in "
+                  f"{target.connect_s:.1f} s; server open files: "
+                  f"{len(os.listdir(f'/proc/{target.server.pid}/fd'))}; permessage-deflate "
+                  f"on {deflate}", flush=True)
+        print(f"# notification size: {len(hub_target.fleet.sample_text)} bytes "
+              f"(the baseline broadcasts a copy of it)", flush=True)
+
+        # This process only measures; a full collection in the middle of a fan-out would
+        # delay the receipts, so the connected state is frozen out of the collector.
+        gc.collect()
+        gc.freeze()
+
+        per_round = [args.events // args.rounds + (1 if r < args.events % args.rounds else 0)
+                     for r in range(args.rounds)]
+        for r, n in enumerate(per_round):
+            order = targets if r % 2 == 0 else targets[::-1]
+            for target in order:
+                await target.events(n, args.gap)
+                p50, worst = target.rounds[-1]
+                print(f"# round {r + 1} {target.label}: {n} events, last client p50 "
+                      f"{p50:.1f} ms, max {worst:.1f} ms", flush=True)
+        for target in targets:
+            target.rss["after events"] = harness.rss_kib(target.server.pid)
+
+        base_loops: list[float] = []
+        if base is not None:
+            async with post_session.get(base.url + "/stats") as resp:
+                base_loops = (await resp.json())["loops_ms"][-args.events:]
+    finally:
+        for target in targets:
+            await target.fleet.shutdown()
+        await post_session.close()
+
+    # --- figures ---
+    print(f"# load average at the end: {loadavg()}", flush=True)
+    for target in targets:
+        show_rss(target)
+    dropped = hub_target.fleet.closed_early
+    print(f"# hubsvc sockets closed by the server during the run: {dropped}", flush=True)
+
+    ok = True
+    bname = "bare aiohttp"
+    h = hub_target
+    b = targets[1] if base is not None else None
+    print(flush=True)
+    if b is not None:
+        print(f"bare aiohttp send loop ({args.clients} sockets): p50 "
+              f"{pct(base_loops, 50):.1f} ms, p99 {pct(base_loops, 99):.1f} ms", flush=True)
+    harness.report("hubsvc POST issues answer", pct(h.post_ms, 50), "ms",
+                   note=f"p99 {pct(h.post_ms, 99):.1f} ms; the time to t0, not part of the "
+                        f"latency")
+    first = f"first client p50 {pct(h.first_ms, 50):.1f} ms"
+    if b is not None:
+        first += f", bare aiohttp {pct(b.first_ms, 50):.1f} ms"
+    print(f"# {first} (from t0 to the first socket written and read)", flush=True)
+    p99 = pct(h.last_ms, 99)
+    for who, attr in (("median-client", "median_ms"), ("last-client", "last_ms")):
+        for p in (50, 99):
+            name = f"{who} latency p{p}"
+            theirs = pct(getattr(b, attr), p) if b is not None else None
+            if b is not None:
+                harness.report(f"bare aiohttp {name}", theirs, "ms")
+            note = ""
+            if attr == "last_ms" and p == 99:
+                met = p99 <= LATENCY_TARGET_MS
+                ok &= met
+                note = f"target ≤ {LATENCY_TARGET_MS:g} ms: {'met' if met else 'NOT MET'}"
+            harness.report(f"hubsvc {name}", pct(getattr(h, attr), p), "ms", theirs, bname,
+                           note=note)
+    base_cpu = b.server_cpu_s / b.events_done * 1000 if b is not None else None
+    for target in targets[::-1]:
+        harness.report(f"{target.label} server CPU per event",
+                       target.server_cpu_s / target.events_done * 1000, "ms",
+                       base_cpu if target is h else None, bname,
+                       note=f"client process CPU per event "
+                            f"{target.client_cpu_s / target.events_done * 1000:.1f} ms")
+
+    def per_client(t: Target, when: str) -> float:
+        return (t.rss[when] - t.rss["before clients"]) / args.clients
+
+    for target in targets[::-1]:
+        harness.report(f"{target.label} RSS before clients", harness.mib(
+            target.rss["before clients"]), "MiB")
+        harness.report(f"{target.label} RSS with {args.clients} clients", harness.mib(
+            target.rss["after clients"]), "MiB",
+            note=f"after the events {harness.mib(target.rss['after events']):.1f} MiB")
+    # Per client: once connected and subscribed, and once every socket has carried the
+    # events (a compressor, say, is only made for the first message sent); the target
+    # is checked against the larger.
+    for when, label in (("after clients", "connected"), ("after events", "after the events")):
+        cost = per_client(h, when)
+        base_cost = per_client(b, when) if b is not None else None
+        if b is not None:
+            harness.report(f"bare aiohttp RSS per client ({label})", base_cost, "KiB")
+        note = ""
+        if when == "after events":
+            worst = max(cost, per_client(h, "after clients"))
+            met = worst < RSS_TARGET_KIB
+            ok &= met
+            note = (f"target < {RSS_TARGET_KIB:g} KiB (the larger of the two, {worst:.1f}): "
+                    f"{'met' if met else 'NOT MET'}")
+        harness.report(f"hubsvc RSS per client ({label})", cost, "KiB", base_cost, bname,
+                       note=note)
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_baseline"]:
+        return baseline_server(argv[1:])
+    args = parse_args(argv)
+    print(f"# command: {shlex.join([sys.executable, *sys.argv])}", flush=True)
+    print(f"# effective: --clients {args.clients} --events {args.events} --rounds "
+          f"{args.rounds} --gap {args.gap:g} --users {args.users} --baseline {args.baseline}"
+          f"{' --compress' if args.compress else ''}{' --pin' if args.pin else ''}", flush=True)
+    servers = 2 if args.baseline == "on" else 1
+    soft, hard = raise_nofile(servers * args.clients + 256)
+    print(f"# load average at start: {loadavg()}", flush=True)
+    print(f"# {os.cpu_count()} CPUs; RLIMIT_NOFILE of this client process: soft {soft}, "
+          f"hard {hard} (the servers inherit it)", flush=True)
+    server_cpus = None
+    if args.pin:
+        server_cpus = "0"
+        os.sched_setaffinity(0, {1})
+    settings = {"websocket": {"max_per_ip": args.clients + 100}}
+    with harness.Server(settings, cpus=server_cpus) as hub:
+        print(f"# hubsvc pid {hub.pid}, open files limit {'/'.join(nofile_limits(hub.pid))}",
+              flush=True)
+        if args.baseline == "on":
+            base = harness.Server(command=[sys.executable, os.path.abspath(__file__),
+                                           "_baseline"], cpus=server_cpus,
+                                  name="bare-aiohttp")
+            with base:
+                print(f"# bare aiohttp pid {base.pid}, open files limit "
+                      f"{'/'.join(nofile_limits(base.pid))}", flush=True)
+                return asyncio.run(run(args, hub, base))
+        return asyncio.run(run(args, hub, None))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
