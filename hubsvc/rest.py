@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 from aiohttp import web
 from marshmallow import Schema, ValidationError
 
@@ -14,7 +15,7 @@ from .errors import BadRequest, validation_message
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None
                   ) -> web.Response:
     """A JSON answer."""
-    return web.Response(body=json.dumps(data, separators=(",", ":")).encode(), status=status,
+    return web.Response(body=orjson.dumps(data), status=status,
                         content_type="application/json", headers=headers)
 
 

@@ -45,13 +45,17 @@ class SearchStore(Table):
         query = match_query(text)
         if query is None:
             return [], False
+        # Rank on the narrow index first and limit; only the page's rows are then joined.
         rows = conn.execute(
             ISSUE_SELECT.replace("SELECT i.id,", "SELECT ru.username AS repo_owner,"
                                  " r.name AS repo_name, i.id,", 1)
-            + " JOIN repositories r ON r.id = i.repo_id JOIN users ru ON ru.id = r.owner_id"
-            " JOIN issues_fts f ON f.rowid = i.id"
-            f" WHERE issues_fts MATCH :q AND i.is_pull = :pull AND {VISIBLE}"
-            " ORDER BY bm25(issues_fts, 5.0, 1.0), i.id DESC LIMIT :limit OFFSET :offset",
+            + " JOIN (SELECT f.rowid AS hit, bm25(issues_fts, 5.0, 1.0) AS score"
+            "        FROM issues_fts f JOIN issues k INDEXED BY issues_kind ON k.id = f.rowid"
+            "        WHERE issues_fts MATCH :q AND k.is_pull = :pull AND k.repo_id IN ("
+            f"          SELECT r.id FROM repositories r WHERE {VISIBLE})"
+            "        ORDER BY score, f.rowid DESC LIMIT :limit OFFSET :offset) h ON h.hit = i.id"
+            " JOIN repositories r ON r.id = i.repo_id JOIN users ru ON ru.id = r.owner_id"
+            " ORDER BY h.score, i.id DESC",
             {"q": query, "viewer": viewer, "pull": int(is_pull), "limit": limit + 1,
              "offset": offset}).fetchall()
         return _with_assignees(conn, rows[:limit]), len(rows) > limit
