@@ -420,6 +420,16 @@ def main(argv: list[str] | None = None) -> int:
                 samples[name] += result.samples_ms
                 print(f"#   round {round_no + 1} {name}: median {result.median_ms:.2f} ms, "
                       f"p90 {result.p90_ms:.2f} ms", flush=True)
+        # The search cache serves a repeated query from memory; a distinct offset per
+        # request misses it every time and shows what ranking costs.
+        cold_name = f"GET search?q={args.query}&type=issues, uncached (offset varies)"
+        cold: list[float] = []
+        for n in range(args.requests):
+            url = (f"{server.url}/api/search?q={quote(args.query)}&type=issues"
+                   f"&offset={n + 1}")
+            cold += harness.latency(url, 1, headers, warmup=0).samples_ms
+        samples[cold_name] = cold
+        names.append(cold_name)
         if args.keep_db:
             copy_db(server, args.keep_db)
             print(f"# database copied to {args.keep_db}", flush=True)
@@ -435,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
         harness.report(name, value, "ms", floor, "/health", target=TARGET,
                        higher_is_better=False, digits=2,
                        note=f"p90 {results[name].p90_ms:.2f} ms, p99 {results[name].p99_ms:.2f} ms")
-        met = met and value / floor <= TARGET
+        if "uncached" not in name:  # reported for the record; the target is the endpoint's
+            met = met and value / floor <= TARGET
     print(f"seeding time: {total:.1f} s")
     return 0 if met else 1
 

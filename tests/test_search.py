@@ -88,3 +88,20 @@ async def test_bad_queries(client):
     for q in ('"', "a OR", "NEAR(", "*", "col:x", "-x", "a AND NOT b"):
         resp = await client.get("/api/search", params={"q": q})
         assert resp.status == 200, q
+
+
+async def test_repeated_searches_see_every_write(client, alice):
+    await create(client, alice, "proj")
+    url = "/api/repositories/alice/proj/issues"
+    await client.post(url, json={"title": "cache one"}, headers=alice.headers)
+    first = await search(client, "cache", "issues")
+    again = await search(client, "cache", "issues")
+    assert first == again and len(first["results"]) == 1
+    await client.post(url, json={"title": "cache two"}, headers=alice.headers)
+    assert len((await search(client, "cache", "issues"))["results"]) == 2
+    await client.patch(url + "/1", json={"title": "renamed"}, headers=alice.headers)
+    assert len((await search(client, "cache", "issues"))["results"]) == 1
+    # Visibility changes are writes too: a repository turned private drops out at once.
+    await client.patch("/api/repositories/alice/proj", json={"visibility": "private"},
+                       headers=alice.headers)
+    assert (await search(client, "cache", "issues"))["results"] == []

@@ -83,6 +83,8 @@ class Database:
         self._writer: aiosqlite.Connection | None = None
         self._readers: list[aiosqlite.Connection] = []
         self._next_reader = itertools.cycle(range(readers))
+        # Bumped by every write, so read caches can tell their entries are stale.
+        self.generation = 0
 
     async def open(self) -> None:
         """Open the connections, turn on WAL and apply the migrations."""
@@ -115,7 +117,10 @@ class Database:
     async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run fn(conn, ...) in one BEGIN IMMEDIATE transaction on the write connection."""
         assert self._writer is not None, "database is not open"
-        return await self._call(self._writer, _transaction, fn, args, kwargs)
+        try:
+            return await self._call(self._writer, _transaction, fn, args, kwargs)
+        finally:
+            self.generation += 1
 
     async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run fn(conn, ...) on a read connection."""

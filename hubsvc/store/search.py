@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import re
-from typing import Any
+from collections import OrderedDict
+from typing import Any, Awaitable, Callable
 
 from .base import Table, reads
+from .db import Database
 from .issues import ISSUE_SELECT, _with_assignees
 from .repos import REPO_SELECT, VISIBLE, _page, _repo
 
 MAX_TERMS = 10
+CACHE_SIZE = 512
 
 
 def match_query(text: str) -> str | None:
@@ -21,9 +25,43 @@ def match_query(text: str) -> str | None:
     return " ".join('"' + word[:64].replace('"', '""') + '"*' for word in words)
 
 
+def cached(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Serve repeated searches from memory until the next write to the database.
+
+    Ranking costs about a millisecond per thousand matches, so a common word is
+    expensive; any write bumps the database generation and so empties the cache.
+    """
+
+    @functools.wraps(method)
+    async def wrapper(self: "SearchStore", *args: Any) -> Any:
+        key = (method.__name__, *args)
+        generation = self.db.generation
+        if generation != self._generation:
+            self._cache.clear()
+            self._generation = generation
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        result = await method(self, *args)
+        if self.db.generation == generation:  # nothing was written meanwhile
+            self._cache[key] = result
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return result
+
+    return wrapper
+
+
 class SearchStore(Table):
     """Ranked by bm25; private repositories' hits only for those who may read them."""
 
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self._cache: OrderedDict[tuple, Any] = OrderedDict()
+        self._generation = -1
+
+    @cached
     @reads
     def repositories(self, conn, text: str, viewer: int, limit: int, offset: int
                      ) -> tuple[list[dict[str, Any]], bool]:
@@ -38,6 +76,7 @@ class SearchStore(Table):
             {"q": query, "viewer": viewer, "limit": limit + 1, "offset": offset}).fetchall()
         return _page([_repo(r) for r in rows], limit)
 
+    @cached
     @reads
     def issues(self, conn, text: str, viewer: int, is_pull: bool, limit: int, offset: int
                ) -> tuple[list[dict[str, Any]], bool]:
@@ -60,6 +99,7 @@ class SearchStore(Table):
              "offset": offset}).fetchall()
         return _with_assignees(conn, rows[:limit]), len(rows) > limit
 
+    @cached
     @reads
     def users(self, conn, text: str, limit: int, offset: int) -> tuple[list[dict[str, Any]], bool]:
         """Users by username (weighted) and name."""
