@@ -11,9 +11,9 @@ if TYPE_CHECKING:  # imported only for the type names, to avoid import cycles
     from .events import EventBus
     from .store import Store
 
-CONFIG = web.AppKey("config", "Config")
-STORE = web.AppKey("store", "Store")
-BUS = web.AppKey("bus", "EventBus")
+CONFIG: web.AppKey[Config] = web.AppKey("config")
+STORE: web.AppKey[Store] = web.AppKey("store")
+BUS: web.AppKey[EventBus] = web.AppKey("bus")
 STATE = web.AppKey("state", dict)
 
 REQUEST_ID = web.RequestKey("request_id", str)

@@ -104,13 +104,20 @@ async def create_issue(request: web.Request) -> web.Response:
      responses={200: IssueWithCommentsSchema}, errors=(404,), public=True, tag="issues",
      description="limit/offset page through the comments (default 30).")
 async def get_issue(request: web.Request) -> web.Response:
+    return await show_with_comments(request, False)
+
+
+async def show_with_comments(request: web.Request, is_pull: bool) -> web.Response:
+    """Shared by issues and pull requests: the item and a page of its comments."""
     repo = await load_repo(request)
-    item = await load_issue(request, repo, False)
+    item = await load_issue(request, repo, is_pull)
     page = read_query(request, PageQuerySchema())
     rows, more = await request.app[STORE].issues.comments(item["id"], page["limit"], page["offset"])
     base = request.app[CONFIG].base_url
-    return json_response({"issue": _issue(request, repo, item),
-                          "comments": [present.comment(base, c) for c in rows], "hasMore": more})
+    key, body = (("pullRequest", present.pull(base, repo, item)) if is_pull
+                 else ("issue", present.issue(base, repo, item)))
+    return json_response({key: body, "comments": [present.comment(base, c) for c in rows],
+                          "hasMore": more})
 
 
 @routes.patch(ISSUES + "/{number}")

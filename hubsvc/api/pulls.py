@@ -17,8 +17,9 @@ from ..openapi import doc
 from ..permissions import load_repo
 from ..publish import publish
 from ..repofiles import REPO_FILES
-from ..rest import json_response, load, read_json, read_query
-from .issues import add_comment, check_edit, list_comments, load_issue, state_action
+from ..rest import json_response, load, read_json
+from .issues import (add_comment, check_edit, list_comments, load_issue, show_with_comments,
+                     state_action)
 
 routes = web.RouteTableDef()
 PULLS = "/api/repositories/{owner}/{name}/pulls"
@@ -100,13 +101,7 @@ async def create_pull(request: web.Request) -> web.Response:
 @doc("One pull request with its comments", query=PageQuerySchema,
      responses={200: PullWithCommentsSchema}, errors=(404,), public=True, tag="pulls")
 async def get_pull(request: web.Request) -> web.Response:
-    repo = await load_repo(request)
-    item = await load_issue(request, repo, True)
-    page = read_query(request, PageQuerySchema())
-    rows, more = await request.app[STORE].issues.comments(item["id"], page["limit"], page["offset"])
-    base = request.app[CONFIG].base_url
-    return json_response({"pullRequest": _pull(request, repo, item),
-                          "comments": [present.comment(base, c) for c in rows], "hasMore": more})
+    return await show_with_comments(request, True)
 
 
 @routes.patch(PULLS + "/{number}")
