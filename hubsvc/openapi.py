@@ -29,7 +29,8 @@ ERROR_TEXT = {
 ALWAYS = (429, 500)
 
 
-def doc(summary: str, *, body: type[Schema] | None = None, query: type[Schema] | None = None,
+def doc(summary: str, *, body: type[Schema] | dict[str, Any] | None = None,
+        query: type[Schema] | None = None,
         responses: dict[int, Any] | None = None, errors: Iterable[int] = (),
         public: bool = False, description: str = "", tag: str | None = None
         ) -> Callable[[Callable], Callable]:
@@ -63,6 +64,9 @@ def build_spec(app: web.Application) -> dict[str, Any]:
     spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer"})
     spec.components.security_scheme(
         "cookie", {"type": "apiKey", "in": "cookie", "name": "session"})
+    # The chat bot: its key plus X-Chat-User-Id acts as the user of a verified link.
+    spec.components.security_scheme(
+        "chatBot", {"type": "apiKey", "in": "header", "name": "X-Chat-Bot-Key"})
     spec.components.schema("Error", schema=ErrorSchema)
     paths: dict[str, dict[str, Any]] = {}
     for route in app.router.routes():
@@ -85,13 +89,16 @@ def build_spec(app: web.Application) -> dict[str, Any]:
             operation["description"] = meta["description"]
         if params:
             operation["parameters"] = params
-        if meta["body"] is not None:
+        if isinstance(meta["body"], dict):  # a body that is not JSON: {media type: schema}
+            operation["requestBody"] = {"required": True, "content": {
+                media: {"schema": schema} for media, schema in meta["body"].items()}}
+        elif meta["body"] is not None:
             operation["requestBody"] = {
                 "required": True, "content": {"application/json": {"schema": meta["body"]}}}
         codes = set(meta["errors"]) | set(ALWAYS)
         if not meta["public"]:
             codes.add(401)
-            operation["security"] = [{"bearer": []}, {"cookie": []}]
+            operation["security"] = [{"bearer": []}, {"cookie": []}, {"chatBot": []}]
         if meta["body"] is not None or meta["query"] is not None:
             codes.add(400)
         for code in sorted(codes):

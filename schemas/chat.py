@@ -6,8 +6,9 @@ from marshmallow import fields, validate
 
 from .common import Base, UserSummarySchema
 
-# Printable text only: a chat id is shown in e-mails and on the link page.
-CHAT_ID = [validate.Length(1, 64), validate.Regexp(r"^[^\x00-\x1f\x7f]*$",
+# Printable text only: a chat id is shown in e-mails and on the link page. "(?!\n)": in
+# Python "$" also matches before a final newline.
+CHAT_ID = [validate.Length(1, 64), validate.Regexp(r"^[^\x00-\x1f\x7f]*(?!\n)$",
                                                    error="must not contain control characters")]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from marshmallow import fields, validate
 
-from .common import Base
+from .common import Base, Offset
 
 
 class PersonSchema(Base):
@@ -104,7 +104,7 @@ _BRANCH = fields.String(metadata={"description": "branch, tag or full commit oid
 class CommitsQuerySchema(Base):
     branch = _BRANCH
     limit = fields.Integer(load_default=30, validate=validate.Range(1, 100))
-    skip = fields.Integer(load_default=0, validate=validate.Range(min=0))
+    skip = Offset()
 
 
 class TreeQuerySchema(Base):
@@ -118,3 +118,8 @@ class FileQuerySchema(Base):
     # `return` is a Python keyword, hence data_key.
     raw = fields.Integer(data_key="return", load_default=0, validate=validate.OneOf([0, 1]),
                          metadata={"description": "1: the raw bytes instead of JSON"})
+
+
+class InfoRefsQuerySchema(Base):
+    service = fields.String(required=True, validate=validate.OneOf(
+        ["git-upload-pack", "git-receive-pack"]))

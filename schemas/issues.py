@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from marshmallow import ValidationError, fields, validate, validates_schema
 
-from .common import Base, RepoRefSchema, UserSummarySchema
-from .repos import branch_name
+from .common import Base, Offset, RepoRefSchema, UserSummarySchema
+from .repos import BRANCH_DOC, branch_name
 
 TITLE = validate.Length(min=1, max=256)
 BODY = validate.Length(max=65536)
@@ -113,14 +113,14 @@ class CommentCreateSchema(Base):
 class IssueListQuerySchema(Base):
     state = fields.String(load_default="open", validate=validate.OneOf(["open", "closed", "all"]))
     limit = fields.Integer(load_default=30, validate=validate.Range(1, 100))
-    offset = fields.Integer(load_default=0, validate=validate.Range(min=0))
+    offset = Offset()
 
 
 class PullListQuerySchema(Base):
     state = fields.String(load_default="open",
                           validate=validate.OneOf(["open", "closed", "merged", "all"]))
     limit = fields.Integer(load_default=30, validate=validate.Range(1, 100))
-    offset = fields.Integer(load_default=0, validate=validate.Range(min=0))
+    offset = Offset()
     ignoreUnknown = fields.Boolean(load_default=False, metadata={
         "description": "true: unknown query parameters and unknown state values are "
                        "ignored instead of answering 400"})
@@ -129,8 +129,9 @@ class PullListQuerySchema(Base):
 class PullCreateSchema(Base):
     title = fields.String(required=True, validate=TITLE)
     body = fields.String(load_default="", validate=BODY)
-    head = fields.String(required=True, validate=branch_name)
-    base = fields.String(validate=branch_name, metadata={"description": "default: the default branch"})
+    head = fields.String(required=True, validate=branch_name, metadata=BRANCH_DOC)
+    base = fields.String(validate=branch_name, metadata={
+        **BRANCH_DOC, "description": "default: the default branch"})
     headRepository = fields.Nested(RepoRefSchema, metadata={
         "description": "the fork the head branch lives in; default: this repository"})
 
@@ -139,7 +140,7 @@ class PullUpdateSchema(Base):
     title = fields.String(validate=TITLE)
     body = fields.String(validate=BODY)
     state = fields.String(validate=validate.OneOf(["open", "closed"]))
-    base = fields.String(validate=branch_name)
+    base = fields.String(validate=branch_name, metadata=BRANCH_DOC)
 
 
 class MergeSchema(Base):

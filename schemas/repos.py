@@ -14,17 +14,20 @@ BRANCH_RE = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)(?!-)[^\x00-\x20~^:?*\
 
 def repo_name(value: str) -> None:
     """Names: 1-100 of A-Za-z0-9._-, not . or .., not ending in .git."""
-    if not NAME_RE.match(value) or value in (".", "..") or value.lower().endswith(".git"):
+    if not NAME_RE.fullmatch(value) or value in (".", "..") or value.lower().endswith(".git"):
         raise ValidationError("must be 1-100 of A-Z a-z 0-9 . _ -, not '.', '..' or ending in .git")
 
 
 def branch_name(value: str) -> None:
     """A name git accepts for a branch."""
-    if not BRANCH_RE.match(value):
+    if not BRANCH_RE.fullmatch(value):
         raise ValidationError("is not a valid branch name")
 
 
 VISIBILITY = validate.OneOf(["public", "private"])
+# The validators above as documented patterns (fullmatch: "$" alone would allow a final "\n").
+REPO_NAME_DOC = {"pattern": r"^(?!\.\.?$)(?!.*\.[Gg][Ii][Tt]$)[A-Za-z0-9._-]{1,100}$"}
+BRANCH_DOC = {"pattern": BRANCH_RE.pattern}
 
 
 class RepoSchema(Base):
@@ -65,22 +68,22 @@ class ForkListSchema(Base):
 
 
 class RepoCreateSchema(Base):
-    name = fields.String(required=True, validate=repo_name)
+    name = fields.String(required=True, validate=repo_name, metadata=REPO_NAME_DOC)
     description = fields.String(load_default="", validate=validate.Length(max=2000))
     visibility = fields.String(load_default="public", validate=VISIBILITY)
-    defaultBranch = fields.String(load_default="main", validate=branch_name)
+    defaultBranch = fields.String(load_default="main", validate=branch_name, metadata=BRANCH_DOC)
     autoInit = fields.Boolean(load_default=False)
 
 
 class RepoUpdateSchema(Base):
-    name = fields.String(validate=repo_name)
+    name = fields.String(validate=repo_name, metadata=REPO_NAME_DOC)
     description = fields.String(validate=validate.Length(max=2000))
     visibility = fields.String(validate=VISIBILITY)
-    defaultBranch = fields.String(validate=branch_name)
+    defaultBranch = fields.String(validate=branch_name, metadata=BRANCH_DOC)
 
 
 class ForkSchema(Base):
-    name = fields.String(validate=repo_name)
+    name = fields.String(validate=repo_name, metadata=REPO_NAME_DOC)
     description = fields.String(validate=validate.Length(max=2000))
 
 

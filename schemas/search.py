@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from marshmallow import fields, validate
 
-from .common import Base
+from .common import Base, Offset
 
 
 class SearchQuerySchema(Base):
@@ -12,7 +12,7 @@ class SearchQuerySchema(Base):
     type = fields.String(load_default="repositories",
                          validate=validate.OneOf(["repositories", "issues", "pulls", "users"]))
     limit = fields.Integer(load_default=20, validate=validate.Range(1, 100))
-    offset = fields.Integer(load_default=0, validate=validate.Range(min=0))
+    offset = Offset()
 
 
 class SearchResultSchema(Base):

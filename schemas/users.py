@@ -22,7 +22,7 @@ def _password(value: str) -> None:
 
 
 def _username(value: str) -> None:
-    if not USERNAME_RE.match(value):
+    if not USERNAME_RE.fullmatch(value):
         raise ValidationError(
             "must be 1-39 letters, digits or '-', not starting or ending with '-'")
     if value.lower() in RESERVED_USERNAMES:
@@ -37,7 +37,8 @@ class UserSchema(UserSummarySchema):
 
 class SignUpSchema(Base):
     email = fields.Email(required=True, validate=validate.Length(max=254))
-    username = fields.String(required=True, validate=_username)
+    username = fields.String(required=True, validate=_username,
+                             metadata={"pattern": USERNAME_RE.pattern})
     password = fields.String(required=True, validate=_password, load_only=True)
     name = fields.String(required=True, validate=validate.Length(max=100))
 
@@ -97,7 +98,7 @@ class PreferencesEnvelopeSchema(Base):
 
 
 def _website(value: str) -> None:
-    if value and not re.match(r"^https?://[^\s/$.?#][^\s]*$", value, re.I):
+    if value and not re.fullmatch(r"^https?://[^\s/$.?#][^\s]*$", value, re.I):
         raise ValidationError("must be an http or https URL")
 
 

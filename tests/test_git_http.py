@@ -271,3 +271,16 @@ async def test_fork_has_the_full_history_and_outlives_its_parent(client, alice, 
     got = (await git("for-each-ref", "--format=%(refname) %(objectname)", cwd=clone))[1]
     assert dict(line.split(" ") for line in got.splitlines()) == refs
     assert (await git("fsck", "--strict", cwd=clone))[0] == 0
+
+
+async def test_a_password_change_ends_cached_git_credentials(client, alice, tmp_path):
+    from hubsvc.auth import hash_password
+    from hubsvc.keys import STORE
+    await create(client, alice, "creds", autoInit=True, visibility="private")
+    url = remote(client, alice, "alice", "creds")
+    assert (await git("ls-remote", url))[0] == 0  # verified once, now remembered
+    new_hash = await hash_password("another password", 4)
+    await client.app[STORE].users.set_password(int(alice.id), new_hash)
+    code, _, _ = await git("ls-remote", url, check=False)
+    assert code != 0
+    assert (await git("ls-remote", remote(client, alice, "alice", "creds", "another password")))[0] == 0

@@ -44,7 +44,7 @@ async def sign_up(request: web.Request) -> web.Response:
 
 @routes.post("/auth/sign-in")
 @doc("Sign in with e-mail or username and password", body=SignInSchema,
-     responses={200: AuthResultSchema}, public=True, tag="auth",
+     responses={200: AuthResultSchema}, errors=(401,), public=True, tag="auth",
      description="A wrong e-mail, username or password all answer the same 401.")
 async def sign_in(request: web.Request) -> web.Response:
     data = await read_json(request, SignInSchema())

@@ -66,8 +66,9 @@ async def docs_init(request: web.Request) -> web.Response:
 @routes.get("/api/docs/static/{file}")
 @doc("The docs page's assets, from the swagger-ui-bundle package", public=True, tag="meta",
      errors=(404,), responses={200: {"description": "a CSS, JavaScript or image file",
-                                     "content": {"application/octet-stream": {
-                                         "schema": {"type": "string", "format": "binary"}}}}})
+                                     "content": {media: {"schema": {"type": "string",
+                                                                    "format": "binary"}}
+                                                 for media in sorted(set(STATIC.values()))}}})
 async def docs_static(request: web.Request) -> web.StreamResponse:
     name = request.match_info["file"]
     if name not in STATIC:

@@ -19,9 +19,13 @@ from ..rest import json_response, read_query
 routes = web.RouteTableDef()
 REPO = "/api/repositories/{owner}/{name}"
 _OID_RE = re.compile(r"^[0-9a-f]{40}$")
-RAW_RESPONSE = {"description": "JSON, or with return=1 the raw bytes", "content": {
-    "application/json": {"schema": FileEnvelopeSchema},
-    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}
+RAW_RESPONSE = {
+    "description": "JSON, or with return=1 the raw bytes under a safe type: text/plain for "
+                   "text, the image's own for images, else application/octet-stream",
+    "content": {"application/json": {"schema": FileEnvelopeSchema},
+                **{media: {"schema": {"type": "string", "format": "binary"}} for media in (
+                    "text/plain", "image/png", "image/jpeg", "image/gif", "image/webp",
+                    "image/bmp", "image/x-icon", "application/octet-stream")}}}
 
 
 def _etag(*parts: str) -> str:

@@ -11,6 +11,8 @@ import time
 
 from aiohttp import web
 
+from schemas.git import InfoRefsQuerySchema
+
 from ..auth import Identity, TokenCache, check_password, current_user, user_for_token
 from ..errors import ApiError, BadRequest, Unauthorized
 from ..githttp import SERVICES, advertise, serve_rpc
@@ -48,19 +50,21 @@ async def _basic_user(request: web.Request) -> dict | None:
     found = await user_for_token(request.app, secret) if secret else None
     if found is not None and found[0]["username"].lower() == username.lower():
         return found[0]
-    # bcrypt costs a quarter second, and git makes several requests per operation:
-    # a verified pair is remembered briefly under a digest, never in clear.
+    # bcrypt costs a quarter second, and git makes several requests per operation: a
+    # verified pair is remembered under a digest (never in clear) with the password hash
+    # it matched, and honoured only while the account still has that hash, so a password
+    # reset ends it at once.
     digest = hashlib.sha256(f"{username.lower()}\0{secret}".encode()).digest()
     cache = request.app[BASIC_CACHE]
+    user = await request.app[STORE].users.by_login(username) if username else None
     hit = cache.get(digest)
-    if hit is not None:
-        return hit[0]
+    if hit is not None and user is not None and hit[0]["password_hash"] == user["password_hash"]:
+        return user
     limiter = request.app.get(SIGN_IN_LIMITER)
     if limiter is not None:
         allowed, _, _ = limiter.take(f"{client_ip(request)}|{username.casefold()}")
         if not allowed:
             raise ApiError("too many failed sign-ins", 429)
-    user = await request.app[STORE].users.by_login(username) if username else None
     if not await check_password(secret, user["password_hash"] if user else None) or user is None:
         raise _challenge("invalid credentials")
     cache.put(digest, user, int(time.time()) + 300)
@@ -92,9 +96,13 @@ def _service(request: web.Request, given: str | None) -> str:
 
 @routes.get(GIT_BASE + "/info/refs")
 @doc("Smart-HTTP ref advertisement (git clone/fetch/push)", public=True, tag="git-http",
+     query=InfoRefsQuerySchema,
      responses={200: {"description": "pkt-line ref advertisement", "content": {
-         "application/x-git-upload-pack-advertisement": {"schema": {"type": "string"}}}}},
-     errors=(400, 403, 404), description="`service` is git-upload-pack or git-receive-pack.")
+         f"application/x-{service}-advertisement": {"schema": {"type": "string"}}
+         for service in ("git-upload-pack", "git-receive-pack")}}},
+     errors=(400, 401, 403, 404),
+     description="`service` is git-upload-pack or git-receive-pack. An anonymous request for a "
+                 "private or missing repository gets 401 with a Basic challenge.")
 async def info_refs(request: web.Request) -> web.StreamResponse:
     service = _service(request, request.query.get("service"))
     repo = await _git_repo(request, "write" if service == "git-receive-pack" else "read")
@@ -102,7 +110,8 @@ async def info_refs(request: web.Request) -> web.StreamResponse:
 
 
 @routes.post(GIT_BASE + "/git-upload-pack")
-@doc("Smart-HTTP fetch (clone and fetch)", public=True, tag="git-http", errors=(403, 404),
+@doc("Smart-HTTP fetch (clone and fetch)", public=True, tag="git-http", errors=(401, 403, 404),
+     body={"application/x-git-upload-pack-request": {"type": "string", "format": "binary"}},
      responses={200: {"description": "pack stream", "content": {
          "application/x-git-upload-pack-result": {"schema": {"type": "string"}}}}})
 async def upload_pack(request: web.Request) -> web.StreamResponse:
@@ -112,7 +121,9 @@ async def upload_pack(request: web.Request) -> web.StreamResponse:
 
 
 @routes.post(GIT_BASE + "/git-receive-pack")
-@doc("Smart-HTTP push (write access)", public=True, tag="git-http", errors=(403, 404, 413),
+@doc("Smart-HTTP push (write access)", public=True, tag="git-http",
+     errors=(401, 403, 404, 413),
+     body={"application/x-git-receive-pack-request": {"type": "string", "format": "binary"}},
      responses={200: {"description": "report-status stream", "content": {
          "application/x-git-receive-pack-result": {"schema": {"type": "string"}}}}})
 async def receive_pack(request: web.Request) -> web.StreamResponse:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from schemas.users import (PreferencesEnvelopeSchema, PreferencesSchema, ProfileEnvelopeSchema,
                            SettingsEnvelopeSchema, SettingsSchema, SummarySchema,
@@ -23,6 +24,12 @@ routes = web.RouteTableDef()
 IMAGE_RESPONSE = {"description": "the image", "content": {
     t: {"schema": {"type": "string", "format": "binary"}}
     for t in ("image/png", "image/jpeg", "image/gif", "image/webp")}}
+AVATAR_BODY = {
+    "multipart/form-data": {"type": "object", "required": ["avatar"],
+                            "properties": {"avatar": {"type": "string", "format": "binary"}}},
+    **{t: {"type": "string", "format": "binary"}
+       for t in ("image/png", "image/jpeg", "image/gif", "image/webp")},
+}
 
 
 def _user_json(request: web.Request, user: dict) -> dict:
@@ -112,14 +119,17 @@ async def _avatar_bytes(request: web.Request, limit: int) -> bytes:
     if request.content_length is not None and request.content_length > limit + 65536:
         raise PayloadTooLarge(f"avatar is larger than {limit} bytes")
     if request.content_type.startswith("multipart/"):
-        reader = await request.multipart()
-        while True:
-            part = await reader.next()
-            if part is None:
-                raise BadRequest("avatar: multipart field 'avatar' is required")
-            if getattr(part, "name", None) == "avatar":
-                return await _read_capped(part, limit)
-            await part.release()
+        try:
+            reader = await request.multipart()
+            while True:
+                part = await reader.next()
+                if part is None:
+                    raise BadRequest("avatar: multipart field 'avatar' is required")
+                if getattr(part, "name", None) == "avatar":
+                    return await _read_capped(part, limit)
+                await part.release()
+        except (ValueError, HttpProcessingError):  # no boundary, bad part headers, …
+            raise BadRequest("avatar: malformed multipart body") from None
     if not request.content_type.startswith("image/"):
         raise BadRequest("avatar: send multipart field 'avatar' or an image body")
     data = bytearray()
@@ -134,7 +144,7 @@ async def _avatar_bytes(request: web.Request, limit: int) -> bytes:
 @doc("Upload an avatar (PNG, JPEG, GIF or WebP, checked by content)",
      description="multipart/form-data with field `avatar`, or a raw body with an image "
                  "Content-Type. Over limits.avatar_bytes → 413.",
-     responses={200: UserEnvelopeSchema}, errors=(413,))
+     body=AVATAR_BODY, responses={200: UserEnvelopeSchema}, errors=(413,))
 async def patch_avatar(request: web.Request) -> web.Response:
     user = require_user(request)
     data = await _avatar_bytes(request, request.app[CONFIG]["limits"]["avatar_bytes"])
