@@ -129,7 +129,8 @@ async def issue_token(request: web.Request, user: dict[str, Any]) -> tuple[str, 
     return token, expires
 
 
-def _allowed_origin(request: web.Request) -> bool:
+def allowed_origin(request: web.Request) -> bool:
+    """Whether Origin (or Referer) names the base URL, this host or a CORS origin."""
     config = request.app[CONFIG]
     origin = request.headers.get("Origin")
     if not origin:
@@ -166,7 +167,7 @@ async def auth_middleware(request: web.Request, handler):
                 session.invalidate()
                 raise Unauthorized("invalid or expired session")
             identity = Identity(found[0], "cookie", found[1])
-            if request.method not in SAFE_METHODS and not _allowed_origin(request):
+            if request.method not in SAFE_METHODS and not allowed_origin(request):
                 raise Forbidden("cross-origin request refused")
     if identity is None:
         identity = await _bot_identity(request)

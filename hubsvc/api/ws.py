@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from ..auth import _allowed_origin, current_user, user_for_token
+from ..auth import allowed_origin, current_user, user_for_token
 from ..errors import ApiError, Forbidden, Unauthorized
 from ..keys import AUTH, CONFIG, STORE
 from ..notify.hub import HUB, Client
@@ -32,7 +32,7 @@ async def _ws_user(request: web.Request) -> dict[str, Any]:
     if user is None:
         raise Unauthorized("authentication required")
     identity = request[AUTH]
-    if identity.via == "cookie" and not _allowed_origin(request):
+    if identity.via == "cookie" and not allowed_origin(request):
         raise Forbidden("cross-origin WebSocket refused")
     return user
 
