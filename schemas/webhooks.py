@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from marshmallow import fields, validate
 
+from hubsvc.events import EVENT_TYPES
+
 from .common import Base, RepoRefSchema
 
-EVENT_TYPES = ["issue", "pull_request", "push", "star", "fork"]
 
 
 class InboundEventSchema(Base):

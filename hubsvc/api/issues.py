@@ -107,17 +107,23 @@ async def get_issue(request: web.Request) -> web.Response:
     return await show_with_comments(request, False)
 
 
-async def show_with_comments(request: web.Request, is_pull: bool) -> web.Response:
-    """Shared by issues and pull requests: the item and a page of its comments."""
+async def _comment_page(request: web.Request, is_pull: bool) -> tuple[dict, dict, dict]:
+    """The repository, the issue or pull request, and a page of its comments."""
     repo = await load_repo(request)
     item = await load_issue(request, repo, is_pull)
     page = read_query(request, PageQuerySchema())
     rows, more = await request.app[STORE].issues.comments(item["id"], page["limit"], page["offset"])
     base = request.app[CONFIG].base_url
+    return repo, item, {"comments": [present.comment(base, c) for c in rows], "hasMore": more}
+
+
+async def show_with_comments(request: web.Request, is_pull: bool) -> web.Response:
+    """Shared by issues and pull requests: the item and a page of its comments."""
+    repo, item, comments = await _comment_page(request, is_pull)
+    base = request.app[CONFIG].base_url
     key, body = (("pullRequest", present.pull(base, repo, item)) if is_pull
                  else ("issue", present.issue(base, repo, item)))
-    return json_response({key: body, "comments": [present.comment(base, c) for c in rows],
-                          "hasMore": more})
+    return json_response({key: body, **comments})
 
 
 @routes.patch(ISSUES + "/{number}")
@@ -171,12 +177,7 @@ async def add_comment(request: web.Request, is_pull: bool) -> web.Response:
 
 async def list_comments(request: web.Request, is_pull: bool) -> web.Response:
     """Shared by issues and pull requests."""
-    repo = await load_repo(request)
-    item = await load_issue(request, repo, is_pull)
-    page = read_query(request, PageQuerySchema())
-    rows, more = await request.app[STORE].issues.comments(item["id"], page["limit"], page["offset"])
-    base = request.app[CONFIG].base_url
-    return json_response({"comments": [present.comment(base, c) for c in rows], "hasMore": more})
+    return json_response((await _comment_page(request, is_pull))[2])
 
 
 @routes.post(ISSUES + "/{number}/comments")
