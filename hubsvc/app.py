@@ -62,6 +62,7 @@ async def _add_request_id(request: web.Request, response: web.StreamResponse) ->
 async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     store = app[STORE]
     await store.open()
+    await asyncio.to_thread(app[REPO_FILES].prepare)
     yield
     app[REPO_FILES].close()
     await store.close()
@@ -132,5 +133,6 @@ def _setup_cors(app: web.Application, config: Config) -> None:
         allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"], max_age=3600)
     cors = aiohttp_cors.setup(app, defaults={origin: options for origin in origins})
     for route in list(app.router.routes()):
-        if route.method != "HEAD":
+        # "*" routes (git-lfs's, answered 501 to any method) are for git, not browsers.
+        if route.method not in ("HEAD", "*"):
             cors.add(route)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 from aiohttp import web
@@ -76,9 +77,17 @@ def validation_message(messages: Any, prefix: str = "") -> str:
     return f"{prefix}: invalid" if prefix else "invalid request"
 
 
+# git prints the body of an error answer to its user only when it is text/plain, so the
+# smart-HTTP routes answer errors in plain text (GitHub and Gitea do the same).
+GIT_PATH = re.compile(r"^/(?!api/)[^/]+/[^/]+/(info/refs|git-upload-pack|git-receive-pack)$")
+
+
 def error_response(status: int, message: str, headers: dict[str, str] | None = None,
-                   **extra: Any) -> web.Response:
+                   plain: bool = False, **extra: Any) -> web.Response:
     """The one shape of every error answer."""
+    if plain:
+        return web.Response(status=status, text=message + "\n", content_type="text/plain",
+                            headers=headers)
     body = {"error": message, **extra}
     return web.Response(status=status, text=json.dumps(body),
                         content_type="application/json", headers=headers)
@@ -101,12 +110,13 @@ _REASONS = {
 @web.middleware
 async def error_middleware(request: web.Request, handler):
     """Render ApiError, ValidationError, HTTPException and crashes as JSON errors."""
+    plain = GIT_PATH.match(request.path) is not None
     try:
         return await handler(request)
     except ApiError as exc:
-        return error_response(exc.status, exc.message, exc.headers, **exc.extra)
+        return error_response(exc.status, exc.message, exc.headers, plain, **exc.extra)
     except ValidationError as exc:
-        return error_response(400, validation_message(exc.messages))
+        return error_response(400, validation_message(exc.messages), plain=plain)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -120,8 +130,8 @@ async def error_middleware(request: web.Request, handler):
             message = _REASONS.get(exc.status, exc.reason.lower())
         headers = {k: v for k, v in exc.headers.items()
                    if k.lower() in ("allow", "retry-after", "www-authenticate")}
-        return error_response(exc.status, message, headers)
+        return error_response(exc.status, message, headers, plain)
     except Exception:
         # The trace goes to the log with the request id; the body says nothing of it.
         log.exception("unexpected error [request %s]", request.get(REQUEST_ID, "-"))
-        return error_response(500, "internal server error")
+        return error_response(500, "internal server error", plain=plain)

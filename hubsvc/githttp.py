@@ -14,7 +14,7 @@ import os
 import re
 import zlib
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
@@ -25,6 +25,55 @@ log = logging.getLogger("hubsvc.githttp")
 SERVICES = ("git-upload-pack", "git-receive-pack")
 CHUNK = 64 * 1024
 _PROTOCOL_RE = re.compile(r"^[A-Za-z0-9=:._-]{1,100}$")
+_GZIP_MAGIC = b"\x1f\x8b"
+# Settings every hosted repository gets on the command line, so existing repositories
+# need no rewrite of their config. refs/pull/ is the server's namespace: hidden from
+# receive-pack, git itself refuses any push that creates, moves or deletes a ref there.
+# Filters and reachable wants let `git clone --filter=blob:none` fetch its blobs lazily,
+# and only objects reachable from a ref are ever served.
+SERVICE_CONFIG = {
+    "git-upload-pack": ("uploadpack.allowFilter=true", "uploadpack.allowReachableSHA1InWant=true"),
+    "git-receive-pack": ("receive.hideRefs=refs/pull/", "receive.advertisePushOptions=true"),
+}
+
+
+_POST_RECEIVE = """#!/bin/sh
+# Written by hubsvc: hands the ref updates receive-pack applied ("old new ref" lines)
+# to the server through the file it names, one file per push.
+if [ -n "$HUBSVC_PUSH_LOG" ]; then cat > "$HUBSVC_PUSH_LOG"; else cat > /dev/null; fi
+"""
+
+
+def install_hooks(folder: Path) -> Path:
+    """Write the server's git hooks into folder (idempotent); returns the folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    hook = folder / "post-receive"
+    if not hook.exists() or hook.read_text() != _POST_RECEIVE:
+        tmp = folder / "post-receive.tmp"
+        tmp.write_text(_POST_RECEIVE)
+        tmp.chmod(0o755)
+        os.replace(tmp, hook)
+    return folder
+
+
+def parse_ref_updates(text: str) -> list[tuple[str, str, str]]:
+    """(old, new, ref) for each line git's post-receive got on its standard input."""
+    updates = []
+    for line in text.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and len(parts[0]) == len(parts[1]) == 40:
+            updates.append((parts[0], parts[1], parts[2]))
+    return updates
+
+
+def git_command(service: str, path: Path, *args: str, hooks: Path | None = None) -> list[str]:
+    """The git command line of a service, with the server's settings."""
+    cmd = ["git"]
+    for setting in SERVICE_CONFIG[service]:
+        cmd += ["-c", setting]
+    if hooks is not None:
+        cmd += ["-c", f"core.hooksPath={hooks}"]
+    return cmd + [service.removeprefix("git-"), "--stateless-rpc", *args, str(path)]
 
 
 def pkt_line(text: str) -> bytes:
@@ -33,7 +82,7 @@ def pkt_line(text: str) -> bytes:
     return f"{len(data) + 4:04x}".encode() + data
 
 
-def _env(request: web.Request) -> dict[str, str]:
+def _env(request: web.Request, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", "/"),
@@ -43,13 +92,14 @@ def _env(request: web.Request) -> dict[str, str]:
     protocol = request.headers.get("Git-Protocol", "")
     if _PROTOCOL_RE.match(protocol):
         env["GIT_PROTOCOL"] = protocol  # lets the client use protocol v2
+    env.update(extra or {})
     return env
 
 
 async def advertise(request: web.Request, service: str, path: Path) -> web.StreamResponse:
     """GET info/refs?service=…: the ref advertisement, streamed."""
     proc = await asyncio.create_subprocess_exec(
-        "git", service.removeprefix("git-"), "--stateless-rpc", "--advertise-refs", str(path),
+        *git_command(service, path, "--advertise-refs"),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env=_env(request))
     resp = web.StreamResponse(headers={
@@ -80,26 +130,47 @@ async def _finish(proc: asyncio.subprocess.Process, service: str) -> int:
     return code
 
 
+async def _body(request: web.Request) -> AsyncIterator[bytes]:
+    """The request body as git wrote it, inflated exactly once."""
+    try:
+        head = await request.content.readexactly(2)
+    except asyncio.IncompleteReadError as exc:
+        head = exc.partial
+    inflater = None
+    # aiohttp may already have inflated a gzip body (auto_decompress); one still gzipped
+    # starts with the gzip magic, which no pkt-line (four hex digits) can, so the first
+    # two bytes tell which of the two arrived.
+    if head == _GZIP_MAGIC and request.headers.get("Content-Encoding", "").lower() == "gzip":
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    async for chunk in _prefixed(head, request.content.iter_chunked(CHUNK)):
+        if inflater is None:
+            yield chunk
+            continue
+        try:
+            yield inflater.decompress(chunk)
+        except zlib.error:
+            raise BadRequest("malformed gzip body") from None
+    if inflater is not None:
+        yield inflater.flush()
+
+
+async def _prefixed(head: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    if head:
+        yield head
+    async for chunk in rest:
+        yield chunk
+
+
 async def _feed(request: web.Request, stdin: asyncio.StreamWriter, limit: int | None) -> int:
-    """Copy the request body into the process, un-gzipping it and counting bytes."""
-    gzipped = request.headers.get("Content-Encoding", "").lower() == "gzip"
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzipped else None
+    """Copy the request body into the process, counting bytes against the limit."""
     total = 0
     try:
-        async for chunk in request.content.iter_chunked(CHUNK):
-            if inflater is not None:
-                try:
-                    chunk = inflater.decompress(chunk)
-                except zlib.error:
-                    raise BadRequest("malformed gzip body") from None
+        async for chunk in _body(request):
             total += len(chunk)
             if limit is not None and total > limit:
                 raise PayloadTooLarge(f"push is larger than {limit} bytes")
             stdin.write(chunk)
             await stdin.drain()
-        if inflater is not None:
-            stdin.write(inflater.flush())
-        await stdin.drain()
     finally:
         if not stdin.is_closing():
             stdin.close()
@@ -107,7 +178,8 @@ async def _feed(request: web.Request, stdin: asyncio.StreamWriter, limit: int | 
 
 
 async def serve_rpc(request: web.Request, service: str, path: Path, limit: int | None = None,
-                    before_eof: Callable[[], Awaitable[None]] | None = None
+                    before_eof: Callable[[], Awaitable[None]] | None = None,
+                    hooks: Path | None = None, env: dict[str, str] | None = None
                     ) -> tuple[web.StreamResponse, int]:
     """POST git-upload-pack / git-receive-pack: stream body in and answer out.
 
@@ -124,9 +196,9 @@ async def serve_rpc(request: web.Request, service: str, path: Path, limit: int |
             and request.headers.get("Content-Encoding", "").lower() != "gzip":
         raise PayloadTooLarge(f"push is larger than {limit} bytes")
     proc = await asyncio.create_subprocess_exec(
-        "git", service.removeprefix("git-"), "--stateless-rpc", str(path),
+        *git_command(service, path, hooks=hooks),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=_env(request))
+        stderr=asyncio.subprocess.PIPE, env=_env(request, env))
     feeder = asyncio.ensure_future(_feed(request, proc.stdin, limit))
     resp = web.StreamResponse(headers={
         "Content-Type": f"application/x-{service}-result",

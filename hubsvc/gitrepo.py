@@ -542,6 +542,25 @@ class GitRepo:
         items = self._log(revs, skip=0, max_count=max_count) if max_count > 0 else []
         return items, int(count)
 
+    def commits_new(self, new: str, exclude: list[str], max_count: int
+                    ) -> tuple[list[dict], int]:
+        """Commits reachable from new and from none of exclude (newest first, capped), and their total."""
+        # Given on standard input: a repository's refs can outgrow a command line.
+        revs = "\n".join([check_oid(new)] + ["^" + check_oid(oid) for oid in exclude]) + "\n"
+        code, out, err = _git_status(str(self.path), "rev-list", "--count", "--stdin",
+                                     stdin=revs.encode())
+        if code != 0:
+            raise GitError("git rev-list failed: " + err.decode("utf-8", "replace").strip())
+        items: list[dict] = []
+        if max_count > 0:
+            code, out_log, err = _git_status(str(self.path), "log", "-z", f"--format={_LOG_FORMAT}",
+                                             f"--max-count={max_count}", "--stdin",
+                                             stdin=revs.encode())
+            if code != 0:
+                raise GitError("git log failed: " + err.decode("utf-8", "replace").strip())
+            items = _parse_log(out_log)
+        return items, int(out)
+
     def _log(self, revs: list[str], skip: int, max_count: int) -> list[dict]:
         # revs are oids we produced, and --end-of-options keeps them from being
         # read as options anyway.
@@ -727,6 +746,13 @@ class GitRepo:
             raise ValueError("fetch_commit only writes refs/pull/*")
         _run_git(str(self.path), "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
                  "--end-of-options", str(source_path), f"+{oid}:{ref}")
+
+    def set_pull_ref(self, number: int, oid: str) -> None:
+        """Point refs/pull/<number>/head at a commit of this repository."""
+        code, _, err = _git_status(str(self.path), "update-ref", "-m", "hubsvc pull request",
+                                   f"refs/pull/{int(number)}/head", check_oid(oid))
+        if code != 0:
+            raise GitError("git update-ref failed: " + err.decode("utf-8", "replace").strip())
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         """Whether ancestor is reachable from descendant."""

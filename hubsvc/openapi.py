@@ -32,14 +32,15 @@ ALWAYS = (429, 500)
 def doc(summary: str, *, body: type[Schema] | dict[str, Any] | None = None,
         query: type[Schema] | None = None,
         responses: dict[int, Any] | None = None, errors: Iterable[int] = (),
-        public: bool = False, description: str = "", tag: str | None = None
-        ) -> Callable[[Callable], Callable]:
+        public: bool = False, description: str = "", tag: str | None = None,
+        plain_errors: bool = False) -> Callable[[Callable], Callable]:
     """Attach the OpenAPI operation of a handler, next to its definition."""
 
     def attach(handler: Callable) -> Callable:
         handler.__apidoc__ = {
             "summary": summary, "body": body, "query": query, "responses": responses or {},
             "errors": tuple(errors), "public": public, "description": description, "tag": tag,
+            "plain_errors": plain_errors,
         }
         return handler
 
@@ -101,11 +102,12 @@ def build_spec(app: web.Application) -> dict[str, Any]:
             operation["security"] = [{"bearer": []}, {"cookie": []}, {"chatBot": []}]
         if meta["body"] is not None or meta["query"] is not None:
             codes.add(400)
+        # git shows its user an error body only in plain text (see errors.GIT_PATH).
+        error_content = {"text/plain": {"schema": {"type": "string"}}} if meta["plain_errors"] \
+            else {"application/json": {"schema": "Error"}}
         for code in sorted(codes):
             operation["responses"].setdefault(str(code), {
-                "description": ERROR_TEXT.get(code, "error"),
-                "content": {"application/json": {"schema": "Error"}},
-            })
+                "description": ERROR_TEXT.get(code, "error"), "content": error_content})
         paths.setdefault(path, {})[method] = operation
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)

@@ -16,12 +16,18 @@ def publish(request: web.Request, repo: dict[str, Any], type_: str, data: dict[s
             actor: dict[str, Any] | None = None) -> Event:
     """Publish an event of repo; call only once the transaction has committed."""
     actor = actor if actor is not None else current_user(request)
+    return publish_event(request.app, repo, type_, data, actor)
+
+
+def publish_event(app: web.Application, repo: dict[str, Any], type_: str, data: dict[str, Any],
+                  actor: dict[str, Any] | None) -> Event:
+    """Publish an event outside a request (a push recorded after the answer)."""
     event = Event(
         type=type_,
         repository={"owner": repo["owner_username"], "name": repo["name"]},
-        actor=user_summary(request.app[CONFIG].base_url, actor) if actor else None,
+        actor=user_summary(app[CONFIG].base_url, actor) if actor else None,
         data=data,
         repo_id=str(repo["id"]),
     )
-    request.app[BUS].publish(event)
+    app[BUS].publish(event)
     return event

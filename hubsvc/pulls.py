@@ -31,7 +31,7 @@ def _pull_ref(number: int) -> str:
 
 
 async def resolve_heads(files: RepoFiles, pull: dict[str, Any]) -> Heads:
-    """Both branch tips; a fork's head is fetched into the base repository first."""
+    """Both branch tips; refs/pull/N/head follows the head (fetched first from a fork)."""
     repo_id = pull["repo_id"]
     head_repo = pull["head_repo_id"]
     base_oid = await files.run(repo_id, lambda g: g.branch_oid(pull["base"]))
@@ -39,6 +39,8 @@ async def resolve_heads(files: RepoFiles, pull: dict[str, Any]) -> Heads:
         return Heads(None, base_oid)
     if head_repo == repo_id:
         head_oid = await files.run(repo_id, lambda g: g.branch_oid(pull["head"]))
+        if head_oid is not None:
+            await files.run(repo_id, lambda g: g.set_pull_ref(pull["number"], head_oid))
     else:
         head_oid = await files.run(head_repo, lambda g: g.branch_oid(pull["head"]))
         if head_oid is not None:

@@ -10,6 +10,7 @@ from typing import Any, Callable, TypeVar
 
 from aiohttp import web
 
+from .githttp import install_hooks
 from .gitrepo import GitRepo
 
 T = TypeVar("T")
@@ -20,8 +21,16 @@ class RepoFiles:
 
     def __init__(self, root: Path, cache_size: int = 64) -> None:
         self.root = Path(root)
+        # Beside the repositories, never inside one: a push can't write into it.
+        self.hooks = self.root.parent / "git-hooks"
+        self.spool = self.root.parent / "tmp"
         self.cache_size = cache_size
         self._open: OrderedDict[int, GitRepo] = OrderedDict()
+
+    def prepare(self) -> None:
+        """Create the hooks and the spool folder the git services use."""
+        install_hooks(self.hooks)
+        self.spool.mkdir(parents=True, exist_ok=True)
 
     def path(self, repo_id: int) -> Path:
         """<root>/<id // 1000>/<id>.git: a rename never touches a file."""

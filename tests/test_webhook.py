@@ -131,7 +131,7 @@ async def test_push_message_shows_last_five_commits_and_total(hooked, receiver, 
     [request] = await receiver.wait_for(1)
     embed = request["json"]["embeds"][0]
     assert embed["color"] == 5793266
-    assert "7 new commits pushed to main" in embed["title"]
+    assert embed["title"] == "[boss/proj] boss created branch main with 7 new commits"
     shown = [line for line in embed["description"].splitlines() if line.startswith("`")]
     assert [line.split(" ", 1)[1].split(" — ")[0] for line in shown] == [
         f"commit number {n}" for n in (6, 5, 4, 3, 2)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
 from schemas.common import PageQuerySchema
@@ -16,6 +18,7 @@ from ..keys import CONFIG, STORE
 from ..openapi import doc
 from ..permissions import load_repo
 from ..publish import publish
+from ..pushes import push_data
 from ..repofiles import REPO_FILES
 from ..rest import json_response, load, read_json
 from .issues import (add_comment, check_edit, list_comments, load_issue, show_with_comments,
@@ -138,21 +141,25 @@ async def merge_pull(request: web.Request) -> web.Response:
     repo = await load_repo(request, "write")
     item = await load_issue(request, repo, True)
     data = await read_json(request, MergeSchema())
-    if item["state"] != "open" or item["merged"]:
-        raise Conflict("pull request is not open")
-    new, heads = await pulls.merge(request.app, item, user, data["method"], data.get("message"))
-    row = await request.app[STORE].issues.mark_merged(item["id"], user["id"], new, heads.head,
-                                                      heads.base)
+    store = request.app[STORE]
+    # The claim is taken in the database, so exactly one merge (or a close) wins even
+    # when several processes serve the same pull request.
+    if not await store.issues.claim_merge(item["id"]):
+        raise Conflict("pull request is not open, or another merge of it is under way")
+    try:
+        new, heads = await pulls.merge(request.app, item, user, data["method"],
+                                       data.get("message"))
+    except BaseException:
+        await asyncio.shield(store.issues.release_merge(item["id"]))
+        raise
+    row = await store.issues.mark_merged(item["id"], user["id"], new, heads.head, heads.base)
     body = _pull(request, repo, row)
     publish(request, repo, "pull_request", {"action": "merged", "pullRequest": body,
                                             "method": data["method"]})
-    files = request.app[REPO_FILES]
-    commits, total = await files.run(repo["id"], lambda g: g.commits_between(heads.base, new, 20))
-    publish(request, repo, "push", {
-        "ref": f"refs/heads/{item['base']}", "before": heads.base, "after": new,
-        "commits": [{"oid": c["oid"], "message": c["message"], "author": c["author"]}
-                    for c in commits],
-        "totalCommits": total})
+    ref = f"refs/heads/{item['base']}"
+    push = await request.app[REPO_FILES].run(
+        repo["id"], lambda g: push_data(g, ref, heads.base, new, []))
+    publish(request, repo, "push", push)
     await request.app[STORE].repos.touch(repo["id"])
     return json_response({"pullRequest": body})
 

@@ -6,8 +6,12 @@ import asyncio
 import base64
 import binascii
 import hashlib
+import json
 import logging
+import os
+import tempfile
 import time
+from pathlib import Path
 
 from aiohttp import web
 
@@ -15,11 +19,11 @@ from schemas.git import InfoRefsQuerySchema
 
 from ..auth import Identity, TokenCache, check_password, current_user, user_for_token
 from ..errors import ApiError, BadRequest, Unauthorized
-from ..githttp import SERVICES, advertise, serve_rpc
+from ..githttp import SERVICES, advertise, parse_ref_updates, serve_rpc
 from ..keys import AUTH, CONFIG, STORE
 from ..openapi import doc
 from ..permissions import load_repo
-from ..publish import publish
+from ..pushes import record_push
 from ..ratelimit import SIGN_IN_LIMITER, client_ip
 from ..repofiles import REPO_FILES
 from ..tasks import BACKGROUND
@@ -95,14 +99,19 @@ def _service(request: web.Request, given: str | None) -> str:
 
 
 @routes.get(GIT_BASE + "/info/refs")
-@doc("Smart-HTTP ref advertisement (git clone/fetch/push)", public=True, tag="git-http",
+@doc("Smart-HTTP ref advertisement (git clone/fetch/push)", public=True, tag="git-http", plain_errors=True,
      query=InfoRefsQuerySchema,
      responses={200: {"description": "pkt-line ref advertisement", "content": {
          f"application/x-{service}-advertisement": {"schema": {"type": "string"}}
          for service in ("git-upload-pack", "git-receive-pack")}}},
      errors=(400, 401, 403, 404),
      description="`service` is git-upload-pack or git-receive-pack. An anonymous request for a "
-                 "private or missing repository gets 401 with a Basic challenge.")
+                 "private or missing repository gets 401 with a Basic challenge. Errors on the "
+                 "git routes are text/plain, the only kind git prints to its user. "
+                 "receive-pack advertises push options (`git push -o`) and refuses any update "
+                 "under refs/pull/ (the server's namespace, as on GitHub); upload-pack serves "
+                 "partial clones (`--filter=blob:none`) and lazy fetches of objects reachable "
+                 "from a ref.")
 async def info_refs(request: web.Request) -> web.StreamResponse:
     service = _service(request, request.query.get("service"))
     repo = await _git_repo(request, "write" if service == "git-receive-pack" else "read")
@@ -110,7 +119,8 @@ async def info_refs(request: web.Request) -> web.StreamResponse:
 
 
 @routes.post(GIT_BASE + "/git-upload-pack")
-@doc("Smart-HTTP fetch (clone and fetch)", public=True, tag="git-http", errors=(401, 403, 404),
+@doc("Smart-HTTP fetch (clone and fetch)", public=True, tag="git-http", plain_errors=True,
+     errors=(401, 403, 404),
      body={"application/x-git-upload-pack-request": {"type": "string", "format": "binary"}},
      responses={200: {"description": "pack stream", "content": {
          "application/x-git-upload-pack-result": {"schema": {"type": "string"}}}}})
@@ -120,73 +130,67 @@ async def upload_pack(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+LFS_MESSAGE = "Git LFS is not supported by this server"
+
+
+@routes.route("*", GIT_BASE + "/info/lfs/{tail:.*}")
+async def lfs(request: web.Request) -> web.Response:
+    """Git LFS endpoints: 501 with the one line git-lfs prints (left out of the API document)."""
+    # git-lfs prints the `message` of its batch API's error answer as the one line the
+    # user reads; `error` keeps the body in this API's error shape as well.
+    return web.Response(status=501, content_type="application/vnd.git-lfs+json",
+                        text=json.dumps({"message": LFS_MESSAGE, "error": LFS_MESSAGE}))
+
+
 @routes.post(GIT_BASE + "/git-receive-pack")
-@doc("Smart-HTTP push (write access)", public=True, tag="git-http",
+@doc("Smart-HTTP push (write access)", public=True, tag="git-http", plain_errors=True,
      errors=(401, 403, 404, 413),
      body={"application/x-git-receive-pack-request": {"type": "string", "format": "binary"}},
      responses={200: {"description": "report-status stream", "content": {
          "application/x-git-receive-pack-result": {"schema": {"type": "string"}}}}})
 async def receive_pack(request: web.Request) -> web.StreamResponse:
     repo = await _git_repo(request, "write")
-    files = request.app[REPO_FILES]
-    before = await files.run(repo["id"], lambda g: g.head_oids())
+    files, actor = request.app[REPO_FILES], current_user(request)
+    # git's post-receive hook writes the updates it applied into a file of this push's
+    # own, so two pushes landing at once each get their own events.
+    fd, name = tempfile.mkstemp(prefix="push-", dir=files.spool)
+    os.close(fd)
+    spool = Path(name)
+
+    def take_updates() -> list[tuple[str, str, str]]:
+        try:
+            return parse_ref_updates(spool.read_text("utf-8", "replace"))
+        finally:
+            spool.unlink(missing_ok=True)
+
+    def spawn(updates: list[tuple[str, str, str]]) -> asyncio.Task:
+        return request.app[BACKGROUND].spawn(_after_push(request.app, repo, updates, actor))
 
     async def record() -> None:
-        after = await files.run(repo["id"], lambda g: g.head_oids())
-        if after != before:
-            # The refs have moved whatever the client does next: a client hanging up
-            # must not cancel the bookkeeping and the push event, so it runs shielded.
-            await asyncio.shield(request.app[BACKGROUND].spawn(
-                _after_push(request, repo, before, after)))
+        updates = await asyncio.to_thread(take_updates)
+        if updates:
+            # The push is recorded before the client hears it ended; the client hanging
+            # up must not cancel that, so it runs shielded.
+            await asyncio.shield(spawn(updates))
 
-    resp, _ = await serve_rpc(request, "git-receive-pack", files.path(repo["id"]),
-                              request.app[CONFIG]["limits"]["push_bytes"], before_eof=record)
+    try:
+        resp, _ = await serve_rpc(request, "git-receive-pack", files.path(repo["id"]),
+                                  request.app[CONFIG]["limits"]["push_bytes"], before_eof=record,
+                                  hooks=files.hooks, env={"HUBSVC_PUSH_LOG": str(spool)})
+    finally:
+        if spool.exists():
+            # The answer failed after git applied the updates (a client that hung up):
+            # the refs moved all the same, so they are recorded all the same.
+            updates = take_updates()
+            if updates:
+                spawn(updates)
     return resp
 
 
-def _pick_default(current: str, branches: list[str]) -> str:
-    for candidate in (current, "main", "master"):
-        if candidate in branches:
-            return candidate
-    return sorted(branches)[0]
-
-
-async def _after_push(request: web.Request, repo: dict, before: dict, after: dict) -> None:
+async def _after_push(app: web.Application, repo: dict, updates: list[tuple[str, str, str]],
+                      actor: dict | None) -> None:
     """Record the push: updatedAt, default branch, commit-graph, one push event per ref."""
     try:
-        await _record_push(request, repo, before, after)
+        await record_push(app, repo, updates, actor)
     except Exception:
         log.exception("recording a push to repository %s failed", repo["id"])
-
-
-async def _record_push(request: web.Request, repo: dict, before: dict, after: dict) -> None:
-    files, store = request.app[REPO_FILES], request.app[STORE]
-    had_branches = any(ref.startswith("refs/heads/") for ref in before)
-    branches = [ref[len("refs/heads/"):] for ref in after if ref.startswith("refs/heads/")]
-    new_default = None
-    if not had_branches and branches:
-        new_default = _pick_default(repo["default_branch"], branches)
-        await files.run(repo["id"], lambda g: g.set_default_branch(new_default))
-    elif branches and repo["default_branch"] not in branches:
-        new_default = _pick_default(repo["default_branch"], branches)
-        await files.run(repo["id"], lambda g: g.set_default_branch(new_default))
-    await store.repos.touch(repo["id"], new_default)
-    try:
-        await files.run(repo["id"], lambda g: g.write_commit_graph())
-    except Exception:
-        log.warning("commit-graph write failed for repository %s", repo["id"], exc_info=True)
-    for ref in sorted(set(before) | set(after)):
-        old, new = before.get(ref, ZERO), after.get(ref, ZERO)
-        if old == new:
-            continue
-        commits, total = [], 0
-        if new != ZERO:
-            commits, total = await files.run(
-                repo["id"], lambda g: g.commits_between(None if old == ZERO else old, new,
-                                                        PUSH_COMMITS_KEPT))
-        publish(request, repo, "push", {
-            "ref": ref, "before": old, "after": new,
-            "commits": [{"oid": c["oid"], "message": c["message"], "author": c["author"]}
-                        for c in commits],
-            "totalCommits": total,
-        })

@@ -75,10 +75,27 @@ def _pull_embed(repo: str, event: Event) -> dict[str, Any]:
     return embed
 
 
+def push_summary(data: dict[str, Any]) -> str:
+    """What a push did, in GitHub's words: created branch, deleted branch, tagged, …"""
+    ref = data.get("ref", "")
+    kind, _, name = ref[len("refs/"):].partition("/") if ref.startswith("refs/") else ("", "", ref)
+    total = data.get("totalCommits", len(data.get("commits", [])))
+    commits = f"{total} new commit{'s' if total != 1 else ''}"
+    if kind == "tags":
+        if data.get("deleted"):
+            return f"deleted tag {name}"
+        return f"tagged {data.get('after', '')[:7]} as {name}"
+    if data.get("deleted"):
+        return f"deleted branch {name}"
+    if data.get("created"):
+        return f"created branch {name}" + (f" with {commits}" if total else "")
+    if data.get("forced"):
+        return f"force-pushed {name} ({commits})"
+    return f"pushed {commits} to {name}"
+
+
 def _push_embed(repo: str, event: Event, base_url: str) -> dict[str, Any]:
     data = event.data
-    ref = data.get("ref", "")
-    branch = ref.split("/", 2)[-1] if ref.startswith("refs/") else ref
     total = data.get("totalCommits", len(data.get("commits", [])))
     lines = []
     for commit in data.get("commits", [])[:PUSH_SHOWN]:
@@ -89,8 +106,9 @@ def _push_embed(repo: str, event: Event, base_url: str) -> dict[str, Any]:
     if total > PUSH_SHOWN:
         lines.append(f"… and {total - PUSH_SHOWN} more")
     owner_name = f"{event.repository['owner']}/{event.repository['name']}"
+    summary = data.get("summary") or push_summary(data)
     return {
-        "title": f"[{repo}] {total} new commit{'s' if total != 1 else ''} pushed to {branch}",
+        "title": f"[{repo}] {_who(event.actor)} {summary}",
         "description": "\n".join(lines) if lines else "(no new commits)",
         "url": f"{base_url}/{owner_name}",
         "color": PUSH_BLUE,

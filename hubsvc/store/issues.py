@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from typing import Any
 
 from ..errors import Conflict
@@ -34,6 +35,8 @@ PULL_STATES = {
     "all": "1",
 }
 ISSUE_STATES = {"open": "i.state = 'open'", "closed": "i.state = 'closed'", "all": "1"}
+# A merge holds its claim for seconds; one older than this belongs to a dead process.
+MERGE_CLAIM_STALE = 600
 
 
 def _with_assignees(conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[dict[str, Any]]:
@@ -136,6 +139,8 @@ class IssueStore(Table):
             columns["labels"] = json.dumps(fields["labels"])
         if "state" in fields:
             current = conn.execute("SELECT state FROM issues WHERE id = ?", (issue_id,)).fetchone()
+            if current["state"] != fields["state"] and self._merging(conn, issue_id):
+                raise Conflict("the pull request is being merged")
             if current["state"] != fields["state"]:
                 columns["state"] = fields["state"]
                 columns["closed_at"] = now if fields["state"] == "closed" else None
@@ -202,6 +207,28 @@ class IssueStore(Table):
                      " WHERE issue_id = ?",
                      (head_oid, base_oid, None if mergeable is None else int(mergeable), issue_id))
 
+    @staticmethod
+    def _merging(conn, issue_id: int) -> bool:
+        row = conn.execute("SELECT merging_since FROM pulls WHERE issue_id = ?",
+                           (issue_id,)).fetchone()
+        return bool(row and row["merging_since"]
+                    and row["merging_since"] > time.time() - MERGE_CLAIM_STALE)
+
+    @writes
+    def claim_merge(self, conn, issue_id: int) -> bool:
+        """Hold an open, unmerged pull request for one merge; False when another holds it."""
+        cur = conn.execute(
+            "UPDATE pulls SET merging_since = ? WHERE issue_id = ? AND merged = 0"
+            " AND (merging_since IS NULL OR merging_since <= ?)"
+            " AND EXISTS (SELECT 1 FROM issues WHERE id = ? AND state = 'open')",
+            (int(time.time()), issue_id, int(time.time()) - MERGE_CLAIM_STALE, issue_id))
+        return cur.rowcount == 1
+
+    @writes
+    def release_merge(self, conn, issue_id: int) -> None:
+        """Give up a merge claim (the merge failed before the base branch moved)."""
+        conn.execute("UPDATE pulls SET merging_since = NULL WHERE issue_id = ?", (issue_id,))
+
     @writes
     def mark_merged(self, conn, issue_id: int, user_id: int, merge_commit: str,
                     head_oid: str, base_oid: str) -> dict[str, Any]:
@@ -210,6 +237,7 @@ class IssueStore(Table):
         conn.execute("UPDATE issues SET state = 'closed', closed_at = ?, updated_at = ?"
                      " WHERE id = ?", (now, now, issue_id))
         conn.execute("UPDATE pulls SET merged = 1, merged_at = ?, merged_by = ?, merge_commit = ?,"
-                     " head_oid = ?, base_oid = ?, mergeable = NULL WHERE issue_id = ?",
+                     " head_oid = ?, base_oid = ?, mergeable = NULL, merging_since = NULL"
+                     " WHERE issue_id = ?",
                      (now, user_id, merge_commit, head_oid, base_oid, issue_id))
         return self._one(conn, issue_id)

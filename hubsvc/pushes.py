@@ -1,0 +1,74 @@
+"""What a push did: bookkeeping and one push event per ref update git applied."""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+
+from .gitrepo import GitRepo
+from .keys import STORE
+from .notify.messages import push_summary
+from .publish import publish_event
+from .repofiles import REPO_FILES
+
+log = logging.getLogger("hubsvc.pushes")
+ZERO = "0" * 40
+PUSH_COMMITS_KEPT = 20
+
+
+def _pick_default(current: str, branches: list[str]) -> str:
+    for candidate in (current, "main", "master"):
+        if candidate in branches:
+            return candidate
+    return sorted(branches)[0]
+
+
+async def record_push(app: web.Application, repo: dict, updates: list[tuple[str, str, str]],
+                      actor: dict | None) -> None:
+    """The bookkeeping and events of ref updates git applied: (old, new, ref) each."""
+    files, store = app[REPO_FILES], app[STORE]
+    after = await files.run(repo["id"], lambda g: g.head_oids())
+    # The refs as they were before this push: what it changed, put back.
+    before = dict(after)
+    for old, new, ref in updates:
+        if old == ZERO:
+            before.pop(ref, None)
+        else:
+            before[ref] = old
+    had_branches = any(ref.startswith("refs/heads/") for ref in before)
+    branches = [ref[len("refs/heads/"):] for ref in after if ref.startswith("refs/heads/")]
+    new_default = None
+    if branches and (not had_branches or repo["default_branch"] not in branches):
+        new_default = _pick_default(repo["default_branch"], branches)
+        await files.run(repo["id"], lambda g: g.set_default_branch(new_default))
+    await store.repos.touch(repo["id"], new_default)
+    try:
+        await files.run(repo["id"], lambda g: g.write_commit_graph())
+    except Exception:
+        log.warning("commit-graph write failed for repository %s", repo["id"], exc_info=True)
+    for old, new, ref in updates:
+        others = [oid for name, oid in before.items()
+                  if name.startswith("refs/heads/") and name != ref]
+        data = await files.run(repo["id"], lambda g: push_data(g, ref, old, new, others))
+        publish_event(app, repo, "push", data, actor)
+
+
+def push_data(git: GitRepo, ref: str, old: str, new: str, others: list[str]) -> dict:
+    """A push event's data for one ref update, as GitHub describes one."""
+    created, deleted = old == ZERO, new == ZERO
+    forced = not created and not deleted and not git.is_ancestor(old, new)
+    commits, total = [], 0
+    if ref.startswith("refs/heads/") and not deleted:
+        # A new branch brings only what no other branch had; an update what old lacked.
+        exclude = others if created else [old]
+        commits, total = git.commits_new(new, exclude, PUSH_COMMITS_KEPT)
+    data = {
+        "ref": ref, "before": old, "after": new,
+        "created": created, "deleted": deleted, "forced": forced,
+        "commits": [{"oid": c["oid"], "message": c["message"], "author": c["author"]}
+                    for c in commits],
+        "totalCommits": total,
+    }
+    data["summary"] = push_summary(data)
+    return data
