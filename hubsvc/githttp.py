@@ -191,6 +191,34 @@ async def serve_rpc(request: web.Request, service: str, path: Path, limit: int |
     """
     if request.content_type != f"application/x-{service}-request":
         raise BadRequest(f"expected Content-Type application/x-{service}-request")
+    try:
+        return await _serve_rpc(request, service, path, limit, before_eof, hooks, env)
+    except PayloadTooLarge as exc:
+        if service != "git-receive-pack" or not request.headers.get("User-Agent", "").startswith("git/"):
+            raise
+        # git prints no body of a failed POST, only "RPC failed; HTTP 413"; a refusal in
+        # the protocol itself reaches its user as a line, and git exits non-zero.
+        return await refuse_push(request, f"{exc.message} (the server's limits.push_bytes)"), 1
+
+
+async def refuse_push(request: web.Request, message: str) -> web.StreamResponse:
+    """Answer a push with a sideband error message, which git shows as `remote error:`."""
+    # Every git that speaks smart HTTP asks for side-band-64k when pushing (receive-pack
+    # advertises it), so band 3, "fatal error", is what it reads first.
+    resp = web.StreamResponse(headers={
+        "Content-Type": "application/x-git-receive-pack-result",
+        "Cache-Control": "no-cache, max-age=0, must-revalidate",
+    })
+    await resp.prepare(request)
+    packet = b"\x03" + message.encode() + b"\n"
+    await resp.write(f"{len(packet) + 4:04x}".encode() + packet + b"0000")
+    await resp.write_eof()
+    return resp
+
+
+async def _serve_rpc(request: web.Request, service: str, path: Path, limit: int | None,
+                     before_eof: Callable[[], Awaitable[None]] | None, hooks: Path | None,
+                     env: dict[str, str] | None) -> tuple[web.StreamResponse, int]:
     if limit is not None and request.content_length is not None \
             and request.content_length > limit \
             and request.headers.get("Content-Encoding", "").lower() != "gzip":

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+
 from hubsvc.keys import BUS
 from hubsvc.repofiles import REPO_FILES
 
@@ -261,3 +265,40 @@ async def test_every_pull_request_transition_publishes_its_event(client, events,
     assert merged.data["pullRequest"]["state"] == "merged"
     assert merged.actor["username"] == "alice"
     assert merged.repository == {"owner": "alice", "name": "proj"}
+
+
+async def _main_history(client, tmp_path, name):
+    clone = await clone_main(client, tmp_path, name)
+    return (await git("rev-list", "--first-parent", "main", cwd=clone))[1].split()
+
+
+@pytest.mark.parametrize("method", ["squash", "merge", "fast-forward"])
+async def test_concurrent_merges_of_one_pull_request_merge_it_once(client, events, alice,
+                                                                    tmp_path, method):
+    work = await setup_branches(client, alice, tmp_path)
+    before = (await git("rev-parse", "main", cwd=work))[1].strip()
+    await open_pull(client, alice)
+    answers = await asyncio.gather(*(
+        client.post(API + "/pulls/1/merge", json={"method": method}, headers=alice.headers)
+        for _ in range(4)))
+    assert sorted(r.status for r in answers) == [200, 409, 409, 409]
+    # The base branch moved by exactly one commit (on its first-parent line).
+    assert (await _main_history(client, tmp_path, "c")).index(before) == 1
+    await asyncio.sleep(0.05)
+    assert len([e for e in events.of("pull_request") if e.data["action"] == "merged"]) == 1
+
+
+async def test_a_merge_racing_a_close_has_one_winner(client, alice, tmp_path):
+    work = await setup_branches(client, alice, tmp_path)
+    before = (await git("rev-parse", "main", cwd=work))[1].strip()
+    await open_pull(client, alice)
+    merge, close = await asyncio.gather(
+        client.post(API + "/pulls/1/merge", json={"method": "squash"}, headers=alice.headers),
+        client.patch(API + "/pulls/1", json={"state": "closed"}, headers=alice.headers))
+    pull = (await (await client.get(API + "/pulls/1")).json())["pullRequest"]
+    head = (await _main_history(client, tmp_path, "c"))[0]
+    assert sorted((merge.status, close.status)) == [200, 409]
+    if merge.status == 200:  # the merge took the pull request first: closing it is refused
+        assert pull["merged"] is True and pull["state"] == "merged" and head != before
+    else:  # closed first: nothing merged, the base branch untouched
+        assert pull["merged"] is False and pull["state"] == "closed" and head == before
