@@ -747,6 +747,14 @@ class GitRepo:
         _run_git(str(self.path), "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
                  "--end-of-options", str(source_path), f"+{oid}:{ref}")
 
+    def pull_ref(self, number: int) -> str | None:
+        """Where refs/pull/<number>/head points, if it exists."""
+        with self._lock:
+            try:
+                return self._repo.refs[f"refs/pull/{int(number)}/head".encode()].decode("ascii")
+            except KeyError:
+                return None
+
     def set_pull_ref(self, number: int, oid: str) -> None:
         """Point refs/pull/<number>/head at a commit of this repository."""
         code, _, err = _git_status(str(self.path), "update-ref", "-m", "hubsvc pull request",

@@ -78,8 +78,9 @@ def repo(base_url: str, row: dict[str, Any], viewer: dict[str, Any] | None) -> d
         "forkCount": row["fork_count"],
         "isOwner": viewer is not None and viewer["id"] == row["owner_id"],
         "fork": row["parent_id"] is not None,
+        # A parent the viewer may not read is not named (it may have become private).
         "parent": ({"owner": row["parent_owner"], "name": row["parent_name"]}
-                   if row["parent_id"] is not None else None),
+                   if row["parent_id"] is not None and row.get("parent_visible", 1) else None),
         "url": f"{base_url}/{row['owner_username']}/{row['name']}",
         "cloneUrl": f"{base_url}/{row['owner_username']}/{row['name']}.git",
     }
@@ -134,12 +135,14 @@ def pull(base_url: str, repo_row: dict[str, Any], row: dict[str, Any]) -> dict[s
     data = issue(base_url, repo_row, row)
     merged = bool(row["merged"])
     from_fork = row["head_repo_id"] is not None and row["head_repo_id"] != repo_row["id"]
+    # A private head repository is named only to a caller marked as able to read it.
+    shown = row.get("head_repo_visibility") == "public" or row.get("head_visible")
     data.update({
         "state": "merged" if merged else row["state"],
         "head": row["head"],
         "base": row["base"],
         "headRepository": ({"owner": row["head_repo_owner"], "name": row["head_repo_name"]}
-                           if from_fork else None),
+                           if from_fork and shown else None),
         "headSha": row["head_oid"],
         "baseSha": row["base_oid"],
         "merged": merged,

@@ -31,7 +31,13 @@ def _pull_ref(number: int) -> str:
 
 
 async def resolve_heads(files: RepoFiles, pull: dict[str, Any]) -> Heads:
-    """Both branch tips; refs/pull/N/head follows the head (fetched first from a fork)."""
+    """Both branch tips; refs/pull/N/head follows the head (fetched first from a fork).
+
+    A fork's commits enter the base repository only while every reader of the base may
+    read the fork (it is public, or the base is private and its owner took the pull
+    request in); otherwise the head stays where it was last shared, so a fork made
+    private never leaks later work through a public base.
+    """
     repo_id = pull["repo_id"]
     head_repo = pull["head_repo_id"]
     base_oid = await files.run(repo_id, lambda g: g.branch_oid(pull["base"]))
@@ -41,12 +47,14 @@ async def resolve_heads(files: RepoFiles, pull: dict[str, Any]) -> Heads:
         head_oid = await files.run(repo_id, lambda g: g.branch_oid(pull["head"]))
         if head_oid is not None:
             await files.run(repo_id, lambda g: g.set_pull_ref(pull["number"], head_oid))
-    else:
+    elif pull.get("head_repo_visibility") == "public" or pull.get("base_visibility") == "private":
         head_oid = await files.run(head_repo, lambda g: g.branch_oid(pull["head"]))
         if head_oid is not None:
             source = files.path(head_repo)
             await files.run(repo_id, lambda g: g.fetch_commit(source, head_oid,
                                                               _pull_ref(pull["number"])))
+    else:
+        head_oid = await files.run(repo_id, lambda g: g.pull_ref(pull["number"]))
     return Heads(head_oid, base_oid)
 
 

@@ -12,7 +12,7 @@ from schemas.issues import (CommentCreateSchema, CommentEnvelopeSchema, CommentL
                             IssueListSchema, IssueUpdateSchema, IssueWithCommentsSchema)
 
 from .. import present
-from ..auth import require_user
+from ..auth import current_user, require_user
 from ..errors import BadRequest, Forbidden, NotFound
 from ..keys import CONFIG, STORE
 from ..openapi import doc
@@ -117,11 +117,27 @@ async def _comment_page(request: web.Request, is_pull: bool) -> tuple[dict, dict
     return repo, item, {"comments": [present.comment(base, c) for c in rows], "hasMore": more}
 
 
+async def pulls_for_caller(request: web.Request, repo: dict, rows: list[dict]) -> list[dict]:
+    """Pull request objects for the caller: a private head repository named only to its readers.
+
+    Events and other shared copies use present.pull on the bare row, which names a
+    private head repository to nobody.
+    """
+    private = [r["head_repo_id"] for r in rows
+               if r.get("head_repo_visibility") == "private" and r["head_repo_id"] != repo["id"]]
+    user = current_user(request)
+    readable = await request.app[STORE].repos.readable_ids(private, user["id"]) \
+        if private and user else set()
+    base = request.app[CONFIG].base_url
+    return [present.pull(base, repo, {**r, "head_visible": r["head_repo_id"] in readable})
+            for r in rows]
+
+
 async def show_with_comments(request: web.Request, is_pull: bool) -> web.Response:
     """Shared by issues and pull requests: the item and a page of its comments."""
     repo, item, comments = await _comment_page(request, is_pull)
     base = request.app[CONFIG].base_url
-    key, body = (("pullRequest", present.pull(base, repo, item)) if is_pull
+    key, body = (("pullRequest", (await pulls_for_caller(request, repo, [item]))[0]) if is_pull
                  else ("issue", present.issue(base, repo, item)))
     return json_response({key: body, **comments})
 

@@ -21,8 +21,8 @@ from ..publish import publish
 from ..pushes import push_data
 from ..repofiles import REPO_FILES
 from ..rest import json_response, load, read_json
-from .issues import (add_comment, check_edit, list_comments, load_issue, show_with_comments,
-                     state_action)
+from .issues import (add_comment, check_edit, list_comments, load_issue, pulls_for_caller,
+                     show_with_comments, state_action)
 
 routes = web.RouteTableDef()
 PULLS = "/api/repositories/{owner}/{name}/pulls"
@@ -57,7 +57,7 @@ async def list_pulls(request: web.Request) -> web.Response:
     query = _list_query(request)
     rows, more = await request.app[STORE].issues.page(repo["id"], True, query["state"],
                                                       query["limit"], query["offset"])
-    return json_response({"pullRequests": [_pull(request, repo, r) for r in rows],
+    return json_response({"pullRequests": await pulls_for_caller(request, repo, rows),
                           "hasMore": more})
 
 
@@ -69,6 +69,10 @@ async def _head_repo(request: web.Request, base: dict, ref: dict | None) -> dict
     head = await load_repo(request, "read", owner=ref["owner"], name=ref["name"])
     if head["parent_id"] != base["id"]:
         raise BadRequest("headRepository: must be a fork of this repository")
+    if head["visibility"] == "private" and base["visibility"] == "public":
+        # Its commits would become readable to everyone through the public base.
+        raise BadRequest("headRepository: a private fork cannot open a pull request "
+                         "into a public repository")
     return head
 
 
@@ -95,8 +99,9 @@ async def create_pull(request: web.Request) -> web.Response:
         labels=[], assignee_ids=[],
         pull={"head_repo_id": head_repo["id"], "head": data["head"], "base": base})
     row = await pulls.refresh(request.app, row)
-    body = _pull(request, repo, row)
-    publish(request, repo, "pull_request", {"action": "opened", "pullRequest": body})
+    publish(request, repo, "pull_request", {"action": "opened",
+                                            "pullRequest": _pull(request, repo, row)})
+    [body] = await pulls_for_caller(request, repo, [row])
     return json_response({"pullRequest": body}, status=201)
 
 
@@ -125,9 +130,10 @@ async def patch_pull(request: web.Request) -> web.Response:
     row = await request.app[STORE].issues.update(item["id"], data)
     if "base" in data or data.get("state") == "open":
         row = await pulls.refresh(request.app, row)
-    body = _pull(request, repo, row)
-    publish(request, repo, "pull_request", {"action": state_action(item, row), "pullRequest": body,
+    publish(request, repo, "pull_request", {"action": state_action(item, row),
+                                            "pullRequest": _pull(request, repo, row),
                                             "changes": sorted(data)})
+    [body] = await pulls_for_caller(request, repo, [row])
     return json_response({"pullRequest": body})
 
 
@@ -153,9 +159,10 @@ async def merge_pull(request: web.Request) -> web.Response:
         await asyncio.shield(store.issues.release_merge(item["id"]))
         raise
     row = await store.issues.mark_merged(item["id"], user["id"], new, heads.head, heads.base)
-    body = _pull(request, repo, row)
-    publish(request, repo, "pull_request", {"action": "merged", "pullRequest": body,
+    publish(request, repo, "pull_request", {"action": "merged",
+                                            "pullRequest": _pull(request, repo, row),
                                             "method": data["method"]})
+    [body] = await pulls_for_caller(request, repo, [row])
     ref = f"refs/heads/{item['base']}"
     push = await request.app[REPO_FILES].run(
         repo["id"], lambda g: push_data(g, ref, heads.base, new, []))

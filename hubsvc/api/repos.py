@@ -93,6 +93,7 @@ async def get_repo(request: web.Request) -> web.Response:
 
 @routes.patch(REPO)
 @doc("Change name, description, visibility or default branch (owner only)",
+     description="A fork of a private repository stays private: making it public is 409.",
      body=RepoUpdateSchema, responses={200: RepoEnvelopeSchema}, errors=(403, 404, 409),
      tag="repositories")
 async def patch_repo(request: web.Request) -> web.Response:
@@ -187,7 +188,8 @@ async def fork_repo(request: web.Request) -> web.Response:
         owner_id=user["id"], name=data.get("name") or source["name"],
         description=data.get("description", source["description"]),
         visibility=source["visibility"], default_branch=source["default_branch"],
-        parent_id=source["id"])
+        parent_id=source["id"],
+        private_lineage=source["visibility"] == "private" or bool(source["private_lineage"]))
     await _create_on_disk(request, row, lambda: files.fork(source["id"], row["id"]))
     fork = _repo_json(request, row)
     publish(request, source, "fork", {"forkee": fork, "forker": fork["owner"]})

@@ -18,8 +18,10 @@ SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
        p.head, p.base, p.head_repo_id, p.head_oid, p.base_oid, p.mergeable, p.merged,
        p.merged_at, p.merge_commit, p.merged_by,
        mu.username AS merger_username, mu.name AS merger_name, mu.avatar_hash AS merger_avatar_hash,
-       hr.name AS head_repo_name, hu.username AS head_repo_owner
+       hr.name AS head_repo_name, hu.username AS head_repo_owner,
+       hr.visibility AS head_repo_visibility, br.visibility AS base_visibility
   FROM issues i
+  JOIN repositories br ON br.id = i.repo_id
   LEFT JOIN users au ON au.id = i.author_id
   LEFT JOIN pulls p ON p.issue_id = i.id
   LEFT JOIN users mu ON mu.id = p.merged_by

@@ -12,9 +12,17 @@ from .base import Table, reads, row_dict, writes
 # relation to it (bound as :viewer; 0 for anonymous).
 REPO_SELECT = """
 SELECT r.id, r.owner_id, r.name, r.description, r.visibility, r.default_branch,
-       r.parent_id, r.star_count, r.fork_count, r.created_at, r.updated_at,
+       r.parent_id, r.star_count, r.created_at, r.updated_at, r.private_lineage,
        u.username AS owner_username, u.name AS owner_name, u.avatar_hash AS owner_avatar_hash,
        p.name AS parent_name, pu.username AS parent_owner,
+       (p.visibility = 'public' OR p.owner_id = :viewer OR EXISTS (
+           SELECT 1 FROM collaborators pc WHERE pc.repo_id = p.id AND pc.user_id = :viewer)
+       ) AS parent_visible,
+       -- Forks the viewer may read: a private fork is not counted for others.
+       (SELECT COUNT(*) FROM repositories f WHERE f.parent_id = r.id AND (
+           f.visibility = 'public' OR f.owner_id = :viewer OR EXISTS (
+               SELECT 1 FROM collaborators fc WHERE fc.repo_id = f.id AND fc.user_id = :viewer))
+       ) AS fork_count,
        EXISTS (SELECT 1 FROM stars s WHERE s.repo_id = r.id AND s.user_id = :viewer) AS starred,
        (SELECT c.permission FROM collaborators c
          WHERE c.repo_id = r.id AND c.user_id = :viewer) AS collaborator
@@ -45,16 +53,17 @@ class RepoStore(Table):
 
     @writes
     def create(self, conn, *, owner_id: int, name: str, description: str, visibility: str,
-               default_branch: str, parent_id: int | None = None) -> dict[str, Any]:
+               default_branch: str, parent_id: int | None = None,
+               private_lineage: bool = False) -> dict[str, Any]:
         """Insert a repository; 409 when the owner has one of that name."""
         self._check_free(conn, owner_id, name)
         now = now_iso()
         cur = conn.execute(
             "INSERT INTO repositories (owner_id, name, name_key, description, visibility,"
-            " default_branch, parent_id, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " default_branch, parent_id, private_lineage, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (owner_id, name, name.lower(), description, visibility, default_branch, parent_id,
-             now, now))
+             int(private_lineage), now, now))
         if parent_id is not None:
             conn.execute("UPDATE repositories SET fork_count = fork_count + 1 WHERE id = ?",
                          (parent_id,))
@@ -99,13 +108,27 @@ class RepoStore(Table):
             {"repo": repo_id, "viewer": viewer, "limit": limit + 1, "offset": offset})
         return _page([_repo(r) for r in rows], limit)
 
+    @reads
+    def readable_ids(self, conn, repo_ids: list[int], viewer: int) -> set[int]:
+        """Which of repo_ids the viewer may read."""
+        ids = sorted({int(i) for i in repo_ids})[:1000]
+        if not ids:
+            return set()
+        marks = ", ".join("?" for _ in ids)
+        rows = conn.execute(
+            f"SELECT r.id FROM repositories r WHERE r.id IN ({marks})"
+            f" AND {VISIBLE.replace(':viewer', '?')}", (*ids, viewer, viewer))
+        return {row["id"] for row in rows}
+
     @writes
     def update(self, conn, repo_id: int, fields: dict[str, Any], viewer: int) -> dict[str, Any]:
         """Change name, description, visibility or default branch."""
-        current = conn.execute("SELECT owner_id FROM repositories WHERE id = ?",
+        current = conn.execute("SELECT owner_id, private_lineage FROM repositories WHERE id = ?",
                                (repo_id,)).fetchone()
         if current is None:
             raise NotFound("repository not found")
+        if fields.get("visibility") == "public" and current["private_lineage"]:
+            raise Conflict("visibility: a fork of a private repository stays private")
         fields = dict(fields)
         if "name" in fields:
             self._check_free(conn, current["owner_id"], fields["name"], repo_id)
