@@ -13,7 +13,7 @@ from marshmallow import ValidationError
 from hubsvc.events import EVENT_TYPES
 from schemas.common import Base, Int
 
-from .conftest import make_config, sign_up
+from .conftest import make_config
 from .gitcli import git, remote
 from .test_repos import create
 
