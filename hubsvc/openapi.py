@@ -15,7 +15,8 @@ from schemas.common import ErrorSchema
 from . import __version__
 
 ERROR_TEXT = {
-    400: "bad request (the message names the field)",
+    400: "bad request: malformed, a value of the wrong JSON type or out of range "
+         "(the message names the field)",
     401: "authentication required, or a revoked or expired token",
     403: "signed in but not allowed",
     404: "not found, or private and not readable by the caller",
@@ -60,7 +61,12 @@ def build_spec(app: web.Application) -> dict[str, Any]:
     spec = APISpec(
         title="hubsvc", version=__version__, openapi_version="3.0.3",
         plugins=[MarshmallowPlugin()],
-        info={"description": "Self-hostable repository hosting service API."},
+        info={"description": "Self-hostable repository hosting service API. JSON bodies are "
+              "strictly typed: a boolean field takes only true or false, an integer field "
+              "only a JSON integer, a string field only a string (no \"yes\", \"1\" or "
+              "\"5\"); anything else is 400 naming the field, as is null where a field is "
+              "not nullable. Query parameters are text and parsed: ?ignoreUnknown=true, "
+              "?limit=5."},
     )
     spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer"})
     spec.components.security_scheme(

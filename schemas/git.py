@@ -4,96 +4,96 @@ from __future__ import annotations
 
 from marshmallow import fields, validate
 
-from .common import Base, Offset
+from .common import Base, Bool, Int, List, Nested, Offset, Str
 
 
 class PersonSchema(Base):
-    name = fields.String(required=True)
-    email = fields.String(required=True)
-    date = fields.String(required=True)
+    name = Str(required=True)
+    email = Str(required=True)
+    date = Str(required=True)
 
 
 class CommitSchema(Base):
-    oid = fields.String(required=True)
-    message = fields.String(required=True)
-    author = fields.Nested(PersonSchema, required=True)
-    committer = fields.Nested(PersonSchema, required=True)
-    parents = fields.List(fields.String(), required=True)
-    timestamp = fields.Integer(required=True, metadata={"description": "author time, epoch ms"})
+    oid = Str(required=True)
+    message = Str(required=True)
+    author = Nested(PersonSchema, required=True)
+    committer = Nested(PersonSchema, required=True)
+    parents = List(Str(), required=True)
+    timestamp = Int(required=True, metadata={"description": "author time, epoch ms"})
 
 
 class CommitListSchema(Base):
-    commits = fields.List(fields.Nested(CommitSchema), required=True)
-    hasMore = fields.Boolean(required=True)
+    commits = List(Nested(CommitSchema), required=True)
+    hasMore = Bool(required=True)
 
 
 class BranchCommitSchema(Base):
-    oid = fields.String(required=True)
-    message = fields.String(required=True)
-    date = fields.String(required=True)
+    oid = Str(required=True)
+    message = Str(required=True)
+    date = Str(required=True)
 
 
 class BranchSchema(Base):
-    name = fields.String(required=True)
-    commit = fields.Nested(BranchCommitSchema, required=True)
-    isDefault = fields.Boolean(required=True)
+    name = Str(required=True)
+    commit = Nested(BranchCommitSchema, required=True)
+    isDefault = Bool(required=True)
 
 
 class BranchListSchema(Base):
-    branches = fields.List(fields.Nested(BranchSchema), required=True)
-    hasMore = fields.Boolean(required=True)
+    branches = List(Nested(BranchSchema), required=True)
+    hasMore = Bool(required=True)
 
 
 class DiffFileSchema(Base):
-    path = fields.String(required=True)
-    oldPath = fields.String(allow_none=True, required=True)
-    status = fields.String(required=True, validate=validate.OneOf(
+    path = Str(required=True)
+    oldPath = Str(allow_none=True, required=True)
+    status = Str(required=True, validate=validate.OneOf(
         ["added", "modified", "deleted", "renamed"]))
-    additions = fields.Integer(required=True)
-    deletions = fields.Integer(required=True)
-    binary = fields.Boolean(required=True)
-    patch = fields.String(required=True)
-    truncated = fields.Boolean()
+    additions = Int(required=True)
+    deletions = Int(required=True)
+    binary = Bool(required=True)
+    patch = Str(required=True)
+    truncated = Bool()
 
 
 class DiffStatsSchema(Base):
-    additions = fields.Integer(required=True)
-    deletions = fields.Integer(required=True)
-    filesChanged = fields.Integer(required=True)
+    additions = Int(required=True)
+    deletions = Int(required=True)
+    filesChanged = Int(required=True)
 
 
 class DiffSchema(Base):
-    commit = fields.Nested(CommitSchema, required=True)
-    files = fields.List(fields.Nested(DiffFileSchema), required=True)
-    stats = fields.Nested(DiffStatsSchema, required=True)
+    commit = Nested(CommitSchema, required=True)
+    files = List(Nested(DiffFileSchema), required=True)
+    stats = Nested(DiffStatsSchema, required=True)
 
 
 class TreeEntrySchema(Base):
-    name = fields.String(required=True)
-    path = fields.String(required=True)
-    type = fields.String(required=True, validate=validate.OneOf(["file", "dir", "symlink", "submodule"]))
-    size = fields.Integer(allow_none=True, required=True)
-    oid = fields.String(required=True)
-    mode = fields.String(required=True)
+    name = Str(required=True)
+    path = Str(required=True)
+    type = Str(required=True, validate=validate.OneOf(["file", "dir", "symlink", "submodule"]))
+    size = Int(allow_none=True, required=True)
+    oid = Str(required=True)
+    mode = Str(required=True)
 
 
 class TreeSchema(Base):
-    files = fields.List(fields.Nested(TreeEntrySchema), required=True)
-    isEmpty = fields.Boolean(required=True)
+    files = List(Nested(TreeEntrySchema), required=True)
+    isEmpty = Bool(required=True)
 
 
 class FileSchema(Base):
-    path = fields.String(required=True)
-    name = fields.String(required=True)
-    size = fields.Integer(required=True)
-    oid = fields.String(required=True)
-    isBinary = fields.Boolean(required=True)
-    encoding = fields.String(required=True, validate=validate.OneOf(["utf-8", "base64"]))
-    content = fields.String(required=True)
+    path = Str(required=True)
+    name = Str(required=True)
+    size = Int(required=True)
+    oid = Str(required=True)
+    isBinary = Bool(required=True)
+    encoding = Str(required=True, validate=validate.OneOf(["utf-8", "base64"]))
+    content = Str(required=True)
 
 
 class FileEnvelopeSchema(Base):
-    file = fields.Nested(FileSchema, required=True)
+    file = Nested(FileSchema, required=True)
 
 
 _BRANCH = fields.String(metadata={"description": "branch, tag or full commit oid; "

@@ -4,110 +4,111 @@ from __future__ import annotations
 
 from marshmallow import ValidationError, fields, validate, validates_schema
 
-from .common import Base, Offset, RepoRefSchema, UserSummarySchema
+from .common import (Base, Bool, Int, List, Nested, Offset, RepoRefSchema, Str,
+                     UserSummarySchema)
 from .repos import BRANCH_DOC, branch_name
 
 TITLE = validate.Length(min=1, max=256)
 BODY = validate.Length(max=65536)
-LABEL = fields.String(validate=validate.Length(min=1, max=50))
-USERNAME = fields.String(validate=validate.Length(min=1, max=39))
+LABEL = Str(validate=validate.Length(min=1, max=50))
+USERNAME = Str(validate=validate.Length(min=1, max=39))
 
 
 class IssueSchema(Base):
-    id = fields.String(required=True)
-    number = fields.Integer(required=True)
-    title = fields.String(required=True)
-    body = fields.String(required=True)
-    state = fields.String(required=True)
-    labels = fields.List(fields.String(), required=True)
-    assignees = fields.List(fields.Nested(UserSummarySchema), required=True)
-    author = fields.Nested(UserSummarySchema, allow_none=True, required=True)
-    commentCount = fields.Integer(required=True)
-    createdAt = fields.String(required=True)
-    updatedAt = fields.String(required=True)
-    closedAt = fields.String(allow_none=True, required=True)
-    repository = fields.Nested(RepoRefSchema)
-    url = fields.String()
+    id = Str(required=True)
+    number = Int(required=True)
+    title = Str(required=True)
+    body = Str(required=True)
+    state = Str(required=True)
+    labels = List(Str(), required=True)
+    assignees = List(Nested(UserSummarySchema), required=True)
+    author = Nested(UserSummarySchema, allow_none=True, required=True)
+    commentCount = Int(required=True)
+    createdAt = Str(required=True)
+    updatedAt = Str(required=True)
+    closedAt = Str(allow_none=True, required=True)
+    repository = Nested(RepoRefSchema)
+    url = Str()
 
 
 class CommentSchema(Base):
-    id = fields.String(required=True)
-    body = fields.String(required=True)
-    author = fields.Nested(UserSummarySchema, allow_none=True, required=True)
-    createdAt = fields.String(required=True)
-    updatedAt = fields.String(required=True)
+    id = Str(required=True)
+    body = Str(required=True)
+    author = Nested(UserSummarySchema, allow_none=True, required=True)
+    createdAt = Str(required=True)
+    updatedAt = Str(required=True)
 
 
 class PullSchema(IssueSchema):
-    head = fields.String(required=True)
-    base = fields.String(required=True)
-    headRepository = fields.Nested(RepoRefSchema, allow_none=True, required=True)
-    headSha = fields.String(allow_none=True)
-    baseSha = fields.String(allow_none=True)
-    merged = fields.Boolean(required=True)
-    mergeable = fields.Boolean(allow_none=True, required=True,
-                               metadata={"description": "null while unknown or once merged"})
-    mergedAt = fields.String(allow_none=True, required=True)
-    mergedBy = fields.Nested(UserSummarySchema, allow_none=True, required=True)
-    mergeCommit = fields.String(allow_none=True, required=True)
+    head = Str(required=True)
+    base = Str(required=True)
+    headRepository = Nested(RepoRefSchema, allow_none=True, required=True)
+    headSha = Str(allow_none=True)
+    baseSha = Str(allow_none=True)
+    merged = Bool(required=True)
+    mergeable = Bool(allow_none=True, required=True,
+                     metadata={"description": "null while unknown or once merged"})
+    mergedAt = Str(allow_none=True, required=True)
+    mergedBy = Nested(UserSummarySchema, allow_none=True, required=True)
+    mergeCommit = Str(allow_none=True, required=True)
 
 
 class IssueEnvelopeSchema(Base):
-    issue = fields.Nested(IssueSchema, required=True)
+    issue = Nested(IssueSchema, required=True)
 
 
 class IssueWithCommentsSchema(Base):
-    issue = fields.Nested(IssueSchema, required=True)
-    comments = fields.List(fields.Nested(CommentSchema), required=True)
-    hasMore = fields.Boolean(metadata={"description": "more comments than shown"})
+    issue = Nested(IssueSchema, required=True)
+    comments = List(Nested(CommentSchema), required=True)
+    hasMore = Bool(metadata={"description": "more comments than shown"})
 
 
 class PullEnvelopeSchema(Base):
-    pullRequest = fields.Nested(PullSchema, required=True)
+    pullRequest = Nested(PullSchema, required=True)
 
 
 class PullWithCommentsSchema(Base):
-    pullRequest = fields.Nested(PullSchema, required=True)
-    comments = fields.List(fields.Nested(CommentSchema), required=True)
-    hasMore = fields.Boolean()
+    pullRequest = Nested(PullSchema, required=True)
+    comments = List(Nested(CommentSchema), required=True)
+    hasMore = Bool()
 
 
 class IssueListSchema(Base):
-    issues = fields.List(fields.Nested(IssueSchema), required=True)
-    hasMore = fields.Boolean(required=True)
+    issues = List(Nested(IssueSchema), required=True)
+    hasMore = Bool(required=True)
 
 
 class PullListSchema(Base):
-    pullRequests = fields.List(fields.Nested(PullSchema), required=True)
-    hasMore = fields.Boolean(required=True)
+    pullRequests = List(Nested(PullSchema), required=True)
+    hasMore = Bool(required=True)
 
 
 class CommentEnvelopeSchema(Base):
-    comment = fields.Nested(CommentSchema, required=True)
+    comment = Nested(CommentSchema, required=True)
 
 
 class CommentListSchema(Base):
-    comments = fields.List(fields.Nested(CommentSchema), required=True)
-    hasMore = fields.Boolean(required=True)
+    comments = List(Nested(CommentSchema), required=True)
+    hasMore = Bool(required=True)
 
 
 class IssueCreateSchema(Base):
-    title = fields.String(required=True, validate=TITLE)
-    body = fields.String(load_default="", validate=BODY)
-    labels = fields.List(LABEL, load_default=list, validate=validate.Length(max=20))
-    assignees = fields.List(USERNAME, load_default=list, validate=validate.Length(max=10))
+    title = Str(required=True, validate=TITLE)
+    body = Str(load_default="", validate=BODY)
+    labels = List(LABEL, load_default=list, validate=validate.Length(max=20))
+    assignees = List(USERNAME, load_default=list, validate=validate.Length(max=10))
 
 
 class IssueUpdateSchema(Base):
-    title = fields.String(validate=TITLE)
-    body = fields.String(validate=BODY)
-    state = fields.String(validate=validate.OneOf(["open", "closed"]))
-    labels = fields.List(LABEL, validate=validate.Length(max=20))
-    assignees = fields.List(USERNAME, validate=validate.Length(max=10))
+    title = Str(validate=TITLE)
+    body = Str(validate=BODY)
+    state = Str(validate=validate.OneOf(["open", "closed"]))
+    labels = List(LABEL, validate=validate.Length(max=20))
+    assignees = List(USERNAME, validate=validate.Length(max=10))
 
 
 class CommentCreateSchema(Base):
-    body = fields.String(required=True, validate=validate.Length(min=1, max=65536))
+    body = Str(required=True, validate=validate.Length(min=1, max=65536))
 
 
 class IssueListQuerySchema(Base):
@@ -127,26 +128,26 @@ class PullListQuerySchema(Base):
 
 
 class PullCreateSchema(Base):
-    title = fields.String(required=True, validate=TITLE)
-    body = fields.String(load_default="", validate=BODY)
-    head = fields.String(required=True, validate=branch_name, metadata=BRANCH_DOC)
-    base = fields.String(validate=branch_name, metadata={
+    title = Str(required=True, validate=TITLE)
+    body = Str(load_default="", validate=BODY)
+    head = Str(required=True, validate=branch_name, metadata=BRANCH_DOC)
+    base = Str(validate=branch_name, metadata={
         **BRANCH_DOC, "description": "default: the default branch"})
-    headRepository = fields.Nested(RepoRefSchema, metadata={
+    headRepository = Nested(RepoRefSchema, metadata={
         "description": "the fork the head branch lives in; default: this repository"})
 
 
 class PullUpdateSchema(Base):
-    title = fields.String(validate=TITLE)
-    body = fields.String(validate=BODY)
-    state = fields.String(validate=validate.OneOf(["open", "closed"]))
-    base = fields.String(validate=branch_name, metadata=BRANCH_DOC)
+    title = Str(validate=TITLE)
+    body = Str(validate=BODY)
+    state = Str(validate=validate.OneOf(["open", "closed"]))
+    base = Str(validate=branch_name, metadata=BRANCH_DOC)
 
 
 class MergeSchema(Base):
-    method = fields.String(load_default="merge",
-                           validate=validate.OneOf(["merge", "squash", "fast-forward"]))
-    message = fields.String(validate=validate.Length(min=1, max=65536))
+    method = Str(load_default="merge",
+                 validate=validate.OneOf(["merge", "squash", "fast-forward"]))
+    message = Str(validate=validate.Length(min=1, max=65536))
 
     @validates_schema
     def _no_message_for_ff(self, data, **_):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
-from marshmallow import ValidationError, fields, validate
+from marshmallow import ValidationError, validate
 
-from .common import Base, PageQuerySchema, RepoRefSchema, UserSummarySchema
+from .common import (Base, Bool, Int, List, Nested, PageQuerySchema, RepoRefSchema, Str,
+                     UserSummarySchema)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 BRANCH_RE = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)(?!-)[^\x00-\x20~^:?*\[\\\x7f]{1,200}(?<![/.])(?<!\.lock)$")
@@ -31,82 +32,82 @@ BRANCH_DOC = {"pattern": BRANCH_RE.pattern}
 
 
 class RepoSchema(Base):
-    id = fields.String(required=True)
-    name = fields.String(required=True)
-    fullName = fields.String()
-    description = fields.String(required=True)
-    visibility = fields.String(required=True, validate=VISIBILITY)
-    private = fields.Boolean()
-    defaultBranch = fields.String(required=True)
-    createdAt = fields.String(required=True)
-    updatedAt = fields.String(required=True)
-    owner = fields.Nested(UserSummarySchema, required=True)
-    starCount = fields.Integer(required=True)
-    starred = fields.Boolean(required=True)
-    forkCount = fields.Integer(required=True)
-    isOwner = fields.Boolean(required=True)
-    fork = fields.Boolean()
-    parent = fields.Nested(RepoRefSchema, allow_none=True)
-    url = fields.String()
-    cloneUrl = fields.String(metadata={"description": "smart-HTTP clone URL for git"})
-    permission = fields.String(metadata={"description": "the caller's role: owner, admin, write, read"})
+    id = Str(required=True)
+    name = Str(required=True)
+    fullName = Str()
+    description = Str(required=True)
+    visibility = Str(required=True, validate=VISIBILITY)
+    private = Bool()
+    defaultBranch = Str(required=True)
+    createdAt = Str(required=True)
+    updatedAt = Str(required=True)
+    owner = Nested(UserSummarySchema, required=True)
+    starCount = Int(required=True)
+    starred = Bool(required=True)
+    forkCount = Int(required=True)
+    isOwner = Bool(required=True)
+    fork = Bool()
+    parent = Nested(RepoRefSchema, allow_none=True)
+    url = Str()
+    cloneUrl = Str(metadata={"description": "smart-HTTP clone URL for git"})
+    permission = Str(metadata={"description": "the caller's role: owner, admin, write, read"})
 
 
 class RepoEnvelopeSchema(Base):
-    repo = fields.Nested(RepoSchema, required=True)
-    isOwner = fields.Boolean(metadata={"description": "also inside repo; here for the chat bot"})
+    repo = Nested(RepoSchema, required=True)
+    isOwner = Bool(metadata={"description": "also inside repo; here for the chat bot"})
 
 
 class RepoListSchema(Base):
-    repositories = fields.List(fields.Nested(RepoSchema), required=True)
-    hasMore = fields.Boolean(required=True)
+    repositories = List(Nested(RepoSchema), required=True)
+    hasMore = Bool(required=True)
 
 
 class ForkListSchema(Base):
-    forks = fields.List(fields.Nested(RepoSchema), required=True)
-    hasMore = fields.Boolean(required=True)
+    forks = List(Nested(RepoSchema), required=True)
+    hasMore = Bool(required=True)
 
 
 class RepoCreateSchema(Base):
-    name = fields.String(required=True, validate=repo_name, metadata=REPO_NAME_DOC)
-    description = fields.String(load_default="", validate=validate.Length(max=2000))
-    visibility = fields.String(load_default="public", validate=VISIBILITY)
-    defaultBranch = fields.String(load_default="main", validate=branch_name, metadata=BRANCH_DOC)
-    autoInit = fields.Boolean(load_default=False)
+    name = Str(required=True, validate=repo_name, metadata=REPO_NAME_DOC)
+    description = Str(load_default="", validate=validate.Length(max=2000))
+    visibility = Str(load_default="public", validate=VISIBILITY)
+    defaultBranch = Str(load_default="main", validate=branch_name, metadata=BRANCH_DOC)
+    autoInit = Bool(load_default=False)
 
 
 class RepoUpdateSchema(Base):
-    name = fields.String(validate=repo_name, metadata=REPO_NAME_DOC)
-    description = fields.String(validate=validate.Length(max=2000))
-    visibility = fields.String(validate=VISIBILITY)
-    defaultBranch = fields.String(validate=branch_name, metadata=BRANCH_DOC)
+    name = Str(validate=repo_name, metadata=REPO_NAME_DOC)
+    description = Str(validate=validate.Length(max=2000))
+    visibility = Str(validate=VISIBILITY)
+    defaultBranch = Str(validate=branch_name, metadata=BRANCH_DOC)
 
 
 class ForkSchema(Base):
-    name = fields.String(validate=repo_name, metadata=REPO_NAME_DOC)
-    description = fields.String(validate=validate.Length(max=2000))
+    name = Str(validate=repo_name, metadata=REPO_NAME_DOC)
+    description = Str(validate=validate.Length(max=2000))
 
 
 class StarResultSchema(Base):
-    starred = fields.Boolean(required=True)
-    starCount = fields.Integer(required=True)
+    starred = Bool(required=True)
+    starCount = Int(required=True)
 
 
 class MemberSchema(UserSummarySchema):
-    permission = fields.String()
+    permission = Str()
 
 
 class UserListSchema(Base):
-    users = fields.List(fields.Nested(MemberSchema), required=True)
-    hasMore = fields.Boolean(required=True)
+    users = List(Nested(MemberSchema), required=True)
+    hasMore = Bool(required=True)
 
 
 class CollaboratorSchema(Base):
-    permission = fields.String(load_default="write", validate=validate.OneOf(["read", "write", "admin"]))
+    permission = Str(load_default="write", validate=validate.OneOf(["read", "write", "admin"]))
 
 
 class CollaboratorEnvelopeSchema(Base):
-    user = fields.Nested(MemberSchema, required=True)
+    user = Nested(MemberSchema, required=True)
 
 
 __all__ = ["PageQuerySchema"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from marshmallow import fields, validate
 
-from .common import Base, Offset
+from .common import Base, Bool, List, Nested, Offset, Str
 
 
 class SearchQuerySchema(Base):
@@ -16,13 +16,13 @@ class SearchQuerySchema(Base):
 
 
 class SearchResultSchema(Base):
-    type = fields.String(required=True, metadata={
+    type = Str(required=True, metadata={
         "enum": ["repository", "issue", "pull_request", "user"]})
-    id = fields.String(required=True)
-    title = fields.String(required=True)
-    description = fields.String(required=True)
-    url = fields.String(required=True)
-    createdAt = fields.String(required=True)
+    id = Str(required=True)
+    title = Str(required=True)
+    description = Str(required=True)
+    url = Str(required=True)
+    createdAt = Str(required=True)
 
     class Meta:
         # Each result also carries the fields of its kind (repo, issue, pull, user).
@@ -30,6 +30,6 @@ class SearchResultSchema(Base):
 
 
 class SearchResultsSchema(Base):
-    results = fields.List(fields.Nested(SearchResultSchema), required=True)
-    hasMore = fields.Boolean(required=True)
-    query = fields.String(required=True)
+    results = List(Nested(SearchResultSchema), required=True)
+    hasMore = Bool(required=True)
+    query = Str(required=True)

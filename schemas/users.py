@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from marshmallow import ValidationError, fields, validate, validates
+from marshmallow import ValidationError, validate, validates
 
-from .common import Base, UserSummarySchema
+from .common import Base, Bool, Email, Int, Nested, Str, UserSummarySchema
 
 RESERVED_USERNAMES = frozenset({
     "me", "api", "auth", "ws", "health", "admin", "settings", "login", "logout", "new",
@@ -30,23 +30,23 @@ def _username(value: str) -> None:
 
 
 class UserSchema(UserSummarySchema):
-    email = fields.Email(metadata={"description": "only shown to the user themself"})
-    isAdmin = fields.Boolean()
-    createdAt = fields.String()
+    email = Email(metadata={"description": "only shown to the user themself"})
+    isAdmin = Bool()
+    createdAt = Str()
 
 
 class SignUpSchema(Base):
-    email = fields.Email(required=True, validate=validate.Length(max=254))
-    username = fields.String(required=True, validate=_username,
-                             metadata={"pattern": USERNAME_RE.pattern})
-    password = fields.String(required=True, validate=_password, load_only=True)
-    name = fields.String(required=True, validate=validate.Length(max=100))
+    email = Email(required=True, validate=validate.Length(max=254))
+    username = Str(required=True, validate=_username,
+                   metadata={"pattern": USERNAME_RE.pattern})
+    password = Str(required=True, validate=_password, load_only=True)
+    name = Str(required=True, validate=validate.Length(max=100))
 
 
 class SignInSchema(Base):
-    email = fields.String(validate=validate.Length(max=254))
-    username = fields.String(validate=validate.Length(max=39))
-    password = fields.String(required=True, validate=validate.Length(max=1024), load_only=True)
+    email = Str(validate=validate.Length(max=254))
+    username = Str(validate=validate.Length(max=39))
+    password = Str(required=True, validate=validate.Length(max=1024), load_only=True)
 
     @validates("email")
     def _email(self, value: str, **_: object) -> None:
@@ -55,46 +55,46 @@ class SignInSchema(Base):
 
 
 class AuthResultSchema(Base):
-    user = fields.Nested(UserSchema, required=True)
-    token = fields.String(required=True, metadata={"description": "bearer token; also set in the session cookie"})
-    expiresAt = fields.String()
+    user = Nested(UserSchema, required=True)
+    token = Str(required=True, metadata={"description": "bearer token; also set in the session cookie"})
+    expiresAt = Str()
 
 
 class UserEnvelopeSchema(Base):
-    user = fields.Nested(UserSchema, required=True)
+    user = Nested(UserSchema, required=True)
 
 
 class ProfileSchema(UserSchema):
-    bio = fields.String()
-    location = fields.String()
-    website = fields.String()
-    repositoryCount = fields.Integer()
-    starCount = fields.Integer(metadata={"description": "repositories this user starred"})
+    bio = Str()
+    location = Str()
+    website = Str()
+    repositoryCount = Int()
+    starCount = Int(metadata={"description": "repositories this user starred"})
 
 
 class ProfileEnvelopeSchema(Base):
-    profile = fields.Nested(ProfileSchema, required=True)
+    profile = Nested(ProfileSchema, required=True)
 
 
 class SummarySchema(Base):
-    username = fields.String(required=True)
-    name = fields.String(required=True)
-    avatarUrl = fields.String(required=True)
+    username = Str(required=True)
+    name = Str(required=True)
+    avatarUrl = Str(required=True)
 
 
 class NotificationPrefsSchema(Base):
-    web = fields.Boolean()
-    chat = fields.Boolean()
-    email = fields.Boolean()
+    web = Bool()
+    chat = Bool()
+    email = Bool()
 
 
 class PreferencesSchema(Base):
-    theme = fields.String(validate=validate.OneOf(["light", "dark", "system"]))
-    notifications = fields.Nested(NotificationPrefsSchema)
+    theme = Str(validate=validate.OneOf(["light", "dark", "system"]))
+    notifications = Nested(NotificationPrefsSchema)
 
 
 class PreferencesEnvelopeSchema(Base):
-    preferences = fields.Nested(PreferencesSchema, required=True)
+    preferences = Nested(PreferencesSchema, required=True)
 
 
 def _website(value: str) -> None:
@@ -103,13 +103,13 @@ def _website(value: str) -> None:
 
 
 class SettingsSchema(Base):
-    name = fields.String(validate=validate.Length(max=100))
-    email = fields.Email(validate=validate.Length(max=254))
-    bio = fields.String(validate=validate.Length(max=1000))
-    location = fields.String(validate=validate.Length(max=100))
-    website = fields.String(validate=[validate.Length(max=500), _website])
-    preferences = fields.Nested(PreferencesSchema)
+    name = Str(validate=validate.Length(max=100))
+    email = Email(validate=validate.Length(max=254))
+    bio = Str(validate=validate.Length(max=1000))
+    location = Str(validate=validate.Length(max=100))
+    website = Str(validate=[validate.Length(max=500), _website])
+    preferences = Nested(PreferencesSchema)
 
 
 class SettingsEnvelopeSchema(Base):
-    settings = fields.Nested(SettingsSchema, required=True)
+    settings = Nested(SettingsSchema, required=True)

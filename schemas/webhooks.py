@@ -2,61 +2,61 @@
 
 from __future__ import annotations
 
-from marshmallow import fields, validate
+from marshmallow import validate
 
 from hubsvc.events import EVENT_TYPES
 
-from .common import Base, RepoRefSchema
+from .common import Base, Bool, Dict, Int, List, Nested, RepoRefSchema, Str
 
 
 
 class InboundEventSchema(Base):
-    type = fields.String(required=True, validate=validate.OneOf(EVENT_TYPES))
-    repository = fields.Nested(RepoRefSchema, required=True)
-    data = fields.Dict(required=True, metadata={
+    type = Str(required=True, validate=validate.OneOf(EVENT_TYPES))
+    repository = Nested(RepoRefSchema, required=True)
+    data = Dict(required=True, metadata={
         "description": "the event's data; the action (opened, closed, …) is data.action"})
 
 
 class AcceptedSchema(Base):
-    accepted = fields.Boolean(required=True)
-    id = fields.String(required=True, metadata={"description": "the event id"})
+    accepted = Bool(required=True)
+    id = Str(required=True, metadata={"description": "the event id"})
 
 
 class AttemptSchema(Base):
-    at = fields.String(required=True)
-    statusCode = fields.Integer(allow_none=True, required=True)
-    error = fields.String(allow_none=True, required=True)
-    durationMs = fields.Integer(required=True)
+    at = Str(required=True)
+    statusCode = Int(allow_none=True, required=True)
+    error = Str(allow_none=True, required=True)
+    durationMs = Int(required=True)
 
 
 class DeliverySchema(Base):
-    id = fields.String(required=True)
-    guid = fields.String(required=True, metadata={"description": "sent as X-Hubsvc-Delivery"})
-    eventId = fields.String(required=True)
-    eventType = fields.String(required=True)
-    status = fields.String(required=True, validate=validate.OneOf(["pending", "delivered", "failed"]))
-    attempts = fields.Integer(required=True)
-    lastStatus = fields.Integer(allow_none=True, required=True)
-    lastError = fields.String(allow_none=True, required=True)
-    nextAttemptAt = fields.String(allow_none=True, required=True)
-    createdAt = fields.String(required=True)
-    deliveredAt = fields.String(allow_none=True, required=True)
-    redeliveryOf = fields.String(allow_none=True, required=True)
-    payload = fields.Dict(required=True)
-    attemptList = fields.List(fields.Nested(AttemptSchema), required=True)
+    id = Str(required=True)
+    guid = Str(required=True, metadata={"description": "sent as X-Hubsvc-Delivery"})
+    eventId = Str(required=True)
+    eventType = Str(required=True)
+    status = Str(required=True, validate=validate.OneOf(["pending", "delivered", "failed"]))
+    attempts = Int(required=True)
+    lastStatus = Int(allow_none=True, required=True)
+    lastError = Str(allow_none=True, required=True)
+    nextAttemptAt = Str(allow_none=True, required=True)
+    createdAt = Str(required=True)
+    deliveredAt = Str(allow_none=True, required=True)
+    redeliveryOf = Str(allow_none=True, required=True)
+    payload = Dict(required=True)
+    attemptList = List(Nested(AttemptSchema), required=True)
 
 
 class DeliveryListSchema(Base):
-    deliveries = fields.List(fields.Nested(DeliverySchema), required=True)
-    hasMore = fields.Boolean(required=True)
+    deliveries = List(Nested(DeliverySchema), required=True)
+    hasMore = Bool(required=True)
 
 
 class DeliveryEnvelopeSchema(Base):
-    delivery = fields.Nested(DeliverySchema, required=True)
+    delivery = Nested(DeliverySchema, required=True)
 
 
 class WebhookTestSchema(Base):
-    success = fields.Boolean(required=True)
-    status = fields.Integer(allow_none=True, required=True, metadata={
+    success = Bool(required=True)
+    status = Int(allow_none=True, required=True, metadata={
         "description": "the receiver's HTTP status, null when it could not be reached"})
-    error = fields.String(allow_none=True)
+    error = Str(allow_none=True)

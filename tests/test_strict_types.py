@@ -1,0 +1,262 @@
+"""JSON bodies are strictly typed: every field of every documented JSON body refuses every
+other JSON type with 400 naming the field, and a refused request changes nothing."""
+
+from __future__ import annotations
+
+import copy
+import sqlite3
+from typing import Any, Iterator
+
+import pytest
+from marshmallow import ValidationError
+
+from hubsvc.events import EVENT_TYPES
+from schemas.common import Base, Int
+
+from .conftest import make_config
+from .gitcli import git, remote
+from .test_repos import create
+
+BOT_KEY = "strict-types-bot-key"
+PASSWORD = "correct horse"
+
+# A valid body for each operation with a JSON body, giving every property (nested ones
+# too) a value, so that one wrong field is the only thing wrong with a request.
+VALID: dict[tuple[str, str], dict[str, Any]] = {
+    ("POST", "/auth/sign-up"): {"email": "newbie@example.com", "username": "newbie",
+                                "password": PASSWORD, "name": "Newbie"},
+    ("POST", "/auth/sign-in"): {"email": "alice@example.com", "username": "alice",
+                                "password": PASSWORD},
+    ("PATCH", "/api/users/me/settings"): {
+        "name": "Alice", "email": "alice@example.com", "bio": "b", "location": "l",
+        "website": "https://example.com",
+        "preferences": {"theme": "dark", "notifications": {"web": True, "chat": True,
+                                                           "email": True}}},
+    ("POST", "/api/users/me/settings/preferences"): {
+        "theme": "dark", "notifications": {"web": True, "chat": True, "email": True}},
+    ("POST", "/api/repositories"): {"name": "other", "description": "d",
+                                    "visibility": "private", "defaultBranch": "main",
+                                    "autoInit": True},
+    ("PATCH", "/api/repositories/{owner}/{name}"): {
+        "name": "renamed", "description": "d", "visibility": "private",
+        "defaultBranch": "feature"},
+    ("PUT", "/api/repositories/{owner}/{name}/collaborators/{username}"): {
+        "permission": "admin"},
+    ("POST", "/api/repositories/{owner}/{name}/fork"): {"name": "forked", "description": "d"},
+    ("POST", "/api/repositories/{owner}/{name}/issues"): {
+        "title": "t", "body": "b", "labels": ["bug"], "assignees": ["alice"]},
+    ("PATCH", "/api/repositories/{owner}/{name}/issues/{number}"): {
+        "title": "t", "body": "b", "state": "closed", "labels": ["bug"], "assignees": ["alice"]},
+    ("POST", "/api/repositories/{owner}/{name}/issues/{number}/comments"): {"body": "c"},
+    ("POST", "/api/repositories/{owner}/{name}/pulls"): {
+        "title": "t", "body": "b", "head": "feature", "base": "main",
+        "headRepository": {"owner": "alice", "name": "proj"}},
+    ("PATCH", "/api/repositories/{owner}/{name}/pulls/{number}"): {
+        "title": "t", "body": "b", "state": "closed", "base": "main"},
+    ("POST", "/api/repositories/{owner}/{name}/pulls/{number}/comments"): {"body": "c"},
+    ("POST", "/api/repositories/{owner}/{name}/pulls/{number}/merge"): {
+        "method": "squash", "message": "m"},
+    ("POST", "/api/webhooks/chat"): {"type": EVENT_TYPES[0],
+                                     "repository": {"owner": "alice", "name": "proj"},
+                                     "data": {"action": "opened"}},
+    ("POST", "/api/chat/link/generate"): {"chatId": "chat-1", "serviceEmail": "alice@example.com"},
+    ("POST", "/api/chat/link/verify"): {"token": "0" * 64, "serviceUserId": "1"},
+    ("POST", "/api/chat/link/unlink"): {"chatId": "chat-1"},
+}
+PATH_VALUES = {"owner": "alice", "name": "proj", "username": "bob"}
+# The JSON types a property of each declared type must refuse, with values a lenient
+# parser would take ("yes" and 1 as a boolean, "5" and 5.0 as an integer).
+JSON_VALUES: dict[str, list[Any]] = {
+    "string": ["x"], "integer": [5], "number": [1.5], "boolean": [True],
+    "array": [[]], "object": [{}],
+}
+LENIENT: dict[str, list[Any]] = {
+    "boolean": ["yes", "true", "on", "1", 1, 0],
+    "integer": ["5", 5.0],
+}
+
+
+@pytest.fixture
+def config(tmp_path):
+    return make_config(tmp_path, chat__bot_key=BOT_KEY)
+
+
+@pytest.fixture
+async def world(client, alice, bob, tmp_path):
+    """alice/proj with branches main and feature, issue #1, pull request #2, chat link chat-1."""
+    await create(client, alice, "proj", autoInit=True)
+    work = tmp_path / "w"
+    await git("clone", "-q", remote(client, alice, "alice", "proj"), str(work))
+    await git("checkout", "-qb", "feature", cwd=work)
+    (work / "f.txt").write_text("f\n")
+    await git("add", "f.txt", cwd=work)
+    await git("commit", "-qm", "feature", cwd=work)
+    await git("push", "-q", "origin", "feature", cwd=work)
+    resp = await client.post("/api/repositories/alice/proj/issues", json={"title": "bug"},
+                             headers=alice.headers)
+    assert resp.status == 201
+    resp = await client.post("/api/repositories/alice/proj/pulls",
+                             json={"title": "pr", "head": "feature"}, headers=alice.headers)
+    assert resp.status == 201
+    bot = {"X-Chat-Bot-Key": BOT_KEY}
+    resp = await client.post("/api/chat/link/generate", json={"chatId": "chat-1"}, headers=bot)
+    token = (await resp.json())["token"]
+    resp = await client.post("/api/chat/link/verify", headers=alice.headers,
+                             json={"token": token, "serviceUserId": alice.id})
+    assert resp.status == 200, await resp.text()
+    return {"owner": alice}
+
+
+def _resolve(spec: dict, schema: dict) -> dict:
+    """The schema behind $ref and allOf: [one] (a nested schema with a description)."""
+    outer = {key: value for key, value in schema.items() if key not in ("$ref", "allOf")}
+    if len(schema.get("allOf", ())) == 1:
+        schema = schema["allOf"][0]
+    while "$ref" in schema:
+        schema = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+    return {**schema, **outer}
+
+
+def _properties(spec: dict, schema: dict, prefix: tuple = ()) -> Iterator[tuple[tuple, dict]]:
+    """(path, schema) of every property reachable in a body; array items as index 0."""
+    schema = _resolve(spec, schema)
+    for name, prop in schema.get("properties", {}).items():
+        prop = _resolve(spec, prop)
+        path = prefix + (name,)
+        yield path, prop
+        if prop.get("type") == "object":
+            yield from _properties(spec, prop, path)
+        elif prop.get("type") == "array" and "items" in prop:
+            items = _resolve(spec, prop["items"])
+            yield path + (0,), items
+            if items.get("type") == "object":
+                yield from _properties(spec, items, path + (0,))
+
+
+def _wrong_values(prop: dict) -> list[Any]:
+    """Every JSON value of another type than prop's (null too, unless prop is nullable)."""
+    declared = prop["type"]
+    wrong = [value for kind, values in JSON_VALUES.items() if kind != declared
+             and not (kind == "integer" and declared == "number") for value in values]
+    if not prop.get("nullable"):
+        wrong.append(None)
+    return wrong + LENIENT.get(declared, [])
+
+
+def _with(body: dict, path: tuple, value: Any) -> dict:
+    """A copy of body with the property at path set to value."""
+    changed = copy.deepcopy(body)
+    target = changed
+    for key in path[:-1]:
+        if isinstance(key, int):
+            # An array item: the array holds just the wrong one.
+            target[:] = [copy.deepcopy(target[0]) if target else {}]
+        target = target[key]
+    if isinstance(path[-1], int):
+        target[:] = [value]
+    else:
+        target[path[-1]] = value
+    return changed
+
+
+def _snapshot(db_path) -> dict[str, list]:
+    """Every row of every table, read through a connection of its own."""
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        tables = [row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+        return {table: sorted(conn.execute(f'SELECT * FROM "{table}"').fetchall(), key=repr)
+                for table in tables}
+    finally:
+        conn.close()
+
+
+async def _branches(client, user) -> dict:
+    resp = await client.get("/api/repositories/alice/proj/branches", headers=user.headers)
+    return {b["name"]: b["commit"]["oid"] for b in (await resp.json())["branches"]}
+
+
+async def test_every_body_field_refuses_every_other_json_type(client, world, events, tmp_path):
+    owner = world["owner"]
+    spec = await (await client.get("/api/openapi.json")).json()
+    operations = {(method.upper(), path): op["requestBody"]["content"]["application/json"]
+                  for path, ops in spec["paths"].items() for method, op in ops.items()
+                  if "application/json" in op.get("requestBody", {}).get("content", {})}
+    # Every documented JSON body is walked: a new one needs a valid body here.
+    assert set(operations) == set(VALID), set(operations) ^ set(VALID)
+    db_path = tmp_path / "data" / "hubsvc.db"
+    before, branches = _snapshot(db_path), await _branches(client, owner)
+    repo_dirs = sorted(p.name for p in (tmp_path / "data").rglob("*.git"))
+    sent = 0
+    for (method, path), content in sorted(operations.items()):
+        url = path.format(**PATH_VALUES, number="2" if "/pulls/" in path else "1")
+        headers = {**owner.headers, "X-Chat-Bot-Key": BOT_KEY} if path.endswith("/generate") \
+            else owner.headers
+        walked = list(_properties(spec, content["schema"]))
+        assert walked, (method, path)
+        for prop_path, prop in walked:
+            name = ".".join(str(key) for key in prop_path)
+            if not isinstance(prop_path[-1], int):
+                # The valid body gives every property, so only the wrong one is wrong.
+                holder = VALID[method, path]
+                for key in prop_path[:-1]:
+                    holder = holder[key]
+                assert prop_path[-1] in holder, f"{method} {path}: no valid value for {name}"
+            for value in _wrong_values(prop):
+                body = _with(VALID[method, path], prop_path, value)
+                resp = await client.request(method, url, json=body, headers=headers)
+                text = await resp.text()
+                assert resp.status == 400, (method, path, name, value, resp.status, text)
+                error = (await resp.json())["error"]
+                assert error.startswith(name + ": "), (method, path, name, value, error)
+                sent += 1
+    assert sent > 300  # every field of every body, each with every wrong type
+    # Refused requests changed nothing: no row, no ref, no repository, no event.
+    assert _snapshot(db_path) == before
+    assert await _branches(client, owner) == branches
+    assert sorted(p.name for p in (tmp_path / "data").rglob("*.git")) == repo_dirs
+    assert events.events == []
+
+
+async def test_string_yes_is_not_a_boolean(client, alice):
+    prefs = "/api/users/me/settings/preferences"
+    resp = await client.post(prefs, json={"notifications": {"web": False}}, headers=alice.headers)
+    assert (await resp.json())["preferences"]["notifications"]["web"] is False
+    resp = await client.post(prefs, json={"notifications": {"web": "yes"}}, headers=alice.headers)
+    assert resp.status == 400
+    assert await resp.json() == {"error": "notifications.web: must be true or false"}
+    for value in ("true", "on", "1", 1, 0, None):
+        resp = await client.post(prefs, json={"notifications": {"web": value}},
+                                 headers=alice.headers)
+        assert resp.status == 400, value
+        assert (await resp.json())["error"].startswith("notifications.web: "), value
+    resp = await client.patch("/api/users/me/settings", headers=alice.headers,
+                              json={"preferences": {"notifications": {"web": "yes"}}})
+    assert resp.status == 400
+    assert (await resp.json())["error"] == "preferences.notifications.web: must be true or false"
+    settings = await (await client.get("/api/users/me/settings", headers=alice.headers)).json()
+    assert settings["settings"]["preferences"]["notifications"]["web"] is False
+    resp = await client.post(prefs, json={"notifications": "yes"}, headers=alice.headers)
+    assert (await resp.json())["error"] == "notifications: must be an object"
+
+
+async def test_query_parameters_still_parse_their_text(client, alice):
+    await create(client, alice, "proj", autoInit=True)
+    resp = await client.get("/api/repositories/alice/proj/pulls",
+                            params={"limit": "5", "ignoreUnknown": "true", "other": "x"})
+    assert resp.status == 200, await resp.text()
+    resp = await client.get("/api/repositories/alice/proj/file",
+                            params={"path": "README.md", "return": "1"})
+    assert resp.status == 200 and not resp.content_type.startswith("application/json")
+    resp = await client.get("/api/search", params={"q": "proj", "limit": "1", "offset": "0"})
+    assert resp.status == 200
+
+
+def test_integer_fields_take_only_json_integers():
+    class Counted(Base):
+        count = Int()
+
+    for value in ("5", 5.0, 5.5, True, None, [5], {}):
+        with pytest.raises(ValidationError):
+            Counted().load({"count": value})
+    assert Counted().load({"count": 5}) == {"count": 5}
