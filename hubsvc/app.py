@@ -108,9 +108,11 @@ def create_app(config: Config) -> web.Application:
     app[HUB] = Hub(app)
     limits = config["rate_limit"]
     if limits["enabled"]:
-        app[LIMITER] = TokenBucket(limits["burst"], limits["per_minute"] / 60)
+        app[LIMITER] = TokenBucket(limits["burst"], limits["per_minute"] / 60,
+                                   max_keys=limits["max_keys"])
         app[SIGN_IN_LIMITER] = TokenBucket(limits["sign_in_per_15_minutes"],
-                                           limits["sign_in_per_15_minutes"] / 900)
+                                           limits["sign_in_per_15_minutes"] / 900,
+                                           max_keys=limits["max_keys"])
     app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx, webhook_ctx, hub_ctx])
     app.on_shutdown.extend([_mark_shutdown, close_sockets])
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
