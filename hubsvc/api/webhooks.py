@@ -19,7 +19,7 @@ from ..notify.webhook import WEBHOOK, sign
 from ..openapi import doc
 from ..permissions import load_repo
 from ..publish import publish
-from ..rest import json_response, load, read_query
+from ..rest import check_json_type, json_depth, json_response, load, parse_json, read_query
 from ..timeutil import iso
 
 routes = web.RouteTableDef()
@@ -41,10 +41,8 @@ async def inbound(request: web.Request) -> web.Response:
             raise Unauthorized("missing or invalid X-Hub-Signature-256")
     else:
         require_user(request)
-    try:
-        body = json.loads(raw) if raw.strip() else None
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequest("malformed JSON body") from None
+    check_json_type(request, raw)
+    body = parse_json(raw, json_depth(request)) if raw.strip() else None
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
     data = load(InboundEventSchema(), body)
