@@ -28,6 +28,7 @@ from .api import webhooks as webhooks_api
 from .api import ws as ws_api
 from .auth import TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
 from .config import Config, ensure_secret
+from .datadir import tighten
 from .errors import error_middleware
 from .events import EventBus
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
@@ -79,8 +80,8 @@ async def _mark_shutdown(app: web.Application) -> None:
 
 def create_app(config: Config) -> web.Application:
     """Build the application: middlewares, routes, background tasks."""
+    tighten(config.data_dir)  # also fixes the modes of an older install's files
     ensure_secret(config)
-    config.data_dir.mkdir(parents=True, exist_ok=True)
     security = config["security"]
     cookie = EncryptedCookieStorage(
         cookie_key(security["secret_key"]), cookie_name="session", httponly=True,

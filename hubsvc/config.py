@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .datadir import private_dir
+
 
 class ConfigError(Exception):
     """A bad configuration; the message names the key."""
@@ -197,10 +199,11 @@ def ensure_secret(config: Config) -> None:
     if config["security"]["secret_key"]:
         return
     data_dir = config.data_dir
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)
     path = data_dir / "secret_key"
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.fchmod(fd, 0o600)  # the umask could only narrow it, but say it outright
     except FileExistsError:
         secret = path.read_text().strip()
         if not secret:
