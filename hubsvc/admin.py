@@ -31,6 +31,7 @@ from schemas.users import SignUpSchema
 from . import __version__
 from .auth import hash_password
 from .config import Config
+from .datadir import private_dir, private_file, tighten, too_open
 from .errors import ApiError, validation_message
 from .repofiles import RepoFiles
 from .store import Store
@@ -123,7 +124,7 @@ def _with_store(config: Config, fn: Callable[[Store], Any], create: bool = False
     path = config.data_dir / DB_NAME
     if not create and not path.is_file():
         raise CommandError(f"no database at {path}")
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(config.data_dir)
 
     async def go() -> Any:
         store = Store(path)
@@ -386,8 +387,10 @@ def backup(config: Config, dest: Path) -> None:
         raise CommandError(f"no database at {source_db}")
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise CommandError(f"{dest} exists and is not empty")
-    dest.mkdir(parents=True, exist_ok=True)
+    # A backup holds the same password hashes and secret as the data folder: as private.
+    private_dir(dest)
     dest_db = dest / DB_NAME
+    private_file(dest_db)
 
     # The database first: SQLite's online backup copies one consistent snapshot (the
     # single step runs in one read transaction; WAL lets the server keep writing).
@@ -565,8 +568,10 @@ def _repository_folders(root: Path) -> dict[int, Path]:
 
 
 def check(config: Config) -> None:
-    """Database integrity and foreign keys, git fsck of every repository, orphans."""
+    """Database integrity and foreign keys, git fsck of every repository, orphans, file modes."""
     problems, stats = check_data(config.data_dir)
+    for line in too_open(config.data_dir):
+        print(f"warning: {line}", file=sys.stderr)
     if problems:
         for line in problems:
             print(f"problem: {line}", file=sys.stderr)
@@ -637,7 +642,7 @@ def restore(config: Config, src: Path, force: bool) -> None:
     target = config.data_dir
     if target.exists() and not target.is_dir():
         raise CommandError(f"{target} is not a directory")
-    target.mkdir(parents=True, exist_ok=True)
+    private_dir(target)
     if _database_in_use(target / DB_NAME):
         raise CommandError(f"{target / DB_NAME} is in use: stop the server first")
     present = [name for name in DATA_ENTRIES if (target / name).exists()]
@@ -668,6 +673,7 @@ def restore(config: Config, src: Path, force: bool) -> None:
             os.replace(entry, target / entry.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    tighten(target)  # copy2 kept the backup's modes
     problems, stats = check_data(target)
     if problems:
         for line in problems:

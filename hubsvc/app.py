@@ -28,6 +28,7 @@ from .api import webhooks as webhooks_api
 from .api import ws as ws_api
 from .auth import TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
 from .config import Config, ensure_secret
+from .datadir import tighten
 from .errors import error_middleware
 from .events import EventBus
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
@@ -80,8 +81,8 @@ async def _mark_shutdown(app: web.Application) -> None:
 
 def create_app(config: Config) -> web.Application:
     """Build the application: middlewares, routes, background tasks."""
+    tighten(config.data_dir)  # also fixes the modes of an older install's files
     ensure_secret(config)
-    config.data_dir.mkdir(parents=True, exist_ok=True)
     security = config["security"]
     cookie = EncryptedCookieStorage(
         cookie_key(security["secret_key"]), cookie_name="session", httponly=True,
@@ -109,9 +110,11 @@ def create_app(config: Config) -> web.Application:
     app[HUB] = Hub(app)
     limits = config["rate_limit"]
     if limits["enabled"]:
-        app[LIMITER] = TokenBucket(limits["burst"], limits["per_minute"] / 60)
+        app[LIMITER] = TokenBucket(limits["burst"], limits["per_minute"] / 60,
+                                   max_keys=limits["max_keys"])
         app[SIGN_IN_LIMITER] = TokenBucket(limits["sign_in_per_15_minutes"],
-                                           limits["sign_in_per_15_minutes"] / 900)
+                                           limits["sign_in_per_15_minutes"] / 900,
+                                           max_keys=limits["max_keys"])
     app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx, webhook_ctx, hub_ctx])
     app.on_shutdown.extend([_mark_shutdown, close_sockets])
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])

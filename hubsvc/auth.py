@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import hmac
 import secrets
+import functools
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -16,13 +17,41 @@ import bcrypt
 from aiohttp import web
 from aiohttp_session import get_session
 
-from .errors import Forbidden, Unauthorized
+from .errors import BadRequest, Forbidden, Unauthorized
 from .keys import AUTH, CONFIG, STORE
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-# A valid bcrypt hash to compare against when no account matches, so a wrong
-# username costs the same time as a wrong password.
-_DUMMY_HASH = bcrypt.hashpw(b"not-a-password", bcrypt.gensalt(4))
+# bcrypt reads only the first 72 bytes (bcrypt 5 refuses longer ones outright), so a
+# longer password would be silently cut, or crash: it is refused up front everywhere.
+PASSWORD_MIN_BYTES, PASSWORD_MAX_BYTES = 8, 72
+
+
+def password_problem(password: str, new: bool = True) -> str | None:
+    """Why password cannot be used (checked as UTF-8 bytes), or None; sign-in skips the minimum."""
+    try:
+        size = len(password.encode())
+    except UnicodeEncodeError:  # a lone surrogate escape such as "\ud800"
+        return "must be valid Unicode text"
+    if size > PASSWORD_MAX_BYTES or (new and size < PASSWORD_MIN_BYTES):
+        return f"must be {PASSWORD_MIN_BYTES} to {PASSWORD_MAX_BYTES} bytes"
+    return None
+
+
+def validate_password(password: str, new: bool = True) -> None:
+    """400 naming the 8 to 72-byte limit; for sign-up, sign-in and password change alike."""
+    problem = password_problem(password, new)
+    if problem:
+        raise BadRequest(f"password: {problem}")
+
+
+@functools.lru_cache(maxsize=4)
+def dummy_hash(rounds: int) -> bytes:
+    """A bcrypt hash of the configured cost to check when no account matches.
+
+    Same cost as a real account's hash, so a wrong username takes as long as a wrong
+    password and the time does not tell which usernames exist.
+    """
+    return bcrypt.hashpw(b"not-a-password", bcrypt.gensalt(rounds))
 
 
 async def hash_password(password: str, rounds: int) -> str:
@@ -31,9 +60,9 @@ async def hash_password(password: str, rounds: int) -> str:
     return hashed.decode()
 
 
-async def check_password(password: str, hashed: str | None) -> bool:
-    """Constant-work password check; a missing account still pays for one bcrypt."""
-    target = hashed.encode() if hashed else _DUMMY_HASH
+async def check_password(password: str, hashed: str | None, rounds: int) -> bool:
+    """Constant-work password check; a missing account pays for a bcrypt of cost rounds."""
+    target = hashed.encode() if hashed else await asyncio.to_thread(dummy_hash, rounds)
     ok = await asyncio.to_thread(bcrypt.checkpw, password.encode(), target)
     return ok and hashed is not None
 

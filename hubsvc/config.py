@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .datadir import private_dir
+
 
 class ConfigError(Exception):
     """A bad configuration; the message names the key."""
@@ -31,9 +33,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "per_minute": 60,
         "burst": 100,
         "sign_in_per_15_minutes": 10,
+        "max_keys": 100000,
+        "ipv6_prefix": 64,
     },
     "chat": {"webhook_url": "", "webhook_secret": "", "bot_key": "", "link_token_minutes": 60,
-             "retry_seconds": 2.0},
+             "retry_seconds": 2.0, "webhook_tolerance_seconds": 300,
+             "webhook_repositories": []},
     "mail": {
         "smtp_host": "",
         "smtp_port": 587,
@@ -44,7 +49,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "websocket": {"max_per_ip": 10, "heartbeat_seconds": 30},
     "cors": {"origins": []},
-    "limits": {"avatar_bytes": 1048576, "push_bytes": 1073741824},
+    "limits": {"avatar_bytes": 1048576, "push_bytes": 1073741824, "json_depth": 64},
 }
 
 
@@ -71,14 +76,20 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("rate_limit", "per_minute"): (_positive, "must be a positive integer"),
     ("rate_limit", "burst"): (_positive, "must be a positive integer"),
     ("rate_limit", "sign_in_per_15_minutes"): (_positive, "must be a positive integer"),
+    ("rate_limit", "max_keys"): (_positive, "must be a positive integer"),
+    ("rate_limit", "ipv6_prefix"): (lambda v: 1 <= v <= 128, "must be an integer from 1 to 128"),
     ("chat", "webhook_url"): (_url_or_empty, "must be an http:// or https:// URL"),
     ("chat", "link_token_minutes"): (_positive, "must be a positive integer"),
     ("chat", "retry_seconds"): (lambda v: 0 < v <= 3600, "must be a number of seconds from 0 to 3600"),
+    ("chat", "webhook_tolerance_seconds"): (_positive, "must be a positive integer"),
+    ("chat", "webhook_repositories"): (lambda v: all(r.count("/") == 1 and all(r.split("/"))
+                                                     for r in v), "must list owner/name strings"),
     ("mail", "smtp_port"): (_port, "must be an integer from 1 to 65535"),
     ("websocket", "max_per_ip"): (_positive, "must be a positive integer"),
     ("websocket", "heartbeat_seconds"): (_positive, "must be a positive integer"),
     ("limits", "avatar_bytes"): (_positive, "must be a positive integer"),
     ("limits", "push_bytes"): (_positive, "must be a positive integer"),
+    ("limits", "json_depth"): (lambda v: 1 <= v <= 512, "must be an integer from 1 to 512"),
 }
 
 
@@ -188,10 +199,11 @@ def ensure_secret(config: Config) -> None:
     if config["security"]["secret_key"]:
         return
     data_dir = config.data_dir
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)
     path = data_dir / "secret_key"
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.fchmod(fd, 0o600)  # the umask could only narrow it, but say it outright
     except FileExistsError:
         secret = path.read_text().strip()
         if not secret:

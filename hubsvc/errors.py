@@ -101,6 +101,7 @@ _REASONS = {
     405: "method not allowed",
     409: "conflict",
     413: "request body too large",
+    415: "unsupported media type",
     429: "too many requests",
     500: "internal server error",
     503: "service unavailable",

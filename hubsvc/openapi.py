@@ -23,6 +23,7 @@ ERROR_TEXT = {
     405: "method not allowed",
     409: "conflict",
     413: "request body too large",
+    415: "the body is not application/json (or application/*+json)",
     429: "too many requests (Retry-After says when to come back)",
     500: "unexpected failure (no details in the body)",
     503: "unavailable",
@@ -108,6 +109,8 @@ def build_spec(app: web.Application) -> dict[str, Any]:
             operation["security"] = [{"bearer": []}, {"cookie": []}, {"chatBot": []}]
         if meta["body"] is not None or meta["query"] is not None:
             codes.add(400)
+        if meta["body"] is not None and not isinstance(meta["body"], dict):
+            codes.add(415)  # JSON bodies: any other Content-Type is refused
         # git shows its user an error body only in plain text (see errors.GIT_PATH).
         error_content = {"text/plain": {"schema": {"type": "string"}}} if meta["plain_errors"] \
             else {"application/json": {"schema": "Error"}}

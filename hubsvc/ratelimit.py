@@ -5,7 +5,8 @@ from __future__ import annotations
 import ipaddress
 import math
 import time
-from typing import Callable
+from collections import OrderedDict
+from typing import Any, Callable
 
 from aiohttp import web
 
@@ -25,7 +26,8 @@ class TokenBucket:
         self.rate = rate
         self.clock = clock
         self.max_keys = max_keys
-        self._buckets: dict[str, tuple[float, float]] = {}
+        # Least recently used first, so pruning drops the buckets idle the longest.
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
 
     def _level(self, key: str, now: float) -> float:
         tokens, stamp = self._buckets.get(key, (self.capacity, now))
@@ -38,9 +40,12 @@ class TokenBucket:
         allowed = tokens >= 1
         if allowed:
             tokens -= 1
-        if len(self._buckets) >= self.max_keys and key not in self._buckets:
-            self._prune(now)
         self._buckets[key] = (tokens, now)
+        self._buckets.move_to_end(key)
+        while len(self._buckets) > self.max_keys:
+            # Dropping only the idlest keeps every active attacker's spent budget;
+            # clearing them all (as before) handed everyone a full one again.
+            self._buckets.popitem(last=False)
         wait = 0.0 if tokens >= 1 else (1 - tokens) / self.rate
         return allowed, tokens, wait
 
@@ -48,12 +53,11 @@ class TokenBucket:
         """Seconds until a bucket holding `tokens` is full again."""
         return (self.capacity - tokens) / self.rate
 
-    def _prune(self, now: float) -> None:
-        # Full buckets carry no state worth keeping.
-        for key in [k for k in self._buckets if self._level(k, now) >= self.capacity]:
-            del self._buckets[key]
-        if len(self._buckets) >= self.max_keys:
-            self._buckets.clear()
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._buckets
 
 
 LIMITER = web.AppKey("rate_limiter", TokenBucket)
@@ -88,6 +92,34 @@ def client_ip(request: web.Request) -> str:
     return peer
 
 
+def address_group(addr: str, ipv6_prefix: int = 64) -> str:
+    """The address a limit counts: IPv4 as is, IPv6 as its /ipv6_prefix network.
+
+    One IPv6 subscriber usually holds a whole /64, so per-address buckets would give
+    them 2**64 budgets.
+    """
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        return addr
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    if ip.version == 6:
+        return str(ipaddress.ip_network(f"{ip}/{ipv6_prefix}", strict=False))
+    return str(ip)
+
+
+def client_group(request: web.Request) -> str:
+    """client_ip grouped as rate limits count it (IPv6 by its configured prefix)."""
+    return address_group(client_ip(request), request.app[CONFIG]["rate_limit"]["ipv6_prefix"])
+
+
+def sign_in_key(request: web.Request, login: str, user: dict[str, Any] | None) -> str:
+    """One sign-in budget per client and account, whether named by username or e-mail."""
+    who = f"user:{user['id']}" if user is not None else "login:" + login.casefold()[:300]
+    return f"{client_group(request)}|{who}"
+
+
 def limit_key(request: web.Request) -> str:
     """Bot-key requests count per chat user; every other request per client address."""
     chat_user = request.headers.get("X-Chat-User-Id")
@@ -95,7 +127,7 @@ def limit_key(request: web.Request) -> str:
     # would dodge the per-address limit.
     if chat_user and bot_key_ok(request):
         return "chat:" + chat_user[:200]
-    return "ip:" + client_ip(request)
+    return "ip:" + client_group(request)
 
 
 def _headers(limiter: TokenBucket, tokens: float) -> dict[str, str]:

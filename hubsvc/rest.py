@@ -9,7 +9,12 @@ import orjson
 from aiohttp import web
 from marshmallow import Schema, ValidationError
 
-from .errors import BadRequest, validation_message
+from .errors import ApiError, BadRequest, validation_message
+from .keys import CONFIG
+
+# A body nested deeper than this is refused before anything walks it: json's decoder
+# recurses once per level, and 100,000 '[' exhausted the stack (500, closed sockets).
+DEFAULT_JSON_DEPTH = 64
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None
@@ -19,16 +24,62 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
                         content_type="application/json", headers=headers)
 
 
+def is_json_type(media_type: str) -> bool:
+    """application/json or application/<anything>+json (parameters such as charset aside)."""
+    media_type = media_type.split(";", 1)[0].strip().lower()
+    return media_type == "application/json" or (
+        media_type.startswith("application/") and media_type.endswith("+json"))
+
+
+def check_json_type(request: web.Request, raw: bytes) -> None:
+    """415 unless a body comes as JSON.
+
+    A page of another site can post text/plain, form types or no type at all without a
+    CORS preflight; application/json cannot be sent cross-site without one.
+    """
+    if raw.strip() and not is_json_type(request.headers.get("Content-Type", "")):
+        raise ApiError("Content-Type must be application/json", 415)
+
+
+def too_deep(data: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than limit levels (the top one is level 1)."""
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        if children and depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, (dict, list)))
+    return False
+
+
+def parse_json(raw: bytes | str, max_depth: int = DEFAULT_JSON_DEPTH) -> Any:
+    """JSON text as data; malformed, or nested deeper than max_depth → 400."""
+    brackets = (b"[", b"{") if isinstance(raw, bytes) else ("[", "{")
+    # Fewer brackets than the limit cannot nest past it: most bodies skip the walk.
+    deep_possible = raw.count(brackets[0]) + raw.count(brackets[1]) > max_depth
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise BadRequest(f"JSON nested deeper than {max_depth} levels") from None
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("malformed JSON body") from None
+    if deep_possible and too_deep(data, max_depth):
+        raise BadRequest(f"JSON nested deeper than {max_depth} levels")
+    return data
+
+
+def json_depth(request: web.Request) -> int:
+    """The configured limits.json_depth."""
+    return request.app[CONFIG]["limits"]["json_depth"]
+
+
 async def read_json(request: web.Request, schema: Schema | None = None) -> dict[str, Any]:
-    """The JSON object body, loaded through schema; malformed or wrong types → 400."""
+    """The JSON object body, loaded through schema; malformed or wrong types → 400, not JSON → 415."""
     raw = await request.read()  # bounded by client_max_size: larger bodies are 413
-    if not raw.strip():
-        data: Any = {}
-    else:
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise BadRequest("malformed JSON body") from None
+    check_json_type(request, raw)
+    data = parse_json(raw, json_depth(request)) if raw.strip() else {}
     if not isinstance(data, dict):
         raise BadRequest("the body must be a JSON object")
     return load(schema, data) if schema is not None else data

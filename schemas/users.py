@@ -6,6 +6,8 @@ import re
 
 from marshmallow import ValidationError, validate, validates
 
+from hubsvc.auth import password_problem
+
 from .common import Base, Bool, Email, Int, Nested, Str, UserSummarySchema
 
 RESERVED_USERNAMES = frozenset({
@@ -16,9 +18,9 @@ USERNAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$")
 
 
 def _password(value: str) -> None:
-    size = len(value.encode())
-    if size < 8 or size > 72:
-        raise ValidationError("must be 8 to 72 bytes")
+    problem = password_problem(value)
+    if problem:
+        raise ValidationError(problem)
 
 
 def _username(value: str) -> None:

@@ -2,19 +2,118 @@
 
 from __future__ import annotations
 
-from marshmallow import validate
+from marshmallow import INCLUDE, Schema, ValidationError, fields, post_load, validate
 
 from hubsvc.events import EVENT_TYPES
 
 from .common import Base, Bool, Dict, Int, List, Nested, RepoRefSchema, Str
 
+# The data of an inbound event is checked, per type, for every field the chat message
+# and the WebSocket clients read, before the 202: a missing issue number or a string
+# where an object belongs used to be accepted and then fail in the background ("#None").
+# Fields beyond these pass through unchanged, as the service's own events carry more.
+
+
+class _Open(Schema):
+    class Meta:
+        unknown = INCLUDE
+
+
+class _Person(_Open):
+    username = fields.String(required=True, validate=validate.Length(min=1, max=100))
+
+
+class _Comment(_Open):
+    body = fields.String(required=True, validate=validate.Length(max=65536))
+
+
+class _Issue(_Open):
+    number = fields.Integer(required=True, strict=True, validate=validate.Range(min=1))
+    title = fields.String(required=True, validate=validate.Length(min=1, max=1024))
+    state = fields.String(required=True, validate=validate.OneOf(["open", "closed"]))
+    body = fields.String(allow_none=True)
+    url = fields.String(allow_none=True)
+    author = fields.Nested(_Person, allow_none=True)
+    labels = fields.List(fields.String())
+    assignees = fields.List(fields.Nested(_Person))
+
+
+class _Pull(_Issue):
+    state = fields.String(required=True, validate=validate.OneOf(["open", "closed", "merged"]))
+    merged = fields.Boolean()
+    head = fields.String()
+    base = fields.String()
+    headRepository = fields.Nested(RepoRefSchema, allow_none=True)
+
+
+class IssueDataSchema(_Open):
+    action = fields.String(required=True, validate=validate.OneOf(
+        ["opened", "closed", "reopened", "edited", "commented"]))
+    issue = fields.Nested(_Issue, required=True)
+    comment = fields.Nested(_Comment)
+
+
+class PullDataSchema(_Open):
+    action = fields.String(required=True, validate=validate.OneOf(
+        ["opened", "closed", "reopened", "edited", "merged", "commented"]))
+    pullRequest = fields.Nested(_Pull, required=True)
+    comment = fields.Nested(_Comment)
+
+
+class _CommitAuthor(_Open):
+    name = fields.String(allow_none=True)
+
+
+class _Commit(_Open):
+    oid = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{4,64}$"))
+    message = fields.String(allow_none=True)
+    author = fields.Nested(_CommitAuthor, allow_none=True)
+
+
+class PushDataSchema(_Open):
+    ref = fields.String(required=True, validate=validate.Length(min=1, max=1024))
+    before = fields.String(allow_none=True)
+    after = fields.String(allow_none=True)
+    commits = fields.List(fields.Nested(_Commit), required=True)
+    totalCommits = fields.Integer(strict=True, validate=validate.Range(min=0))
+
+
+class StarDataSchema(_Open):
+    action = fields.String(required=True, validate=validate.OneOf(["added", "removed"]))
+    starCount = fields.Integer(strict=True, validate=validate.Range(min=0))
+
+
+class _Forkee(_Open):
+    fullName = fields.String(required=True, validate=validate.Length(min=1, max=200))
+    url = fields.String(allow_none=True)
+
+
+class ForkDataSchema(_Open):
+    forkee = fields.Nested(_Forkee, required=True)
+    forker = fields.Nested(_Person, allow_none=True)
+
+
+INBOUND_DATA = {"issue": IssueDataSchema, "pull_request": PullDataSchema,
+                "push": PushDataSchema, "star": StarDataSchema, "fork": ForkDataSchema}
 
 
 class InboundEventSchema(Base):
     type = Str(required=True, validate=validate.OneOf(EVENT_TYPES))
     repository = Nested(RepoRefSchema, required=True)
     data = Dict(required=True, metadata={
-        "description": "the event's data; the action (opened, closed, …) is data.action"})
+        "description": "the event's data, checked by type before the 202: issue {action, "
+        "issue {number, title, state, …}}; pull_request {action, pullRequest {number, title, "
+        "state, …}}; push {ref, commits [{oid, message, author {name}}], totalCommits}; "
+        "star {action added|removed}; fork {forkee {fullName, url}, forker}. Other fields "
+        "pass through."})
+
+    @post_load
+    def _typed(self, item: dict, **_: object) -> dict:
+        try:
+            item["data"] = INBOUND_DATA[item["type"]]().load(item["data"])
+        except ValidationError as exc:
+            raise ValidationError({"data": exc.messages}) from None
+        return item
 
 
 class AcceptedSchema(Base):

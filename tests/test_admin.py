@@ -320,3 +320,46 @@ def test_check_finds_a_corrupt_repository_a_missing_folder_and_an_orphan(tmp_pat
                for p in problems)
     assert any("999.git has no repository row" in p for p in problems)
     assert "check found 3 problems" in problems[-1]
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_data_folder_and_secrets_are_private_and_check_warns_when_wider(tmp_path):
+    data = tmp_path / "data"
+    old = os.umask(0o022)  # the usual umask: 0755 folders, 0644 files unless set otherwise
+    try:
+        with ServerProcess(data) as server:
+            status, _ = server.request("POST", "/auth/sign-up", {
+                "email": "alice@example.com", "username": "alice", "password": PASSWORD,
+                "name": "Alice"})
+            assert status == 201
+            assert _mode(data) == 0o700
+            for name in ("hubsvc.db", "hubsvc.db-wal", "hubsvc.db-shm", "secret_key"):
+                assert _mode(data / name) == 0o600, name
+            assert ok(cli(data, "check"))
+        backup = tmp_path / "backup"
+        ok(cli(data, "backup", str(backup)))
+        assert _mode(backup) == 0o700
+        assert _mode(backup / "hubsvc.db") == _mode(backup / "secret_key") == 0o600
+        # An install from before: world-readable. check warns (and still succeeds) ...
+        os.chmod(data, 0o755)
+        for name in ("hubsvc.db", "secret_key"):
+            os.chmod(data / name, 0o644)
+        done = cli(data, "check")
+        assert done.returncode == 0, done.stderr
+        warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+        # (check's own read opened the journal files, which take the database's mode.)
+        assert {w.split()[1] for w in warnings} >= {
+            str(data), str(data / "hubsvc.db"), str(data / "secret_key")}, done.stderr
+        assert any(f"{data} has mode 0755, wider than 0700" in w for w in warnings)
+        assert any("secret_key has mode 0644, wider than 0600" in w for w in warnings)
+        # ... and the next start fixes the modes.
+        with ServerProcess(data):
+            pass
+        assert _mode(data) == 0o700
+        assert _mode(data / "hubsvc.db") == _mode(data / "secret_key") == 0o600
+        assert "warning" not in cli(data, "check").stderr
+    finally:
+        os.umask(old)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import time
 
-from hubsvc.auth import TOKEN_CACHE, token_digest
+import pytest
+
+from hubsvc.auth import TOKEN_CACHE, dummy_hash, token_digest, validate_password
+from hubsvc.errors import BadRequest
 from hubsvc.keys import STORE
 
 from hubsvc.app import create_app
@@ -177,3 +180,85 @@ async def test_sign_in_attempts_are_limited_per_ip_and_login(aiohttp_client, tmp
     # Another login from the same address is counted on its own.
     resp = await client.post("/auth/sign-in", json={"username": "erin", "password": "wrongwrong"})
     assert resp.status == 401
+
+
+async def test_unknown_login_checks_a_hash_of_the_configured_cost(aiohttp_client, tmp_path):
+    # Timing itself is measured in benchmarks/bench_sign_in.py; here: the work is the same,
+    # because the dummy hash checked for an unknown login has the real hashes' cost.
+    config = make_config(tmp_path, security__bcrypt_rounds=6)
+    client = await aiohttp_client(create_app(config))
+    await sign_up(client, "gina")
+    real = (await client.app[STORE].users.by_login("gina"))["password_hash"]
+    resp = await client.post("/auth/sign-in", json={"username": "nobody", "password": "whatever1"})
+    assert resp.status == 401
+    cost = lambda hashed: int(hashed.split(b"$")[2])  # noqa: E731  $2b$<cost>$<salt+hash>
+    assert cost(real.encode()) == 6
+    assert cost(dummy_hash(config["security"]["bcrypt_rounds"])) == 6
+    assert cost(dummy_hash(12)) == 12
+
+
+async def test_passwords_over_72_bytes_are_400_naming_the_limit(client, alice):
+    long = "é" * 37  # 74 bytes of UTF-8, 37 characters
+    resp = await client.post("/auth/sign-in", json={"username": "alice", "password": long})
+    assert resp.status == 400
+    assert (await resp.json())["error"] == "password: must be 8 to 72 bytes"
+    resp = await client.post("/auth/sign-in", json={"username": "nobody", "password": "x" * 73})
+    assert resp.status == 400
+    # A lone surrogate is no UTF-8 at all: refused, not a crash.
+    for path, body in (("/auth/sign-up", '{"email": "s@example.com", "username": "sur", '
+                                         '"name": "S", "password": "\\ud800abcdefgh"}'),
+                       ("/auth/sign-in", '{"username": "alice", "password": "\\ud800abcdefgh"}')):
+        resp = await client.post(path, data=body, headers={"Content-Type": "application/json"})
+        assert resp.status == 400, path
+        assert "password" in (await resp.json())["error"]
+    # Exactly 72 bytes is a valid password, at sign-up and at sign-in.
+    edge = await sign_up(client, "edge", password="é" * 36)
+    resp = await client.post("/auth/sign-in", json={"username": "edge", "password": edge.password})
+    assert resp.status == 200
+
+
+def test_validate_password_is_the_one_check_for_new_passwords():
+    for good in ("12345678", "é" * 36, "x" * 72):
+        validate_password(good)
+    for bad in ("short", "x" * 73, "é" * 37, "\ud800" * 8):
+        with pytest.raises(BadRequest, match="password: must be"):
+            validate_password(bad)
+    validate_password("short", new=False)  # sign-in checks only the upper limit
+    with pytest.raises(BadRequest):
+        validate_password("x" * 73, new=False)
+
+
+async def test_one_sign_in_budget_per_account_by_username_or_email(aiohttp_client, tmp_path):
+    config = make_config(tmp_path, rate_limit__enabled=True, rate_limit__sign_in_per_15_minutes=3)
+    client = await aiohttp_client(create_app(config))
+    await sign_up(client, "hank")
+    for login in ({"username": "hank"}, {"email": "HANK@example.com"}, {"username": "HANK"}):
+        resp = await client.post("/auth/sign-in", json={**login, "password": "wrongwrong"})
+        assert resp.status == 401
+    resp = await client.post("/auth/sign-in", json={"email": "hank@example.com",
+                                                    "password": "wrongwrong"})
+    assert resp.status == 429
+    # An unknown login is counted by its casefolded text.
+    for _ in range(3):
+        resp = await client.post("/auth/sign-in", json={"username": "Ghost", "password": "x" * 8})
+        assert resp.status == 401
+    resp = await client.post("/auth/sign-in", json={"username": "GHOST", "password": "x" * 8})
+    assert resp.status == 429
+
+
+async def test_sign_in_limit_groups_ipv6_clients_by_64(aiohttp_client, tmp_path):
+    config = make_config(tmp_path, rate_limit__enabled=True, rate_limit__sign_in_per_15_minutes=2,
+                         server__trusted_proxies=["127.0.0.0/8"])
+    client = await aiohttp_client(create_app(config))
+
+    async def attempt(ip: str) -> int:
+        resp = await client.post("/auth/sign-in", headers={"X-Forwarded-For": ip},
+                                 json={"username": "ivy", "password": "wrongwrong"})
+        return resp.status
+
+    # Two addresses of one /64 spend one budget ...
+    assert await attempt("2001:db8:1:2::1") == 401
+    assert await attempt("2001:db8:1:2:ffff::9") == 401
+    assert await attempt("2001:db8:1:2::abcd") == 429
+    # ... another /64 has its own.
+    assert await attempt("2001:db8:1:3::1") == 401

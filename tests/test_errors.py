@@ -47,6 +47,9 @@ async def test_error_shape_for_every_status(aiohttp_client, tmp_path, caplog):
     await _error(await client.patch("/api/users/me/settings", data=b"{" + b" " * 4096 + b"}",
                                     headers={**user.headers, "Content-Type": "application/json"}),
                  413)
+    assert "application/json" in await _error(await client.post(
+        "/auth/sign-in", data=b'{"username": "shape", "password": "x"}',
+        headers={"Content-Type": "text/plain"}), 415)
     with caplog.at_level(logging.ERROR):
         resp = await client.get("/boom")
         message = await _error(resp, 500)
@@ -88,3 +91,41 @@ async def test_every_answer_has_a_request_id(client):
     assert resp.headers["X-Request-Id"] != "bad id with spaces"
     assert len(resp.headers["X-Request-Id"]) == 16
 
+
+
+async def test_deeply_nested_json_is_400_naming_the_depth_limit(client, alice):
+    for body in (b"[" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+                 b'{"name": ' + b"[" * 65 + b"]" * 65 + b"}"):
+        resp = await client.post("/api/repositories", data=body,
+                                 headers={**alice.headers, "Content-Type": "application/json"})
+        assert resp.status == 400
+        assert (await resp.json())["error"] == "JSON nested deeper than 64 levels"
+    # Within the limit the body is parsed as usual (here: a wrong type for name).
+    resp = await client.post("/api/repositories", data=b'{"name": ' + b"[" * 63 + b"]" * 63 + b"}",
+                             headers={**alice.headers, "Content-Type": "application/json"})
+    assert resp.status == 400 and "name" in (await resp.json())["error"]
+
+
+async def test_depth_limit_is_configurable(aiohttp_client, tmp_path):
+    client = await aiohttp_client(create_app(make_config(tmp_path, limits__json_depth=2)))
+    resp = await client.post("/auth/sign-in", json={"username": "x", "password": [[1]]})
+    assert resp.status == 400 and "deeper than 2 levels" in (await resp.json())["error"]
+
+
+async def test_json_endpoints_refuse_other_content_types_with_415(client, alice):
+    body = b'{"username": "alice", "password": "correct horse"}'
+    for media in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data",
+                  "application/jsonp", "text/json", ""):
+        resp = await client.post("/auth/sign-in", data=body, skip_auto_headers=["Content-Type"],
+                                 headers={"Content-Type": media} if media else {})
+        assert resp.status == 415, media
+        assert "Content-Type" in (await resp.json())["error"]
+    for media in ("application/json", "application/json; charset=utf-8",
+                  "Application/JSON", "application/merge-patch+json"):
+        resp = await client.post("/auth/sign-in", data=body, headers={"Content-Type": media})
+        assert resp.status == 200, media
+    # No body at all needs no type (a fork takes an optional one).
+    await client.post("/api/repositories", json={"name": "src"}, headers=alice.headers)
+    resp = await client.post("/api/repositories/alice/src/fork",
+                             headers={**alice.headers, "Content-Type": "text/plain"})
+    assert resp.status != 415, await resp.text()

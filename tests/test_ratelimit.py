@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hubsvc.app import create_app
-from hubsvc.ratelimit import TokenBucket
+from hubsvc.ratelimit import TokenBucket, address_group
 
 from .conftest import make_config
 
@@ -78,3 +78,38 @@ async def test_chat_users_count_apart_only_with_a_valid_bot_key(aiohttp_client, 
     # The real key gets a bucket per chat user (9 is not linked, hence 401, not 429).
     resp = await client.get("/health", headers={"X-Chat-Bot-Key": "k" * 32, "X-Chat-User-Id": "9"})
     assert resp.status == 401 and resp.headers["RateLimit-Remaining"] == "1"
+
+
+def test_pruning_drops_the_least_recently_used_buckets_only():
+    now = [0.0]
+    bucket = TokenBucket(2, 0.001, clock=lambda: now[0], max_keys=3)
+    assert [bucket.take("attacker")[0] for _ in range(3)] == [True, True, False]
+    bucket.take("b")
+    bucket.take("c")
+    assert bucket.take("attacker")[0] is False  # touched: now the most recent
+    bucket.take("d")  # a fourth key: the idlest one ("b") goes, not every bucket
+    assert len(bucket) == 3 and "b" not in bucket and "c" in bucket
+    assert bucket.take("attacker")[0] is False  # its spent budget survived the pruning
+
+
+def test_ipv6_addresses_are_grouped_by_their_prefix():
+    assert address_group("2001:db8:1:2::1") == address_group("2001:db8:1:2:ffff::9") \
+        == "2001:db8:1:2::/64"
+    assert address_group("2001:db8:1:3::1") != address_group("2001:db8:1:2::1")
+    assert address_group("2001:db8:1:2::1", 48) == "2001:db8:1::/48"
+    assert address_group("203.0.113.7") == "203.0.113.7"
+    assert address_group("::ffff:203.0.113.7") == "203.0.113.7"
+    assert address_group("not-an-ip") == "not-an-ip"
+
+
+async def test_request_limit_counts_an_ipv6_64_as_one_client(aiohttp_client, tmp_path):
+    config = make_config(tmp_path, rate_limit__enabled=True, rate_limit__burst=2,
+                         server__trusted_proxies=["127.0.0.0/8"])
+    client = await aiohttp_client(create_app(config))
+    for n in range(2):
+        resp = await client.get("/health", headers={"X-Forwarded-For": f"2001:db8::{n + 1}"})
+        assert resp.status == 200
+    resp = await client.get("/health", headers={"X-Forwarded-For": "2001:db8::ff:1"})
+    assert resp.status == 429
+    resp = await client.get("/health", headers={"X-Forwarded-For": "2001:db8:0:1::1"})
+    assert resp.status == 200

@@ -6,13 +6,15 @@ import asyncio
 import hashlib
 import hmac
 import json
+import time
 
 import pytest
 
 from hubsvc.app import create_app
+from hubsvc.keys import BUS
 from hubsvc.notify.webhook import WEBHOOK
 
-from .conftest import make_config, sign_up
+from .conftest import Recorder, make_config, sign_up
 from .gitcli import git, remote
 from .receiver import Receiver
 from .test_repos import create
@@ -185,10 +187,14 @@ async def test_test_endpoints_503_without_a_webhook(client, alice):
         assert resp.status == 503 and "error" in await resp.json()
 
 
-def _signed(body: dict) -> tuple[bytes, dict]:
+def _signed(body: dict, at: float | None = None) -> tuple[bytes, dict]:
+    """Signed as a sender does: HMAC-SHA256 of "<timestamp>." + body, written out here."""
     raw = json.dumps(body).encode()
-    signature = "sha256=" + hmac.new(SECRET.encode(), raw, hashlib.sha256).hexdigest()
-    return raw, {"X-Hub-Signature-256": signature, "Content-Type": "application/json"}
+    timestamp = str(int(time.time() if at is None else at))
+    signature = "sha256=" + hmac.new(SECRET.encode(), timestamp.encode() + b"." + raw,
+                                     hashlib.sha256).hexdigest()
+    return raw, {"X-Hub-Signature-256": signature, "X-Hubsvc-Timestamp": timestamp,
+                 "Content-Type": "application/json"}
 
 
 async def test_inbound_with_secret_checks_the_signature(hooked, receiver):
@@ -202,8 +208,12 @@ async def test_inbound_with_secret_checks_the_signature(hooked, receiver):
     assert resp.status == 202 and (await resp.json())["accepted"] is True
     [request] = await receiver.wait_for(1)
     assert "From chat" in request["json"]["embeds"][0]["title"]
-    for bad in ({}, {"X-Hub-Signature-256": "sha256=" + "0" * 64},
-                {"X-Hub-Signature-256": headers["X-Hub-Signature-256"][:-1] + "0"}):
+    stamp = {"X-Hubsvc-Timestamp": headers["X-Hubsvc-Timestamp"]}
+    body_only = "sha256=" + hmac.new(SECRET.encode(), raw, hashlib.sha256).hexdigest()
+    for bad in ({}, {**stamp, "X-Hub-Signature-256": "sha256=" + "0" * 64},
+                {**stamp, "X-Hub-Signature-256": headers["X-Hub-Signature-256"][:-1] + "0"},
+                {"X-Hub-Signature-256": headers["X-Hub-Signature-256"]},  # no timestamp
+                {**stamp, "X-Hub-Signature-256": body_only}):  # the timestamp is signed too
         resp = await client.post("/api/webhooks/chat", data=raw,
                                  headers={"Content-Type": "application/json", **bad})
         assert resp.status == 401
@@ -226,3 +236,106 @@ async def test_inbound_without_secret_needs_a_writer(client, events, alice, bob)
     assert published.actor["username"] == "alice"
     bad = {**event, "data": "x"}
     assert (await client.post("/api/webhooks/chat", json=bad, headers=alice.headers)).status == 400
+
+
+async def test_inbound_data_is_checked_by_type_before_the_202(hooked, receiver):
+    client, admin = hooked
+    await create(client, admin, "proj")
+    repo = {"owner": "boss", "name": "proj"}
+    bad = [
+        ("issue", {"action": "opened"}, "data.issue"),  # rendered "#None" before
+        ("issue", {"action": "opened", "issue": "x"}, "data.issue"),  # crashed in the sender
+        ("issue", {"action": "opened", "issue": {"number": "9", "title": "t", "state": "open"}},
+         "data.issue.number"),
+        ("issue", {"action": "dance", "issue": {"number": 9, "title": "t", "state": "open"}},
+         "data.action"),
+        ("pull_request", {"action": "opened", "pullRequest": {"number": 1, "title": "t",
+                                                             "state": "open", "author": "x"}},
+         "data.pullRequest.author"),
+        ("push", {"ref": "refs/heads/main", "commits": [{"message": "m"}]}, "data.commits"),
+        ("push", {"ref": "refs/heads/main", "commits": "abc"}, "data.commits"),
+        ("star", {}, "data.action"),
+        ("fork", {"forkee": None}, "data.forkee"),
+    ]
+    for type_, data, field in bad:
+        raw, headers = _signed({"type": type_, "repository": repo, "data": data})
+        resp = await client.post("/api/webhooks/chat", data=raw, headers=headers)
+        assert resp.status == 400, (type_, data)
+        assert (await resp.json())["error"].startswith(field), (type_, data)
+    good = [
+        ("push", {"ref": "refs/heads/main", "commits": [
+            {"oid": "a" * 40, "message": "Fix it", "author": {"name": "Ann"}}], "totalCommits": 1}),
+        ("fork", {"forkee": {"fullName": "ann/proj", "url": None}, "forker": {"username": "ann"},
+                  "extra": [1, 2]}),
+    ]
+    for type_, data in good:
+        raw, headers = _signed({"type": type_, "repository": repo, "data": data})
+        resp = await client.post("/api/webhooks/chat", data=raw, headers=headers)
+        assert resp.status == 202, await resp.text()
+    requests = await receiver.wait_for(2)
+    titles = [r["json"]["embeds"][0]["title"] for r in requests]
+    assert titles == ["[boss/proj] pushed 1 new commit to main", "[boss/proj] Forked by ann"]
+
+
+async def test_inbound_signed_requests_expire_and_cannot_be_replayed(hooked, receiver):
+    client, admin = hooked
+    await create(client, admin, "proj")
+    event = {"type": "star", "repository": {"owner": "boss", "name": "proj"},
+             "data": {"action": "added", "starCount": 1}}
+    for age in (301, -301, 3600):
+        raw, headers = _signed(event, at=time.time() - age)
+        resp = await client.post("/api/webhooks/chat", data=raw, headers=headers)
+        assert resp.status == 401, age
+        assert "X-Hubsvc-Timestamp" in (await resp.json())["error"]
+    raw, headers = _signed(event, at=time.time() - 200)  # within five minutes
+    assert (await client.post("/api/webhooks/chat", data=raw, headers=headers)).status == 202
+    resp = await client.post("/api/webhooks/chat", data=raw, headers=headers)
+    assert resp.status == 409 and "replay" in (await resp.json())["error"]
+    await receiver.wait_for(1)
+    await asyncio.sleep(0.2)
+    assert len(receiver.requests) == 1  # the replay reached nobody
+    # The same event signed anew (a new timestamp) is a new request.
+    raw, headers = _signed(event, at=time.time() + 1)
+    assert (await client.post("/api/webhooks/chat", data=raw, headers=headers)).status == 202
+
+
+async def test_the_secret_reaches_public_and_listed_private_repositories_only(
+        aiohttp_client, tmp_path, receiver):
+    config = make_config(tmp_path, chat__webhook_url=receiver.url, chat__webhook_secret=SECRET,
+                         chat__webhook_repositories=["Boss/Linked"])
+    client = await aiohttp_client(create_app(config))
+    recorder = Recorder()
+    client.app[BUS].subscribe(recorder, name="test-recorder")
+    boss = await sign_up(client, "boss")
+    other = await sign_up(client, "other")
+    await create(client, boss, "linked", visibility="private")
+    await create(client, other, "secret", visibility="private")
+    await create(client, other, "open")
+
+    async def post(owner: str, name: str) -> int:
+        raw, headers = _signed({"type": "star", "repository": {"owner": owner, "name": name},
+                                "data": {"action": "added"}})
+        return (await client.post("/api/webhooks/chat", data=raw, headers=headers)).status
+
+    assert await post("boss", "linked") == 202
+    assert await post("other", "open") == 202
+    # Another private repository looks exactly like a missing one.
+    assert await post("other", "secret") == 404
+    assert await post("other", "missing") == 404
+    published = await recorder.wait_for(2)
+    assert sorted(e.repository["name"] for e in published) == ["linked", "open"]
+
+
+async def test_inbound_refuses_deep_or_non_json_bodies(hooked):
+    client, admin = hooked
+    raw = b"[" * 100_000
+    timestamp = str(int(time.time()))
+    signature = "sha256=" + hmac.new(SECRET.encode(), timestamp.encode() + b"." + raw,
+                                     hashlib.sha256).hexdigest()
+    headers = {"X-Hub-Signature-256": signature, "X-Hubsvc-Timestamp": timestamp}
+    resp = await client.post("/api/webhooks/chat", data=raw,
+                             headers={**headers, "Content-Type": "application/json"})
+    assert resp.status == 400 and "deeper" in (await resp.json())["error"]
+    resp = await client.post("/api/webhooks/chat", data=raw,
+                             headers={**headers, "Content-Type": "text/plain"})
+    assert resp.status == 415

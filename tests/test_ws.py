@@ -168,3 +168,19 @@ async def test_shutdown_closes_sockets_going_away(client, alice):
     while message.type == WSMsgType.TEXT:
         message = await ws.receive(timeout=5)
     assert message.type == WSMsgType.CLOSE and message.data == 1001
+
+
+async def test_deeply_nested_messages_get_an_error_and_the_socket_stays_open(client, alice):
+    ws = await connect(client, alice)
+    for deep in ("[" * 60_000, '{"type": "ping", "x": ' + "[" * 65 + "]" * 65 + "}"):
+        await ws.send_str(deep)
+        assert (await next_of(ws, "error"))["error"] == "JSON nested deeper than 64 levels"
+    await ws.send_json({"type": "ping"})
+    assert (await next_of(ws, "pong"))["type"] == "pong"
+    # Past the 64 KiB message limit the socket closes with a clean 1009, no trace.
+    await ws.send_str("[" * 100_000)
+    msg = await ws.receive(timeout=5)
+    while msg.type == WSMsgType.TEXT:
+        msg = await ws.receive(timeout=5)
+    assert msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSED, WSMsgType.CLOSING)
+    assert ws.close_code == 1009

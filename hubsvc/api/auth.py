@@ -7,12 +7,13 @@ from aiohttp_session import get_session
 
 from schemas.users import AuthResultSchema, SignInSchema, SignUpSchema
 
-from ..auth import TOKEN_CACHE, check_password, hash_password, is_admin, issue_token, require_user
+from ..auth import (TOKEN_CACHE, check_password, hash_password, is_admin, issue_token,
+                    require_user, validate_password)
 from ..errors import BadRequest, Unauthorized
 from ..keys import AUTH, CONFIG, STORE
 from ..openapi import doc
 from ..present import user_public
-from ..ratelimit import SIGN_IN_LIMITER, client_ip, too_many
+from ..ratelimit import SIGN_IN_LIMITER, sign_in_key, too_many
 from ..rest import json_response, read_json
 from ..timeutil import iso
 
@@ -32,9 +33,10 @@ def _auth_answer(request: web.Request, user: dict, token: str, expires: int, sta
 
 @routes.post("/auth/sign-up")
 @doc("Create an account; answers the user and a token, and sets the session cookie",
-     body=SignUpSchema, responses={201: AuthResultSchema}, errors=(409,), public=True, tag="auth")
+     body=SignUpSchema, responses={201: AuthResultSchema}, errors=(409,), public=True, tag="auth",
+     description="The password is 8 to 72 bytes of UTF-8 (bcrypt reads no more); others → 400.")
 async def sign_up(request: web.Request) -> web.Response:
-    data = await read_json(request, SignUpSchema())
+    data = await read_json(request, SignUpSchema())  # the password through password_problem
     config = request.app[CONFIG]
     password_hash = await hash_password(data.pop("password"), config["security"]["bcrypt_rounds"])
     user = await request.app[STORE].users.create(password_hash=password_hash, **data)
@@ -45,19 +47,24 @@ async def sign_up(request: web.Request) -> web.Response:
 @routes.post("/auth/sign-in")
 @doc("Sign in with e-mail or username and password", body=SignInSchema,
      responses={200: AuthResultSchema}, errors=(401,), public=True, tag="auth",
-     description="A wrong e-mail, username or password all answer the same 401.")
+     description="A wrong e-mail, username or password all answer the same 401, in the same "
+     "time (an unknown login checks a dummy hash of the configured bcrypt cost). A password "
+     "over 72 bytes → 400. Attempts are limited per client address (IPv6: per /64) and "
+     "account, one budget whether it is named by username or e-mail → 429.")
 async def sign_in(request: web.Request) -> web.Response:
     data = await read_json(request, SignInSchema())
     login = data.get("email") or data.get("username")
     if not login:
         raise BadRequest("email or username is required")
+    validate_password(data["password"], new=False)
+    user = await request.app[STORE].users.by_login(login)
     limiter = request.app.get(SIGN_IN_LIMITER)
     if limiter is not None:
-        allowed, _, wait = limiter.take(f"{client_ip(request)}|{login.casefold()}")
+        allowed, _, wait = limiter.take(sign_in_key(request, login, user))
         if not allowed:
             return too_many(wait)
-    user = await request.app[STORE].users.by_login(login)
-    ok = await check_password(data["password"], user["password_hash"] if user else None)
+    rounds = request.app[CONFIG]["security"]["bcrypt_rounds"]
+    ok = await check_password(data["password"], user["password_hash"] if user else None, rounds)
     if not ok or user is None:
         raise Unauthorized("invalid credentials")
     token, expires = await issue_token(request, user)

@@ -17,14 +17,15 @@ from aiohttp import web
 
 from schemas.git import InfoRefsQuerySchema
 
-from ..auth import Identity, TokenCache, check_password, current_user, user_for_token
+from ..auth import (Identity, TokenCache, check_password, current_user, password_problem,
+                    user_for_token)
 from ..errors import ApiError, BadRequest, Unauthorized
 from ..githttp import SERVICES, advertise, parse_ref_updates, serve_rpc
 from ..keys import AUTH, CONFIG, STORE
 from ..openapi import doc
 from ..permissions import load_repo
 from ..pushes import record_push
-from ..ratelimit import SIGN_IN_LIMITER, client_ip
+from ..ratelimit import SIGN_IN_LIMITER, sign_in_key
 from ..repofiles import REPO_FILES
 from ..tasks import BACKGROUND
 
@@ -66,10 +67,13 @@ async def _basic_user(request: web.Request) -> dict | None:
         return user
     limiter = request.app.get(SIGN_IN_LIMITER)
     if limiter is not None:
-        allowed, _, _ = limiter.take(f"{client_ip(request)}|{username.casefold()}")
+        allowed, _, _ = limiter.take(sign_in_key(request, username, user))
         if not allowed:
             raise ApiError("too many failed sign-ins", 429)
-    if not await check_password(secret, user["password_hash"] if user else None) or user is None:
+    if password_problem(secret, new=False):
+        raise _challenge("invalid credentials")  # no password is over 72 bytes
+    rounds = request.app[CONFIG]["security"]["bcrypt_rounds"]
+    if not await check_password(secret, user["password_hash"] if user else None, rounds) or user is None:
         raise _challenge("invalid credentials")
     cache.put(digest, user, int(time.time()) + 300)
     return user

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
+import time
 
 from aiohttp import web
 
@@ -12,47 +14,82 @@ from schemas.webhooks import (AcceptedSchema, DeliveryEnvelopeSchema, DeliveryLi
                               InboundEventSchema, WebhookTestSchema)
 
 from ..auth import current_user, require_admin, require_user
-from ..errors import BadRequest, NotFound, Unauthorized, Unavailable
+from ..errors import BadRequest, Conflict, NotFound, Unauthorized, Unavailable
 from ..keys import CONFIG, STORE
 from ..notify.messages import ping_message
-from ..notify.webhook import WEBHOOK, sign
+from ..notify.webhook import WEBHOOK, sign_inbound
 from ..openapi import doc
 from ..permissions import load_repo
 from ..publish import publish
-from ..rest import json_response, load, read_query
+from ..rest import check_json_type, json_depth, json_response, load, parse_json, read_query
 from ..timeutil import iso
 
 routes = web.RouteTableDef()
 
 
+TIMESTAMP_HEADER = "X-Hubsvc-Timestamp"
+SIGNATURE_HEADER = "X-Hub-Signature-256"
+
+
+def _check_signature(request: web.Request, secret: str, raw: bytes) -> tuple[str, int]:
+    """401 unless the request is signed, over its timestamp and body, within the tolerance."""
+    timestamp = request.headers.get(TIMESTAMP_HEADER, "")
+    if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12):
+        raise Unauthorized(f"missing or invalid {TIMESTAMP_HEADER} (Unix seconds)")
+    given = request.headers.get(SIGNATURE_HEADER, "")
+    # Constant-time comparison over the raw bytes as received.
+    if not hmac.compare_digest(sign_inbound(secret, timestamp, raw).encode(), given.encode()):
+        raise Unauthorized(f"missing or invalid {SIGNATURE_HEADER}")
+    tolerance = request.app[CONFIG]["chat"]["webhook_tolerance_seconds"]
+    now = int(time.time())
+    if abs(now - int(timestamp)) > tolerance:
+        raise Unauthorized(f"{TIMESTAMP_HEADER} is more than {tolerance} seconds from now")
+    return given, now
+
+
+def _secret_may_post_to(request: web.Request, repo: dict) -> bool:
+    """The shared secret reaches public repositories and the private ones listed for it."""
+    if repo["visibility"] == "public":
+        return True
+    listed = {r.lower() for r in request.app[CONFIG]["chat"]["webhook_repositories"]}
+    return f"{repo['owner_username']}/{repo['name']}".lower() in listed
+
+
 @routes.post("/api/webhooks/chat")
 @doc("Accept an event: signed with the webhook secret, or from a writer of the repository",
-     body=InboundEventSchema, responses={202: AcceptedSchema}, errors=(403, 404), public=True,
-     tag="webhooks", description="With chat.webhook_secret set, X-Hub-Signature-256 "
-     "(sha256=<hex HMAC of the raw body>) is required, else 401. Without a secret the caller "
-     "must be signed in with write access. Accepted events go to the outbox and the WebSocket.")
+     body=InboundEventSchema, responses={202: AcceptedSchema}, errors=(403, 404, 409),
+     public=True, tag="webhooks", description=(
+         "With chat.webhook_secret set, the request needs X-Hubsvc-Timestamp (Unix seconds) and "
+         "X-Hub-Signature-256: sha256=<hex HMAC-SHA256 with the secret of "
+         "\"<timestamp>.\" followed by the raw body> (Slack's scheme, GitHub's header); else "
+         "401. A timestamp more than chat.webhook_tolerance_seconds (300) from now → 401; the "
+         "same signed request a second time → 409. The secret may post to public repositories "
+         "and to the private ones listed in chat.webhook_repositories; any other → 404, as "
+         "for a missing one. Without a secret the caller must be signed in with write access. "
+         "data is checked by type (see its schema) before the 202 → else 400. Accepted events "
+         "go to the outbox and the WebSocket."))
 async def inbound(request: web.Request) -> web.Response:
     raw = await request.read()
     secret = request.app[CONFIG]["chat"]["webhook_secret"]
     if secret:
-        given = request.headers.get("X-Hub-Signature-256", "")
-        # Constant-time comparison over the raw bytes as received.
-        if not hmac.compare_digest(sign(secret, raw).encode(), given.encode()):
-            raise Unauthorized("missing or invalid X-Hub-Signature-256")
+        signature, now = _check_signature(request, secret, raw)
     else:
         require_user(request)
-    try:
-        body = json.loads(raw) if raw.strip() else None
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequest("malformed JSON body") from None
+    check_json_type(request, raw)
+    body = parse_json(raw, json_depth(request)) if raw.strip() else None
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
     data = load(InboundEventSchema(), body)
     ref = data["repository"]
     if secret:
         repo = await request.app[STORE].repos.by_name(ref["owner"], ref["name"])
-        if repo is None:
+        if repo is None or not _secret_may_post_to(request, repo):
             raise NotFound("repository not found")
+        tolerance = request.app[CONFIG]["chat"]["webhook_tolerance_seconds"]
+        digest = hashlib.sha256(signature.encode()).digest()
+        # Kept twice the tolerance: a timestamp up to that far ahead is still accepted.
+        if not await request.app[STORE].outbox.first_sighting(digest, now, now - 2 * tolerance):
+            raise Conflict("this signed request was already accepted (a replay)")
     else:
         repo = await load_repo(request, "write", owner=ref["owner"], name=ref["name"])
     event = publish(request, repo, data["type"], data["data"], actor=current_user(request))

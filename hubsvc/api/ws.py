@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from aiohttp import WSMsgType, web
@@ -15,6 +14,7 @@ from ..notify.hub import HUB, Client
 from ..openapi import doc
 from ..permissions import role_of
 from ..ratelimit import client_ip
+from ..rest import json_depth, parse_json
 
 routes = web.RouteTableDef()
 MAX_MESSAGE = 64 * 1024
@@ -43,6 +43,8 @@ async def _ws_user(request: web.Request) -> dict[str, Any]:
      description="Server messages: connected {userId, username}, ping, pong, "
                  "notification {notification: event}, subscribed, unsubscribed, error. Client "
                  "messages: ping, pong, subscribe {repository: {owner, name}}, unsubscribe. "
+                 "A malformed message, or one nested deeper than limits.json_depth, gets "
+                 "error {error} and the socket stays open; over 64 KiB closes it (1009). "
                  "Over websocket.max_per_ip open sockets from one address → 429.")
 async def websocket(request: web.Request) -> web.StreamResponse:
     user = await _ws_user(request)
@@ -96,9 +98,12 @@ async def _heartbeat(hub, client: Client, interval: float) -> None:
 
 async def _handle(request: web.Request, hub, client: Client, text: str) -> None:
     try:
-        message = json.loads(text)
-    except ValueError:
-        message = None
+        # Depth-limited like request bodies: a deeply nested message gets an error
+        # message and the socket stays open, as for any malformed one.
+        message = parse_json(text, json_depth(request))
+    except ApiError as exc:
+        hub.send(client, {"type": "error", "error": exc.message})
+        return
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
         hub.send(client, {"type": "error", "error": "messages are JSON objects with a type"})
         return

@@ -108,7 +108,7 @@ def _push_embed(repo: str, event: Event, base_url: str) -> dict[str, Any]:
     owner_name = f"{event.repository['owner']}/{event.repository['name']}"
     summary = data.get("summary") or push_summary(data)
     return {
-        "title": f"[{repo}] {_who(event.actor)} {summary}",
+        "title": f"[{repo}] " + (f"{event.actor['username']} " if event.actor else "") + summary,
         "description": "\n".join(lines) if lines else "(no new commits)",
         "url": f"{base_url}/{owner_name}",
         "color": PUSH_BLUE,

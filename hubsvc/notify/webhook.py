@@ -28,6 +28,11 @@ def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
+def sign_inbound(secret: str, timestamp: str, body: bytes) -> str:
+    """The X-Hub-Signature-256 an inbound request needs: over "<timestamp>." + body, as Slack's."""
+    return sign(secret, timestamp.encode() + b"." + body)
+
+
 def retry_after_seconds(value: str | None) -> float | None:
     """Retry-After as seconds, from either of its two forms."""
     if not value:

@@ -6,12 +6,15 @@ import asyncio
 import functools
 import itertools
 import logging
+import os
 import re
 import sqlite3
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import aiosqlite
+
+from ..datadir import FILE_MODE, private_file
 
 log = logging.getLogger("hubsvc.store")
 
@@ -88,8 +91,15 @@ class Database:
 
     async def open(self) -> None:
         """Open the connections, turn on WAL and apply the migrations."""
+        # SQLite gives the -wal and -shm files the database file's mode, so a 0600
+        # database keeps its journal private too; existing ones are set as well.
+        if self.path != ":memory:":
+            private_file(Path(self.path))
         self._writer = await aiosqlite.connect(self.path, isolation_level=None)
         await self._call(self._writer, self._setup_writer)
+        for suffix in ("-wal", "-shm"):
+            if Path(self.path + suffix).is_file():
+                os.chmod(self.path + suffix, FILE_MODE)
         for _ in range(self._reader_count):
             reader = await aiosqlite.connect(self.path, isolation_level=None)
             await self._call(reader, _configure)

@@ -78,3 +78,11 @@ class OutboxStore(Table):
         """How many deliveries are in each status."""
         return {row[0]: row[1] for row in conn.execute(
             "SELECT status, COUNT(*) FROM webhook_deliveries GROUP BY status")}
+
+    @writes
+    def first_sighting(self, conn, signature_digest: bytes, now: int, forget_before: int) -> bool:
+        """Record an inbound request's signature; False when it was seen before (a replay)."""
+        conn.execute("DELETE FROM webhook_inbound_seen WHERE seen_at < ?", (forget_before,))
+        cur = conn.execute("INSERT OR IGNORE INTO webhook_inbound_seen (signature, seen_at)"
+                           " VALUES (?, ?)", (signature_digest, now))
+        return cur.rowcount == 1
