@@ -16,13 +16,33 @@ MAX_TERMS = 10
 CACHE_SIZE = 512
 
 
+# A "quoted phrase" (its closing quote present) or a run of non-space characters.
+_GROUP = re.compile(r'"([^"]*)"|"?([^\s"]+)')
+# Runs of letters and digits, the tokens FTS5's unicode61 tokenizer makes: `-`, `_`, `.`
+# and every other punctuation separate words on both the index and the query side.
+_WORD = re.compile(r"[^\W_]+")
+
+
 def match_query(text: str) -> str | None:
-    """User text as an FTS5 query: each word a quoted prefix term, all required."""
-    words = re.findall(r"\w+", text)[:MAX_TERMS]
-    if not words:
-        return None
-    # Quoting makes every word a plain term, so FTS5 operators in the input mean nothing.
-    return " ".join('"' + word[:64].replace('"', '""') + '"*' for word in words)
+    """User text as an FTS5 query: every space-separated group required, as a phrase.
+
+    `my-cool-tool` is the phrase my cool tool* (its words in that order, the last one a
+    prefix), so it finds the name it spells; `my cool tool` finds it too (each word on
+    its own); `"my cool tool"` in quotes is an exact phrase. None when there are no words.
+    """
+    phrases, budget = [], MAX_TERMS
+    for match in _GROUP.finditer(text):
+        quoted, group = match.group(1), match.group(2)
+        words = [w[:64] for w in _WORD.findall(group if quoted is None else quoted)][:budget]
+        if not words:
+            continue
+        budget -= len(words)
+        # Only letters and digits go inside the quotes, so FTS5 syntax in the input
+        # (quotes, *, ^, :, parentheses, NEAR, AND, OR) is never anything but text.
+        phrases.append('"' + " ".join(words) + '"' + ("" if quoted is not None else "*"))
+        if not budget:
+            break
+    return " ".join(phrases) or None
 
 
 def cached(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
