@@ -137,6 +137,25 @@ async def test_repository_found_by_any_word_of_its_name(client, alice):
         assert await names(client, q) == ["snake_case.name"], q
 
 
+async def test_repository_found_by_its_full_name(client, alice, bob):
+    await create(client, alice, "vault-be71b57345")
+    await create(client, bob, "vault-be71b57345")
+    await create(client, alice, "vault-hidden", visibility="private")
+    await sign_up(client, "client")
+    await create(client, bob, "chat", description="a client/server chat")
+    for q in ("alice/vault-be71b57345", "Alice/Vault-BE71B57345", " alice/vault-be71 ",
+              "alice/be71b57345"):
+        body = await search(client, q)
+        assert [r["fullName"] for r in body["results"]] == ["alice/vault-be71b57345"], q
+    assert len((await search(client, "vault-be71b57345"))["results"]) == 2
+    assert (await search(client, "carol/vault-be71b57345"))["results"] == []
+    # Still plain words where they match, even when the part before / is a user.
+    assert await names(client, "client/server") == ["chat"]
+    # And never a private repository for those who may not read it.
+    assert (await search(client, "alice/vault-hidden", headers=bob.headers))["results"] == []
+    assert len((await search(client, "alice/vault-hidden", headers=alice.headers))["results"]) == 1
+
+
 async def test_user_found_by_any_word_of_the_username(client):
     await sign_up(client, "ada-lovelace")
     await sign_up(client, "grace-hopper")

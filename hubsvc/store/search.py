@@ -45,6 +45,19 @@ def match_query(text: str) -> str | None:
     return " ".join(phrases) or None
 
 
+# `owner/name`, the full name a repository is shown and cloned by.
+_FULL_NAME = re.compile(r"\s*([A-Za-z0-9-]{1,39})/([^\s/\"]+)\s*")
+
+
+def full_name_query(text: str) -> tuple[str, str, str] | None:
+    """For text that is one `owner/name`: the owner's key, a name-only query, the plain one."""
+    match = _FULL_NAME.fullmatch(text)
+    name = match and match_query(match.group(2))
+    if not name:
+        return None
+    return match.group(1).lower(), "name : " + name, match_query(text) or ""
+
+
 def cached(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     """Serve repeated searches from memory until the next write to the database.
 
@@ -85,15 +98,26 @@ class SearchStore(Table):
     @reads
     def repositories(self, conn, text: str, viewer: int, limit: int, offset: int
                      ) -> tuple[list[dict[str, Any]], bool]:
-        """Repositories by name (weighted) and description."""
-        query = match_query(text)
+        """Repositories by name (weighted) and description; `owner/name` by full name too."""
+        query, where, params = match_query(text), "", {}
+        full = full_name_query(text)
+        if full is not None:
+            # The owner is not in the index: either the name's words in a repository of
+            # that owner, or the whole text as words anywhere (a description's `a/b`).
+            owner, name, plain = full
+            query = f"({name}) OR ({plain})"
+            where = (" AND (r.owner_id IN (SELECT id FROM users WHERE username_key = :owner)"
+                     " OR r.id IN (SELECT rowid FROM repositories_fts WHERE repositories_fts"
+                     " MATCH :plain))")
+            params = {"owner": owner, "plain": plain}
         if query is None:
             return [], False
         rows = conn.execute(
             REPO_SELECT + " JOIN repositories_fts f ON f.rowid = r.id"
-            f" WHERE repositories_fts MATCH :q AND {VISIBLE}"
+            f" WHERE repositories_fts MATCH :q AND {VISIBLE}{where}"
             " ORDER BY bm25(repositories_fts, 10.0, 1.0), r.id DESC LIMIT :limit OFFSET :offset",
-            {"q": query, "viewer": viewer, "limit": limit + 1, "offset": offset}).fetchall()
+            {"q": query, "viewer": viewer, "limit": limit + 1, "offset": offset, **params}
+        ).fetchall()
         return _page([_repo(r) for r in rows], limit)
 
     @cached
