@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
+
+from hubsvc.app import create_app
+from hubsvc.store.db import SQL_DIR, apply_migrations, migration_files
+
 from .conftest import sign_up
+from .gitcli import git, remote
 from .test_repos import create
 
 
@@ -88,6 +95,171 @@ async def test_bad_queries(client):
     for q in ('"', "a OR", "NEAR(", "*", "col:x", "-x", "a AND NOT b"):
         resp = await client.get("/api/search", params={"q": q})
         assert resp.status == 200, q
+
+
+FTS_SYNTAX = ['"', '""', '"my cool', 'my" cool"', "*", "cool*", "^cool", "name:cool",
+              "{name description}: cool", "(cool)", "(cool OR tool", "cool) AND (",
+              "NEAR(my tool, 2)", "NEAR", "AND", "OR", "NOT cool", "cool + tool", "-cool",
+              "'cool'", "\\", "%", "_", "-_.", "my_cool.tool", "\u00e9\u0301", "\U0001f600 cool",
+              "\ue000", "a" * 256, " ".join(["cool"] * 40)]
+
+
+async def test_fts_syntax_is_plain_text_for_every_type(client, alice):
+    await create(client, alice, "my-cool-tool", description="does (cool) things: NEAR AND OR")
+    for kind in ("repositories", "issues", "pulls", "users"):
+        for q in FTS_SYNTAX:
+            resp = await client.get("/api/search", params={"q": q, "type": kind})
+            assert resp.status == 200, (kind, q, await resp.text())
+    # The words still count, whatever surrounds them.
+    for q in ("(cool)", "^cool", "cool*", "my_cool.tool", "'cool'?", "\"cool\""):
+        assert [r["name"] for r in (await search(client, q))["results"]] == ["my-cool-tool"], q
+
+
+async def names(client, q, kind="repositories", field="name"):
+    return [r[field] for r in (await search(client, q, kind))["results"]]
+
+
+async def test_repository_found_by_any_word_of_its_name(client, alice):
+    await create(client, alice, "my-cool-tool")
+    await create(client, alice, "vault-be71b57345")
+    await create(client, alice, "tool-cool-my")
+    await create(client, alice, "snake_case.name")
+    for q in ("cool", "coo", "my-cool-tool", "my cool tool", '"my cool tool"', "My-Cool-Tool",
+              "my-cool-to", "cool-tool"):
+        assert "my-cool-tool" in await names(client, q), q
+    # A name written with its punctuation is those words in that order.
+    assert await names(client, "my-cool-tool") == ["my-cool-tool"]
+    assert await names(client, '"my cool tool"') == ["my-cool-tool"]
+    assert await names(client, '"my cool too"') == []  # quoted: exact words
+    for q in ("be71b57345", "be71", "vault-be71b57345", "vault be71b57345"):
+        assert await names(client, q) == ["vault-be71b57345"], q
+    for q in ("case", "snake", "name", "snake_case.name", "case.name"):
+        assert await names(client, q) == ["snake_case.name"], q
+
+
+async def test_repository_found_by_its_full_name(client, alice, bob):
+    await create(client, alice, "vault-be71b57345")
+    await create(client, bob, "vault-be71b57345")
+    await create(client, alice, "vault-hidden", visibility="private")
+    await sign_up(client, "client")
+    await create(client, bob, "chat", description="a client/server chat")
+    for q in ("alice/vault-be71b57345", "Alice/Vault-BE71B57345", " alice/vault-be71 ",
+              "alice/be71b57345"):
+        body = await search(client, q)
+        assert [r["fullName"] for r in body["results"]] == ["alice/vault-be71b57345"], q
+    assert len((await search(client, "vault-be71b57345"))["results"]) == 2
+    assert (await search(client, "carol/vault-be71b57345"))["results"] == []
+    # Still plain words where they match, even when the part before / is a user.
+    assert await names(client, "client/server") == ["chat"]
+    # And never a private repository for those who may not read it.
+    assert (await search(client, "alice/vault-hidden", headers=bob.headers))["results"] == []
+    assert len((await search(client, "alice/vault-hidden", headers=alice.headers))["results"]) == 1
+
+
+async def test_user_found_by_any_word_of_the_username(client):
+    await sign_up(client, "ada-lovelace")
+    await sign_up(client, "grace-hopper")
+    for q in ("lovelace", "love", "ada", "ada-lovelace", "ada lovelace", "Ada-Lovelace"):
+        assert await names(client, q, "users", "username") == ["ada-lovelace"], q
+    assert await names(client, "hopper", "users", "username") == ["grace-hopper"]
+
+
+async def test_issue_titles_with_punctuation(client, alice):
+    await create(client, alice, "proj")
+    url = "/api/repositories/alice/proj/issues"
+    for title in ("my-cool-tool crashes", "Fix parse_args.py on v2.0-rc1", "tool for my cool app"):
+        resp = await client.post(url, json={"title": title}, headers=alice.headers)
+        assert resp.status == 201
+    for q in ("cool", "coo", "my cool tool"):  # each word anywhere
+        assert "my-cool-tool crashes" in await names(client, q, "issues", "title"), q
+    for q in ("my-cool-tool", "my-cool-to", '"my cool tool"'):  # the words in that order
+        assert await names(client, q, "issues", "title") == ["my-cool-tool crashes"], q
+    for q in ("parse_args", "args", "parse_args.py", "v2", "rc1", "0-rc1", "v2.0-rc1"):
+        assert await names(client, q, "issues", "title") == ["Fix parse_args.py on v2.0-rc1"], q
+
+
+async def test_pull_request_titles_with_punctuation(client, alice, tmp_path):
+    await create(client, alice, "proj")
+    work = tmp_path / "work"
+    await git("init", "-q", "-b", "main", str(work))
+    (work / "a.txt").write_text("a\n")
+    await git("add", "-A", cwd=work)
+    await git("commit", "-qm", "base", cwd=work)
+    for branch in ("one", "two"):
+        await git("checkout", "-qb", branch, "main", cwd=work)
+        (work / f"{branch}.txt").write_text(branch)
+        await git("add", "-A", cwd=work)
+        await git("commit", "-qm", branch, cwd=work)
+    await git("push", "-q", remote(client, alice, "alice", "proj"), "main", "one", "two", cwd=work)
+    for head, title in (("one", "Add my-cool-tool.yml"), ("two", "Tool: my cool yml")):
+        resp = await client.post("/api/repositories/alice/proj/pulls", headers=alice.headers,
+                                 json={"title": title, "body": "", "head": head})
+        assert resp.status == 201, await resp.text()
+    for q in ("cool", "coo", "my cool tool", "yml"):
+        assert "Add my-cool-tool.yml" in await names(client, q, "pulls", "title"), q
+    for q in ("my-cool-tool", '"my cool tool"', "my-cool-tool.yml", "tool.yml"):
+        assert await names(client, q, "pulls", "title") == ["Add my-cool-tool.yml"], q
+    assert await names(client, "cool", "issues", "title") == []
+
+
+async def test_name_and_title_matches_rank_above_body_matches(client, alice):
+    # Created first, so id order alone would put the body match ahead.
+    await create(client, alice, "notes", description="notes for my-cool-tool and its cool parts")
+    await create(client, alice, "my-cool-tool", description="a tool")
+    for q in ("cool", "my-cool-tool", "my cool tool"):
+        assert await names(client, q) == ["my-cool-tool", "notes"], q
+    url = "/api/repositories/alice/notes/issues"
+    await client.post(url, json={"title": "notes", "body": "my-cool-tool crashes, cool"},
+                      headers=alice.headers)
+    await client.post(url, json={"title": "my-cool-tool crashes"}, headers=alice.headers)
+    assert await names(client, "cool", "issues", "title") == ["my-cool-tool crashes", "notes"]
+    zed = await sign_up(client, "zed")
+    resp = await client.patch("/api/users/me/settings", headers=zed.headers,
+                              json={"name": "Ada Lovelace fan"})
+    assert resp.status == 200, await resp.text()
+    await sign_up(client, "ada-lovelace")
+    assert await names(client, "lovelace", "users", "username") == ["ada-lovelace", "zed"]
+
+
+async def test_upgrade_rebuilds_the_indexes_of_an_existing_database(aiohttp_client, config,
+                                                                    tmp_path):
+    # A database made by the migrations before 0010, with rows already in it.
+    old_sql = tmp_path / "old_sql"
+    old_sql.mkdir()
+    for version, _, path in migration_files():
+        if version <= 7:
+            shutil.copy(path, old_sql)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(config.data_dir / "hubsvc.db", isolation_level=None)
+    assert apply_migrations(conn, old_sql) == [1, 2, 3, 4, 5, 6, 7]
+    now = "2024-01-01T00:00:00Z"
+    conn.execute("INSERT INTO users (id, username, username_key, email, email_key, name,"
+                 " password_hash, created_at, updated_at) VALUES (1, 'ada-lovelace',"
+                 " 'ada-lovelace', 'ada@example.com', 'ada@example.com', '', 'x', ?, ?)",
+                 (now, now))
+    conn.execute("INSERT INTO repositories (id, owner_id, name, name_key, visibility,"
+                 " created_at, updated_at) VALUES (1, 1, 'vault-be71b57345',"
+                 " 'vault-be71b57345', 'public', ?, ?)", (now, now))
+    conn.execute("INSERT INTO issues (repo_id, number, title, created_at, updated_at)"
+                 " VALUES (1, 1, 'my-cool-tool crashes', ?, ?)", (now, now))
+    # The old tokenizer kept the name whole: the last word alone found nothing.
+    assert conn.execute("SELECT rowid FROM repositories_fts WHERE repositories_fts MATCH"
+                        " '\"be71b57345\"*'").fetchall() == []
+    conn.close()
+
+    client = await aiohttp_client(create_app(config))
+    assert await names(client, "be71b57345") == ["vault-be71b57345"]
+    assert await names(client, "vault-be71b57345") == ["vault-be71b57345"]
+    assert await names(client, "lovelace", "users", "username") == ["ada-lovelace"]
+    assert await names(client, "my-cool-tool", "issues", "title") == ["my-cool-tool crashes"]
+    # The triggers of 0004 keep the new indexes in step.
+    ada = await sign_up(client, "ada-byron")
+    await create(client, ada, "tiny_box.rs")
+    assert await names(client, "box") == ["tiny_box.rs"]
+    assert await names(client, "byron", "users", "username") == ["ada-byron"]
+    await client.delete("/api/repositories/ada-byron/tiny_box.rs", headers=ada.headers)
+    assert await names(client, "box") == []
+    assert SQL_DIR.joinpath("0010_search_words.sql").exists()
 
 
 async def test_repeated_searches_see_every_write(client, alice):

@@ -28,7 +28,18 @@ def _issue_result(base: str, row: dict, is_pull: bool) -> dict:
 @doc("Ranked full-text search; private hits only for those who may read them",
      query=SearchQuerySchema, responses={200: SearchResultsSchema}, public=True, tag="search",
      description="Every result has type, id, title, description, url, createdAt, plus the "
-                 "fields of its kind; issues and pulls also carry repository {owner, name}.")
+                 "fields of its kind; issues and pulls also carry repository {owner, name}. "
+                 "Names, usernames, titles and texts are split into words at every character "
+                 "that is not a letter or digit (`-`, `_`, `.`, spaces...), without regard to "
+                 "case or accents. Every space-separated part of q must match: a single word "
+                 "as a word prefix (`coo` and `be71b57345` find `my-cool-tool` and "
+                 "`vault-be71b57345`), a part with punctuation as its words in that order, "
+                 "the last one a prefix (`my-cool-tool`, `ada-love`); `\"my cool tool\"` in "
+                 "double quotes is an exact phrase. For repositories, a q that is one "
+                 "`owner/name` also finds the owner's repositories by the words of name. "
+                 "Other characters, AND, OR, NOT and NEAR are plain text; at most 10 words "
+                 "count. Name, username and title matches rank above description and body "
+                 "matches.")
 async def search(request: web.Request) -> web.Response:
     query = read_query(request, SearchQuerySchema())
     if not query["q"].strip():

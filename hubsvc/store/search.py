@@ -16,13 +16,46 @@ MAX_TERMS = 10
 CACHE_SIZE = 512
 
 
+# A "quoted phrase" (its closing quote present) or a run of non-space characters.
+_GROUP = re.compile(r'"([^"]*)"|"?([^\s"]+)')
+# Runs of letters and digits, the tokens FTS5's unicode61 tokenizer makes: `-`, `_`, `.`
+# and every other punctuation separate words on both the index and the query side.
+_WORD = re.compile(r"[^\W_]+")
+
+
 def match_query(text: str) -> str | None:
-    """User text as an FTS5 query: each word a quoted prefix term, all required."""
-    words = re.findall(r"\w+", text)[:MAX_TERMS]
-    if not words:
+    """User text as an FTS5 query: every space-separated group required, as a phrase.
+
+    `my-cool-tool` is the phrase my cool tool* (its words in that order, the last one a
+    prefix), so it finds the name it spells; `my cool tool` finds it too (each word on
+    its own); `"my cool tool"` in quotes is an exact phrase. None when there are no words.
+    """
+    phrases, budget = [], MAX_TERMS
+    for match in _GROUP.finditer(text):
+        quoted, group = match.group(1), match.group(2)
+        words = [w[:64] for w in _WORD.findall(group if quoted is None else quoted)][:budget]
+        if not words:
+            continue
+        budget -= len(words)
+        # Only letters and digits go inside the quotes, so FTS5 syntax in the input
+        # (quotes, *, ^, :, parentheses, NEAR, AND, OR) is never anything but text.
+        phrases.append('"' + " ".join(words) + '"' + ("" if quoted is not None else "*"))
+        if not budget:
+            break
+    return " ".join(phrases) or None
+
+
+# `owner/name`, the full name a repository is shown and cloned by.
+_FULL_NAME = re.compile(r"\s*([A-Za-z0-9-]{1,39})/([^\s/\"]+)\s*")
+
+
+def full_name_query(text: str) -> tuple[str, str, str] | None:
+    """For text that is one `owner/name`: the owner's key, a name-only query, the plain one."""
+    match = _FULL_NAME.fullmatch(text)
+    name = match and match_query(match.group(2))
+    if not name:
         return None
-    # Quoting makes every word a plain term, so FTS5 operators in the input mean nothing.
-    return " ".join('"' + word[:64].replace('"', '""') + '"*' for word in words)
+    return match.group(1).lower(), "name : " + name, match_query(text) or ""
 
 
 def cached(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -65,15 +98,26 @@ class SearchStore(Table):
     @reads
     def repositories(self, conn, text: str, viewer: int, limit: int, offset: int
                      ) -> tuple[list[dict[str, Any]], bool]:
-        """Repositories by name (weighted) and description."""
-        query = match_query(text)
+        """Repositories by name (weighted) and description; `owner/name` by full name too."""
+        query, where, params = match_query(text), "", {}
+        full = full_name_query(text)
+        if full is not None:
+            # The owner is not in the index: either the name's words in a repository of
+            # that owner, or the whole text as words anywhere (a description's `a/b`).
+            owner, name, plain = full
+            query = f"({name}) OR ({plain})"
+            where = (" AND (r.owner_id IN (SELECT id FROM users WHERE username_key = :owner)"
+                     " OR r.id IN (SELECT rowid FROM repositories_fts WHERE repositories_fts"
+                     " MATCH :plain))")
+            params = {"owner": owner, "plain": plain}
         if query is None:
             return [], False
         rows = conn.execute(
             REPO_SELECT + " JOIN repositories_fts f ON f.rowid = r.id"
-            f" WHERE repositories_fts MATCH :q AND {VISIBLE}"
+            f" WHERE repositories_fts MATCH :q AND {VISIBLE}{where}"
             " ORDER BY bm25(repositories_fts, 10.0, 1.0), r.id DESC LIMIT :limit OFFSET :offset",
-            {"q": query, "viewer": viewer, "limit": limit + 1, "offset": offset}).fetchall()
+            {"q": query, "viewer": viewer, "limit": limit + 1, "offset": offset, **params}
+        ).fetchall()
         return _page([_repo(r) for r in rows], limit)
 
     @cached
