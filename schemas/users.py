@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import re
+from datetime import timezone
 
 from marshmallow import ValidationError, fields, validate, validates
 
-from .common import Base, UserSummarySchema
+from .common import Base, PageQuerySchema, UserSummarySchema
 
 RESERVED_USERNAMES = frozenset({
     "me", "api", "auth", "ws", "health", "admin", "settings", "login", "logout", "new",
-    "explore", "static",
+    "explore", "static", "ghost",
 })
 USERNAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$")
 
@@ -113,3 +114,68 @@ class SettingsSchema(Base):
 
 class SettingsEnvelopeSchema(Base):
     settings = fields.Nested(SettingsSchema, required=True)
+
+
+class PasswordChangeSchema(Base):
+    currentPassword = fields.String(required=True, validate=validate.Length(max=1024),
+                                    load_only=True)
+    newPassword = fields.String(required=True, validate=_password, load_only=True,
+                                metadata={"description": "8 to 72 bytes"})
+
+
+class TokenSchema(Base):
+    id = fields.String(required=True)
+    name = fields.String(required=True)
+    createdAt = fields.String(required=True)
+    expiresAt = fields.String(required=True, allow_none=True,
+                              metadata={"description": "null: never expires"})
+    lastUsedAt = fields.String(required=True, allow_none=True,
+                               metadata={"description": "updated at most once a minute"})
+
+
+def _token_name(value: str) -> None:
+    if not value.strip() or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValidationError("must be 1-100 characters, not blank, no control characters")
+
+
+class TokenCreateSchema(Base):
+    name = fields.String(required=True, validate=[validate.Length(min=1, max=100), _token_name])
+    expiresAt = fields.AwareDateTime(
+        load_default=None, allow_none=True, default_timezone=timezone.utc,
+        metadata={"description": "ISO 8601 time in the future; null or absent: never"})
+
+
+class TokenCreatedSchema(Base):
+    token = fields.Nested(TokenSchema, required=True)
+    secret = fields.String(required=True, metadata={
+        "description": "hubsvc_pat_…: shown only in this answer; use it as a bearer token or "
+                       "as git's password"})
+
+
+class TokenListSchema(Base):
+    tokens = fields.List(fields.Nested(TokenSchema), required=True)
+
+
+class AdminUserSchema(UserSchema):
+    disabled = fields.Boolean(required=True)
+
+
+class AdminUserEnvelopeSchema(Base):
+    user = fields.Nested(AdminUserSchema, required=True)
+
+
+class AdminUserListSchema(Base):
+    users = fields.List(fields.Nested(AdminUserSchema), required=True)
+    hasMore = fields.Boolean(required=True)
+
+
+class AdminUserCreateSchema(SignUpSchema):
+    isAdmin = fields.Boolean(load_default=False)
+
+
+class AdminUserPatchSchema(Base):
+    disabled = fields.Boolean()
+    isAdmin = fields.Boolean()
+
+
+AdminUserQuerySchema = PageQuerySchema
