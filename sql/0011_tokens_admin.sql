@@ -15,6 +15,13 @@ CREATE TABLE personal_tokens (
     UNIQUE (user_id, name)
 );
 
+-- Ids of deleted accounts: a new account never gets one back (users.id has no
+-- AUTOINCREMENT, and SQLite would hand out the highest id again once its row is gone).
+CREATE TABLE deleted_users (
+    id         INTEGER PRIMARY KEY,
+    deleted_at TEXT NOT NULL
+);
+
 -- The ghost: disabled, never an administrator, and its password hash is of a random
 -- secret nobody kept. It takes the name "ghost" unless an account already has it.
 INSERT INTO users (username, username_key, email, email_key, name, password_hash, is_admin,

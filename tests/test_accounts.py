@@ -3,8 +3,6 @@ that reaches open WebSockets; repository access re-checked for open sockets."""
 
 from __future__ import annotations
 
-import asyncio
-
 from aiohttp import WSMsgType
 
 from hubsvc.keys import STORE
@@ -27,10 +25,10 @@ def bearer(secret: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {secret}"}
 
 
-async def closed_with(ws) -> tuple[int, str]:
+async def closed_with(ws, timeout: float = 5) -> tuple[int, str]:
     """Read until the close frame: no notification may come first; its code and reason."""
     while True:
-        message = await ws.receive(timeout=5)
+        message = await ws.receive(timeout=timeout)
         if message.type == WSMsgType.TEXT:
             assert message.json()["type"] != "notification", message.data
             continue
@@ -163,7 +161,7 @@ async def test_a_revocation_made_elsewhere_reaches_the_socket(client, alice):
     # What run.py reset-password does from another process: the database changes and
     # nothing tells this server; its sweep of open sockets finds the token gone.
     await client.app[STORE].users.set_password(int(alice.id), "x")
-    code, reason = await asyncio.wait_for(closed_with(ws), 15)
+    code, reason = await closed_with(ws, timeout=15)
     assert (code, reason) == (4001, "token revoked")
 
 

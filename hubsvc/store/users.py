@@ -56,10 +56,13 @@ class UserStore(Table):
         first = conn.execute(
             "SELECT NOT EXISTS (SELECT 1 FROM users WHERE is_ghost = 0)").fetchone()[0]
         now = now_iso()
+        # Past every id a deleted account had: ids are never handed out twice.
         cur = conn.execute(
-            "INSERT INTO users (username, username_key, email, email_key, name,"
+            "INSERT INTO users (id, username, username_key, email, email_key, name,"
             " password_hash, is_admin, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (MAX(COALESCE((SELECT MAX(id) FROM users), 0),"
+            " COALESCE((SELECT MAX(id) FROM deleted_users), 0)) + 1,"
+            " ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (username, username.lower(), email, email.casefold(), name, password_hash,
              int(first or is_admin), now, now),
         )
@@ -197,6 +200,8 @@ class UserStore(Table):
             "SELECT id FROM repositories WHERE owner_id = ?", (user_id,))]
         # Cascades take tokens, avatar, collaborations, stars, chat links and repositories.
         conn.execute("DELETE FROM users WHERE id = ?", (user_id,))
+        conn.execute("INSERT OR REPLACE INTO deleted_users (id, deleted_at) VALUES (?, ?)",
+                     (user_id, now_iso()))
         return repos
 
     @reads
