@@ -194,3 +194,11 @@ async def test_losing_read_access_unsubscribes_at_once(client, alice, bob):
     await nothing_for(ws_carol)
     await ws_bob.close()
     await ws_carol.close()
+
+
+async def test_an_expired_personal_token_is_refused(client, alice):
+    created = await new_pat(client, alice, "short", expiresAt="2999-01-01T00:00:00Z")
+    # Its expiry passes (set in the database: the test cannot wait for a real one).
+    await client.app[STORE].db.write(lambda c: c.execute(
+        "UPDATE personal_tokens SET expires_at = 1 WHERE id = ?", (int(created["token"]["id"]),)))
+    assert (await client.get("/api/users/me", headers=bearer(created["secret"]))).status == 401
