@@ -146,6 +146,8 @@ async def _user(store: Store, username: str) -> dict[str, Any]:
     user = await store.users.by_username(username)
     if user is None:
         raise CommandError(f"no user named {username}")
+    if user["is_ghost"]:
+        raise CommandError(f"{username} holds deleted users' work and cannot be changed")
     return user
 
 
@@ -160,15 +162,7 @@ def create_user(config: Config, username: str, email: str, name: str | None,
 
     async def go(store: Store) -> dict[str, Any]:
         password_hash = await hash_password(password, config["security"]["bcrypt_rounds"])
-        users = store.users
-
-        def insert(conn: sqlite3.Connection) -> dict[str, Any]:
-            user = users.create.sync(users, conn, password_hash=password_hash, **data)
-            if admin and not user["is_admin"]:
-                users.set_admin.sync(users, conn, user["id"], True)
-            return users.by_id.sync(users, conn, user["id"])
-
-        return await store.db.write(insert)
+        return await store.users.create(password_hash=password_hash, is_admin=admin, **data)
 
     user = _with_store(config, go, create=True)
     role = ", administrator" if user["is_admin"] else ""
@@ -176,7 +170,7 @@ def create_user(config: Config, username: str, email: str, name: str | None,
 
 
 def reset_password(config: Config, username: str) -> None:
-    """Set a new password and revoke every token of the user."""
+    """Set a new password and revoke every token of the user (personal ones too)."""
 
     async def go(store: Store) -> None:
         user = await _user(store, username)
@@ -189,7 +183,7 @@ def reset_password(config: Config, username: str) -> None:
 
 
 def set_admin(config: Config, username: str, flag: bool) -> None:
-    """Grant or revoke administrator rights (the database flag)."""
+    """Grant or revoke administrator rights; the last administrator keeps them."""
 
     async def go(store: Store) -> None:
         user = await _user(store, username)
@@ -199,8 +193,8 @@ def set_admin(config: Config, username: str, flag: bool) -> None:
     print(f"{username} is {'now' if flag else 'no longer'} an administrator")
     listed = {name.lower() for name in config["security"]["admins"]}
     if not flag and username.lower() in listed:
-        print(f"note: {username} stays an administrator through security.admins "
-              "in the configuration")
+        print(f"note: security.admins lists {username}: the next start of the server "
+              "makes it an administrator again")
 
 
 # -- git and files ----------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections import defaultdict
 import uuid
@@ -13,6 +14,8 @@ from aiohttp import web
 from aiohttp_session import session_middleware
 from aiohttp_session.cookie_storage import EncryptedCookieStorage
 
+from .api import account as account_api
+from .api import admin as admin_api
 from .api import auth as auth_api
 from .api import docs as docs_api
 from .api import chat as chat_api
@@ -26,7 +29,7 @@ from .api import smart_http
 from .api import users as users_api
 from .api import webhooks as webhooks_api
 from .api import ws as ws_api
-from .auth import TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
+from .auth import PAT_TOUCHED, TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
 from .config import Config, ensure_secret
 from .datadir import tighten
 from .errors import error_middleware
@@ -41,6 +44,7 @@ from .repofiles import REPO_FILES, RepoFiles
 from .store import Store
 from .tasks import BACKGROUND, Background
 
+log = logging.getLogger("hubsvc")
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
@@ -64,6 +68,11 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     store = app[STORE]
     await store.open()
     await asyncio.to_thread(app[REPO_FILES].prepare)
+    # security.admins names accounts that exist now; a later sign-up of a listed name
+    # must not inherit the rights, so the names become the database flag here, once.
+    promoted = await store.users.promote_admins(app[CONFIG]["security"]["admins"])
+    if promoted:
+        log.info("security.admins made %s administrators", ", ".join(promoted))
     yield
     app[REPO_FILES].close()
     await store.close()
@@ -103,6 +112,7 @@ def create_app(config: Config) -> web.Application:
     app[BUS] = EventBus()
     app[BACKGROUND] = Background()
     app[TOKEN_CACHE] = TokenCache()
+    app[PAT_TOUCHED] = {}
     app[smart_http.BASIC_CACHE] = TokenCache(ttl=300)
     app[REPO_FILES] = RepoFiles(config.data_dir / "repositories")
     app[MERGE_LOCKS] = defaultdict(asyncio.Lock)
@@ -119,7 +129,7 @@ def create_app(config: Config) -> web.Application:
     app.on_shutdown.extend([_mark_shutdown, close_sockets])
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
-    for module in (meta_api, docs_api, auth_api, users_api, repos_api, issues_api, pulls_api,
+    for module in (meta_api, docs_api, auth_api, account_api, users_api, admin_api, repos_api, issues_api, pulls_api,
                    search_api, chat_api, webhooks_api, ws_api, git_api, smart_http):
         app.router.add_routes(module.routes)
     _setup_cors(app, config)

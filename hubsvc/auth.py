@@ -77,6 +77,23 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+# Personal access tokens carry a prefix, as GitHub's ghp_ do: secret scanners can spot a
+# leaked one, and the lookup knows which table to ask.
+PAT_PREFIX = "hubsvc_pat_"
+# lastUsedAt is written at most this often per token, not on every request.
+PAT_TOUCH_SECONDS = 60
+
+
+def new_personal_token() -> str:
+    """A personal access token: the prefix and 32 random bytes."""
+    return PAT_PREFIX + secrets.token_urlsafe(32)
+
+
+def is_personal_token(token: str) -> bool:
+    """Whether a token is a personal access token (by its prefix)."""
+    return token.startswith(PAT_PREFIX)
+
+
 def cookie_key(secret: str) -> bytes:
     """The 32 raw bytes aiohttp-session turns into its Fernet key, derived from the configured secret."""
     return hashlib.sha256(b"hubsvc-session:" + secret.encode()).digest()
@@ -89,6 +106,7 @@ class Identity:
     user: dict[str, Any]
     via: str  # "bearer", "cookie", "basic", "bot"
     token_digest: bytes | None = None
+    personal: bool = False  # authenticated by a personal access token
 
     @property
     def id(self) -> int:
@@ -131,20 +149,38 @@ class TokenCache:
 
 
 TOKEN_CACHE = web.AppKey("token_cache", TokenCache)
+PAT_TOUCHED = web.AppKey("pat_touched", dict)
 
 
 async def user_for_token(app: web.Application, token: str) -> tuple[dict[str, Any], bytes] | None:
     """The user of a live token, from the cache or the database."""
     digest = token_digest(token)
+    personal = is_personal_token(token)
     cache = app[TOKEN_CACHE]
     hit = cache.get(digest)
     if hit is None:
-        found = await app[STORE].users.token_owner(digest)
+        users = app[STORE].users
+        found = await (users.personal_token_owner(digest) if personal
+                       else users.token_owner(digest))
         if found is None:
             return None
         cache.put(digest, *found)
         hit = found
+    if personal:
+        await _touch(app, digest)
     return hit[0], digest
+
+
+async def _touch(app: web.Application, digest: bytes) -> None:
+    """Record a personal access token's use, at most once a minute per token."""
+    touched = app[PAT_TOUCHED]
+    now = time.monotonic()
+    if now - touched.get(digest, -PAT_TOUCH_SECONDS) < PAT_TOUCH_SECONDS:
+        return
+    if len(touched) > 10000:
+        touched.clear()
+    touched[digest] = now
+    await app[STORE].users.touch_personal_token(digest)
 
 
 async def issue_token(request: web.Request, user: dict[str, Any]) -> tuple[str, int]:
@@ -186,7 +222,8 @@ async def auth_middleware(request: web.Request, handler):
         found = await user_for_token(request.app, header[7:].strip())
         if found is None:
             raise Unauthorized("invalid or expired token")
-        identity = Identity(found[0], "bearer", found[1])
+        identity = Identity(found[0], "bearer", found[1],
+                            is_personal_token(header[7:].strip()))
     elif "session" in request.cookies:
         session = await get_session(request)
         token = session.get("token")
@@ -229,6 +266,8 @@ async def _bot_identity(request: web.Request) -> Identity | None:
         return None
     # Looked up on every request, never cached, so an unlink takes effect at once.
     user = await request.app[STORE].chat.linked_user(chat_id)
+    if user is not None and user["disabled"]:
+        raise Unauthorized("account is disabled")
     if user is None:
         if request.path.startswith(CHAT_LINK_PATHS):
             return None
@@ -251,9 +290,8 @@ def require_user(request: web.Request) -> dict[str, Any]:
 
 
 def is_admin(request: web.Request, user: dict[str, Any]) -> bool:
-    """Administrator by the database flag or by the config's list."""
-    admins = {name.lower() for name in request.app[CONFIG]["security"]["admins"]}
-    return bool(user["is_admin"]) or user["username"].lower() in admins
+    """Administrator by the database flag (security.admins sets it at start-up)."""
+    return bool(user["is_admin"]) and not user.get("disabled")
 
 
 def require_admin(request: web.Request) -> dict[str, Any]:

@@ -28,6 +28,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "storage": {"data_dir": "./data"},
     "security": {"secret_key": "", "session_days": 30, "admins": [], "bcrypt_rounds": 12},
+    "auth": {"open_signup": True},
     "rate_limit": {
         "enabled": True,
         "per_minute": 60,

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import re
+from datetime import timezone
 
-from marshmallow import ValidationError, validate, validates
+from marshmallow import ValidationError, fields, validate, validates
 
 from hubsvc.auth import password_problem
 
-from .common import Base, Bool, Email, Int, Nested, Str, UserSummarySchema
+from .common import (Base, Bool, Email, Int, List, Nested, PageQuerySchema, Str,
+                     UserSummarySchema)
 
 RESERVED_USERNAMES = frozenset({
     "me", "api", "auth", "ws", "health", "admin", "settings", "login", "logout", "new",
-    "explore", "static",
+    "explore", "static", "ghost",
 })
 USERNAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$")
 
@@ -115,3 +117,68 @@ class SettingsSchema(Base):
 
 class SettingsEnvelopeSchema(Base):
     settings = Nested(SettingsSchema, required=True)
+
+
+class PasswordChangeSchema(Base):
+    currentPassword = Str(required=True, validate=validate.Length(max=1024),
+                                    load_only=True)
+    newPassword = Str(required=True, validate=_password, load_only=True,
+                                metadata={"description": "8 to 72 bytes"})
+
+
+class TokenSchema(Base):
+    id = Str(required=True)
+    name = Str(required=True)
+    createdAt = Str(required=True)
+    expiresAt = Str(required=True, allow_none=True,
+                              metadata={"description": "null: never expires"})
+    lastUsedAt = Str(required=True, allow_none=True,
+                               metadata={"description": "updated at most once a minute"})
+
+
+def _token_name(value: str) -> None:
+    if not value.strip() or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValidationError("must be 1-100 characters, not blank, no control characters")
+
+
+class TokenCreateSchema(Base):
+    name = Str(required=True, validate=[validate.Length(min=1, max=100), _token_name])
+    expiresAt = fields.AwareDateTime(
+        load_default=None, allow_none=True, default_timezone=timezone.utc,
+        metadata={"description": "ISO 8601 time in the future; null or absent: never"})
+
+
+class TokenCreatedSchema(Base):
+    token = Nested(TokenSchema, required=True)
+    secret = Str(required=True, metadata={
+        "description": "hubsvc_pat_…: shown only in this answer; use it as a bearer token or "
+                       "as git's password"})
+
+
+class TokenListSchema(Base):
+    tokens = List(Nested(TokenSchema), required=True)
+
+
+class AdminUserSchema(UserSchema):
+    disabled = Bool(required=True)
+
+
+class AdminUserEnvelopeSchema(Base):
+    user = Nested(AdminUserSchema, required=True)
+
+
+class AdminUserListSchema(Base):
+    users = List(Nested(AdminUserSchema), required=True)
+    hasMore = Bool(required=True)
+
+
+class AdminUserCreateSchema(SignUpSchema):
+    isAdmin = Bool(load_default=False)
+
+
+class AdminUserPatchSchema(Base):
+    disabled = Bool()
+    isAdmin = Bool()
+
+
+AdminUserQuerySchema = PageQuerySchema

@@ -120,8 +120,15 @@ def test_reset_password_revokes_tokens_and_admin_flags_change(tmp_path):
     with ServerProcess(data) as server:
         status, body = sign_in(server, "bob")
         old_token = body["token"]
+        # Made with another sign-in's token: a token the server has seen stays in its
+        # cache for up to 5 seconds, and these two must be unseen to show the revocation.
+        maker = sign_in(server, "bob")[1]["token"]
+        status, created = server.request("POST", "/api/users/me/tokens", {"name": "ci"},
+                                         {"Authorization": f"Bearer {maker}"})
+        assert status == 201, created
         ok(cli(data, "reset-password", "bob", password="new password 2"))
         assert me(server, old_token)[0] == 401
+        assert me(server, created["secret"])[0] == 401  # personal access tokens end too
         assert sign_in(server, "bob")[0] == 401
         assert sign_in(server, "bob", "new password 2")[0] == 200
         assert not is_admin(server, "bob", "new password 2")
@@ -129,6 +136,10 @@ def test_reset_password_revokes_tokens_and_admin_flags_change(tmp_path):
         assert is_admin(server, "bob", "new password 2")
         assert "no longer" in ok(cli(data, "revoke-admin", "bob"))
         assert not is_admin(server, "bob", "new password 2")
+        # The last administrator stays one, and the ghost is nobody's to change.
+        assert "last administrator" in fails(cli(data, "revoke-admin", "alice"))
+        assert is_admin(server, "alice")
+        assert "cannot be changed" in fails(cli(data, "make-admin", "ghost"))
         # A password that breaks the sign-up rules changes nothing.
         assert "password:" in fails(cli(data, "reset-password", "bob", password="x" * 73))
         assert sign_in(server, "bob", "new password 2")[0] == 200

@@ -83,6 +83,7 @@ def _seed_data(server: ServerProcess, work: Path) -> dict:
     _, token = _sign_up(server, "fuzz")  # the first account: an administrator
     api = Api(server, token)
     peer, _ = _sign_up(server, "peer")
+    _sign_up(server, "doomed-user")  # what the account administration operations act on
     for name in ("demo", "scratch", "scratch-edit"):
         api("POST", "/api/repositories", {"name": name, "autoInit": True,
                                           "description": f"{name} for the fuzzer"}, 201)
@@ -147,6 +148,8 @@ def _config(ids: dict) -> str:
         ({"include-name": f"PATCH {repo}"}, {"parameters": {"name": "scratch-edit"}}),
         ({"include-name": f"DELETE {repo}/issues/{{number}}"},
          {"parameters": {"number": str(ids["doomed"])}}),
+        ({"include-path-regex": r"^/api/admin/users/\{username\}$"},
+         {"parameters": {"username": "doomed-user"}}),
         ({"include-path-regex": r"/collaborators/\{username\}$"},
          {"parameters": {"username": ids["peer"]}}),
         ({"include-path-regex": r"/pulls/\{number\}"},

@@ -62,6 +62,12 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/chat/link/generate"): {"chatId": "chat-1", "serviceEmail": "alice@example.com"},
     ("POST", "/api/chat/link/verify"): {"token": "0" * 64, "serviceUserId": "1"},
     ("POST", "/api/chat/link/unlink"): {"chatId": "chat-1"},
+    ("POST", "/api/users/me/password"): {"currentPassword": PASSWORD,
+                                         "newPassword": "another horse"},
+    ("POST", "/api/users/me/tokens"): {"name": "ci", "expiresAt": "2099-01-01T00:00:00Z"},
+    ("POST", "/api/admin/users"): {"email": "made@example.com", "username": "made",
+                                   "password": PASSWORD, "name": "Made", "isAdmin": False},
+    ("PATCH", "/api/admin/users/{username}"): {"disabled": False, "isAdmin": False},
 }
 PATH_VALUES = {"owner": "alice", "name": "proj", "username": "bob"}
 # The JSON types a property of each declared type must refuse, with values a lenient

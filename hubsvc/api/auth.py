@@ -7,14 +7,15 @@ from aiohttp_session import get_session
 
 from schemas.users import AuthResultSchema, SignInSchema, SignUpSchema
 
-from ..auth import (TOKEN_CACHE, check_password, hash_password, is_admin, issue_token,
+from ..auth import (check_password, hash_password, is_admin, issue_token,
                     require_user, validate_password)
-from ..errors import BadRequest, Unauthorized
+from ..errors import BadRequest, Forbidden, Unauthorized
 from ..keys import AUTH, CONFIG, STORE
 from ..openapi import doc
 from ..present import user_public
 from ..ratelimit import SIGN_IN_LIMITER, sign_in_key, too_many
 from ..rest import json_response, read_json
+from ..revoke import credentials_ended
 from ..timeutil import iso
 
 routes = web.RouteTableDef()
@@ -33,11 +34,15 @@ def _auth_answer(request: web.Request, user: dict, token: str, expires: int, sta
 
 @routes.post("/auth/sign-up")
 @doc("Create an account; answers the user and a token, and sets the session cookie",
-     body=SignUpSchema, responses={201: AuthResultSchema}, errors=(409,), public=True, tag="auth",
-     description="The password is 8 to 72 bytes of UTF-8 (bcrypt reads no more); others → 400.")
+     body=SignUpSchema, responses={201: AuthResultSchema}, errors=(403, 409), public=True,
+     tag="auth", description="The password is 8 to 72 bytes of UTF-8 (bcrypt reads no more); "
+     "others → 400. With [auth] open_signup = false this answers 403: only "
+     "administrators create accounts then (POST /api/admin/users or run.py create-user).")
 async def sign_up(request: web.Request) -> web.Response:
-    data = await read_json(request, SignUpSchema())  # the password through password_problem
     config = request.app[CONFIG]
+    if not config["auth"]["open_signup"]:
+        raise Forbidden("sign-up is closed: an administrator creates accounts")
+    data = await read_json(request, SignUpSchema())
     password_hash = await hash_password(data.pop("password"), config["security"]["bcrypt_rounds"])
     user = await request.app[STORE].users.create(password_hash=password_hash, **data)
     token, expires = await issue_token(request, user)
@@ -46,11 +51,12 @@ async def sign_up(request: web.Request) -> web.Response:
 
 @routes.post("/auth/sign-in")
 @doc("Sign in with e-mail or username and password", body=SignInSchema,
-     responses={200: AuthResultSchema}, errors=(401,), public=True, tag="auth",
+     responses={200: AuthResultSchema}, errors=(401, 403), public=True, tag="auth",
      description="A wrong e-mail, username or password all answer the same 401, in the same "
      "time (an unknown login checks a dummy hash of the configured bcrypt cost). A password "
-     "over 72 bytes → 400. Attempts are limited per client address (IPv6: per /64) and "
-     "account, one budget whether it is named by username or e-mail → 429.")
+     "over 72 bytes → 400. The right password of a disabled account answers 403. Attempts "
+     "are limited per client address (IPv6: per /64) and account, one budget whether it is "
+     "named by username or e-mail → 429.")
 async def sign_in(request: web.Request) -> web.Response:
     data = await read_json(request, SignInSchema())
     login = data.get("email") or data.get("username")
@@ -67,19 +73,22 @@ async def sign_in(request: web.Request) -> web.Response:
     ok = await check_password(data["password"], user["password_hash"] if user else None, rounds)
     if not ok or user is None:
         raise Unauthorized("invalid credentials")
+    if user["disabled"]:
+        raise Forbidden("this account is disabled")
     token, expires = await issue_token(request, user)
     return _auth_answer(request, user, token, expires, 200)
 
 
 @routes.post("/auth/sign-out")
 @doc("Revoke the token of this request and clear the cookie", responses={204: "signed out"},
-     tag="auth")
+     tag="auth", description="Whatever token authenticated the request is revoked (a "
+     "personal access token too); WebSockets opened with it close with code 4001.")
 async def sign_out(request: web.Request) -> web.Response:
-    require_user(request)
+    user = require_user(request)
     identity = request[AUTH]
     if identity.token_digest is not None:
         await request.app[STORE].users.revoke_token(identity.token_digest)
-        request.app[TOKEN_CACHE].forget(identity.token_digest)
+        credentials_ended(request.app, user["id"], {identity.token_digest})
     session = await get_session(request)
     session.invalidate()
     return web.Response(status=204)

@@ -16,6 +16,7 @@ from ..keys import CONFIG, STORE
 from ..openapi import doc
 from ..permissions import load_repo
 from ..publish import publish
+from ..notify.hub import HUB
 from ..repofiles import REPO_FILES
 from ..rest import json_response, read_json, read_query
 
@@ -108,6 +109,8 @@ async def patch_repo(request: web.Request) -> web.Response:
         await request.app[REPO_FILES].run(
             repo["id"], lambda g: g.set_default_branch(data["defaultBranch"]))
     row = await request.app[STORE].repos.update(repo["id"], data, _viewer_id(request))
+    if data.get("visibility") == "private" and repo["visibility"] != "private":
+        await _recheck(request, row)
     row["role"] = repo["role"]
     body = _repo_json(request, row)
     return json_response({"repo": body, "isOwner": body["isOwner"]})
@@ -121,6 +124,7 @@ async def delete_repo(request: web.Request) -> web.Response:
     repo = await load_repo(request, "owner")
     await request.app[STORE].repos.delete(repo["id"])
     await request.app[REPO_FILES].remove(repo["id"])
+    await _recheck(request, repo)
     return web.Response(status=204)
 
 
@@ -140,7 +144,7 @@ async def list_collaborators(request: web.Request) -> web.Response:
 
 async def _target_user(request: web.Request) -> dict:
     user = await request.app[STORE].users.by_username(request.match_info["username"])
-    if user is None:
+    if user is None or user["is_ghost"]:  # the ghost collaborates on nothing
         raise NotFound("user not found")
     return user
 
@@ -171,7 +175,16 @@ async def delete_collaborator(request: web.Request) -> web.Response:
     target = await _target_user(request)
     if not await request.app[STORE].repos.remove_collaborator(repo["id"], target["id"]):
         raise NotFound("not a collaborator")
+    await _recheck(request, repo)
     return web.Response(status=204)
+
+
+async def _recheck(request: web.Request, repo: dict) -> None:
+    """Open sockets subscribed to a repository lose it when they lost read access."""
+    # Events are checked against access as it is when they are sent, so none leaks
+    # either way; this tells the socket and frees its subscription at once.
+    await request.app[HUB].recheck(repo["id"], {"owner": repo["owner_username"],
+                                                "name": repo["name"]})
 
 
 # Forks and stars

@@ -19,7 +19,7 @@ from schemas.git import InfoRefsQuerySchema
 
 from ..auth import (Identity, TokenCache, check_password, current_user, password_problem,
                     user_for_token)
-from ..errors import ApiError, BadRequest, Unauthorized
+from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..githttp import SERVICES, advertise, parse_ref_updates, serve_rpc
 from ..keys import AUTH, CONFIG, STORE
 from ..openapi import doc
@@ -52,6 +52,8 @@ async def _basic_user(request: web.Request) -> dict | None:
         username, _, secret = base64.b64decode(header[6:].strip()).decode().partition(":")
     except (binascii.Error, UnicodeDecodeError):
         raise _challenge("malformed Basic credentials") from None
+    # A personal access token (or a sign-in token) works as the password, so scripts and
+    # CI need not hold the account's password.
     found = await user_for_token(request.app, secret) if secret else None
     if found is not None and found[0]["username"].lower() == username.lower():
         return found[0]
@@ -64,7 +66,7 @@ async def _basic_user(request: web.Request) -> dict | None:
     user = await request.app[STORE].users.by_login(username) if username else None
     hit = cache.get(digest)
     if hit is not None and user is not None and hit[0]["password_hash"] == user["password_hash"]:
-        return user
+        return _enabled(user)
     limiter = request.app.get(SIGN_IN_LIMITER)
     if limiter is not None:
         allowed, _, _ = limiter.take(sign_in_key(request, username, user))
@@ -76,6 +78,13 @@ async def _basic_user(request: web.Request) -> dict | None:
     if not await check_password(secret, user["password_hash"] if user else None, rounds) or user is None:
         raise _challenge("invalid credentials")
     cache.put(digest, user, int(time.time()) + 300)
+    return _enabled(user)
+
+
+def _enabled(user: dict) -> dict:
+    """The user, unless the account is disabled (403, said only after the password)."""
+    if user["disabled"]:
+        raise Forbidden("this account is disabled")
     return user
 
 

@@ -20,21 +20,21 @@ routes = web.RouteTableDef()
 MAX_MESSAGE = 64 * 1024
 
 
-async def _ws_user(request: web.Request) -> dict[str, Any]:
+async def _ws_user(request: web.Request) -> tuple[dict[str, Any], bytes | None]:
     """The token in the query, else the cookie or bearer the middleware resolved; else 401."""
     token = request.query.get("token")
     if token:
         found = await user_for_token(request.app, token)
         if found is None:
             raise Unauthorized("invalid or expired token")
-        return found[0]
+        return found
     user = current_user(request)
     if user is None:
         raise Unauthorized("authentication required")
     identity = request[AUTH]
     if identity.via == "cookie" and not allowed_origin(request):
         raise Forbidden("cross-origin WebSocket refused")
-    return user
+    return user, identity.token_digest
 
 
 @routes.get("/ws")
@@ -45,9 +45,13 @@ async def _ws_user(request: web.Request) -> dict[str, Any]:
                  "messages: ping, pong, subscribe {repository: {owner, name}}, unsubscribe. "
                  "A malformed message, or one nested deeper than limits.json_depth, gets "
                  "error {error} and the socket stays open; over 64 KiB closes it (1009). "
-                 "Over websocket.max_per_ip open sockets from one address → 429.")
+                 "Over websocket.max_per_ip open sockets from one address → 429. When the "
+                 "token the socket was opened with stops working (sign-out, token deletion, "
+                 "password change, account disabled or deleted) the socket closes with code "
+                 "4001, reason \"token revoked\"; a subscriber who loses read access gets "
+                 "unsubscribed {repository, reason: \"access revoked\"}.")
 async def websocket(request: web.Request) -> web.StreamResponse:
-    user = await _ws_user(request)
+    user, digest = await _ws_user(request)
     hub = request.app[HUB]
     config = request.app[CONFIG]["websocket"]
     ip = client_ip(request)
@@ -59,7 +63,7 @@ async def websocket(request: web.Request) -> web.StreamResponse:
     # notifications of under a kilobyte gain little from it.
     ws = web.WebSocketResponse(autoping=False, max_msg_size=MAX_MESSAGE, compress=False)
     await ws.prepare(request)
-    client = Client(ws, user, ip, request.transport)
+    client = Client(ws, user, ip, request.transport, digest)
     hub.add(client)
     hub.send(client, {"type": "connected", "userId": str(user["id"]),
                       "username": user["username"]})

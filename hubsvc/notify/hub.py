@@ -15,14 +15,19 @@ from ..keys import BUS, STORE
 
 log = logging.getLogger("hubsvc.ws")
 QUEUE_SIZE = 256
+REVOKED = 4001  # close code of a socket whose credential was revoked
+# How often open sockets' tokens are checked against the database, for revocations this
+# process did not make itself (run.py reset-password, an expiry): the token cache's life.
+SWEEP_SECONDS = 5.0
 
 
 class Client:
     """One connected socket: its user, subscriptions, queue and writer task."""
 
     def __init__(self, ws: web.WebSocketResponse, user: dict[str, Any], ip: str,
-                 transport: Any = None) -> None:
+                 transport: Any = None, token_digest: bytes | None = None) -> None:
         self.ws = ws
+        self.token_digest = token_digest
         self.transport = transport
         self.sending = False
         self.user_id: int = user["id"]
@@ -69,6 +74,7 @@ class Hub:
         self.by_repo: defaultdict[int, set[Client]] = defaultdict(set)
         self.per_ip: defaultdict[str, int] = defaultdict(int)
         self.closing = False
+        self._closers: set[asyncio.Task] = set()
 
     def add(self, client: Client) -> None:
         self.clients.add(client)
@@ -121,6 +127,62 @@ class Hub:
             asyncio.get_running_loop().create_task(
                 client.ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"too slow"))
 
+    def revoke(self, user_id: int, digests: set[bytes] | None = None,
+               keep: bytes | None = None) -> int:
+        """Close a user's sockets opened with digests (all when None) but keep: 4001."""
+        ended = [c for c in self.by_user.get(user_id, ())
+                 if (digests is None or c.token_digest in digests)
+                 and (keep is None or c.token_digest != keep)]
+        for client in ended:
+            self._end(client, REVOKED, b"token revoked")
+        return len(ended)
+
+    def _end(self, client: Client, code: int, message: bytes) -> None:
+        """Drop a client at once: nothing queued or published later reaches it."""
+        while not client.queue.empty():
+            client.queue.get_nowait()
+        self.remove(client)
+        if client.writer is not None:
+            client.writer.cancel()
+        task = asyncio.get_running_loop().create_task(
+            client.ws.close(code=code, message=message))
+        self._closers.add(task)
+        task.add_done_callback(self._closers.discard)
+
+    async def recheck(self, repo_id: int, repository: dict[str, str]) -> None:
+        """After a visibility, collaborator or existence change: unsubscribe who may not read."""
+        subscribed = self.by_repo.get(repo_id)
+        if not subscribed:
+            return
+        audience = await self.app[STORE].repos.audience(repo_id)
+        readers = audience[0] if audience is not None else set()
+        if readers is None:  # public
+            return
+        for client in list(subscribed):
+            if client.user_id not in readers:
+                self.unsubscribe(client, repo_id)
+                self.send(client, {"type": "unsubscribed", "repository": repository,
+                                   "reason": "access revoked"})
+
+    async def sweep(self) -> None:
+        """Close sockets whose token no longer authenticates anyone."""
+        digests = list({c.token_digest for c in self.clients if c.token_digest is not None})
+        if not digests:
+            return
+        live = await self.app[STORE].users.live_digests(digests)
+        for client in [c for c in self.clients
+                       if c.token_digest is not None and c.token_digest not in live]:
+            self._end(client, REVOKED, b"token revoked")
+
+    async def sweep_loop(self, interval: float = SWEEP_SECONDS) -> None:
+        """sweep() every interval, for the life of the app."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("websocket token sweep failed")
+
     async def on_event(self, event: Event) -> None:
         """Deliver an event to watchers and subscribers who may read the repository now."""
         if not self.clients or event.repo_id is None:
@@ -139,6 +201,8 @@ class Hub:
             return
         text = json.dumps({"type": "notification", "notification": event.to_dict()})
         for client in targets:
+            if client not in self.clients:  # dropped or revoked while this one was sent
+                continue
             if client.can_send_now():
                 # With an empty buffer the frame goes straight to the socket without
                 # waiting, which spares waking a writer task per client; anything
@@ -169,7 +233,9 @@ HUB = web.AppKey("ws_hub", Hub)
 async def hub_ctx(app: web.Application) -> AsyncIterator[None]:
     """Subscribe the hub to the bus for the life of the app."""
     unsubscribe = app[BUS].subscribe(app[HUB].on_event, name="websocket-hub")
+    sweeper = asyncio.get_running_loop().create_task(app[HUB].sweep_loop())
     yield
+    sweeper.cancel()
     unsubscribe()
     await app[HUB].close_all()
 

@@ -13,8 +13,14 @@ from .base import Table, reads, row_dict, writes
 
 USER_COLUMNS = (
     "id, username, email, name, password_hash, is_admin, bio, location, website, "
-    "preferences, avatar_hash, created_at, updated_at"
+    "preferences, avatar_hash, created_at, updated_at, disabled, is_ghost"
 )
+_U_COLUMNS = ", ".join("u." + c.strip() for c in USER_COLUMNS.split(","))
+# A personal access token without an expiry, as an epoch for the token cache.
+NEVER = 2**62
+MAX_PERSONAL_TOKENS = 100
+# An administrator who can act: the flag set, the account enabled, not the ghost.
+ACTIVE_ADMIN = "is_admin = 1 AND disabled = 0 AND is_ghost = 0"
 
 
 def _user(row: sqlite3.Row | None) -> dict[str, Any] | None:
@@ -22,7 +28,14 @@ def _user(row: sqlite3.Row | None) -> dict[str, Any] | None:
     if user is not None:
         user["preferences"] = json.loads(user["preferences"])
         user["is_admin"] = bool(user["is_admin"])
+        user["disabled"] = bool(user["disabled"])
+        user["is_ghost"] = bool(user["is_ghost"])
     return user
+
+
+def _pat(row: sqlite3.Row) -> dict[str, Any]:
+    return {"id": row["id"], "name": row["name"], "created_at": row["created_at"],
+            "expires_at": row["expires_at"], "last_used_at": row["last_used_at"]}
 
 
 class UserStore(Table):
@@ -30,7 +43,7 @@ class UserStore(Table):
 
     @writes
     def create(self, conn, *, username: str, email: str, name: str,
-               password_hash: str) -> dict[str, Any]:
+               password_hash: str, is_admin: bool = False) -> dict[str, Any]:
         """Insert a user; the first account ever created is an administrator."""
         taken = conn.execute(
             "SELECT username_key = ? AS same_name FROM users"
@@ -40,14 +53,18 @@ class UserStore(Table):
         if taken is not None:
             raise Conflict("username is taken" if taken["same_name"]
                            else "e-mail is already registered")
-        first = conn.execute("SELECT NOT EXISTS (SELECT 1 FROM users)").fetchone()[0]
+        first = conn.execute(
+            "SELECT NOT EXISTS (SELECT 1 FROM users WHERE is_ghost = 0)").fetchone()[0]
         now = now_iso()
+        # Past every id a deleted account had: ids are never handed out twice.
         cur = conn.execute(
-            "INSERT INTO users (username, username_key, email, email_key, name,"
+            "INSERT INTO users (id, username, username_key, email, email_key, name,"
             " password_hash, is_admin, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (MAX(COALESCE((SELECT MAX(id) FROM users), 0),"
+            " COALESCE((SELECT MAX(id) FROM deleted_users), 0)) + 1,"
+            " ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (username, username.lower(), email, email.casefold(), name, password_hash,
-             int(first), now, now),
+             int(first or is_admin), now, now),
         )
         return self.by_id.sync(self, conn, cur.lastrowid)
 
@@ -65,13 +82,14 @@ class UserStore(Table):
 
     @reads
     def by_usernames(self, conn, usernames: list[str]) -> dict[str, dict[str, Any]]:
-        """Users by lower-cased username, for the names that exist."""
+        """Users by lower-cased username, for the names that exist (never the ghost)."""
         keys = sorted({u.lower() for u in usernames})
         if not keys:
             return {}
         marks = ",".join("?" * len(keys))
         rows = conn.execute(
-            f"SELECT {USER_COLUMNS} FROM users WHERE username_key IN ({marks})", keys)
+            f"SELECT {USER_COLUMNS} FROM users WHERE username_key IN ({marks}) AND is_ghost = 0",
+            keys)
         return {row["username"].lower(): _user(row) for row in rows}
 
     @reads
@@ -102,16 +120,96 @@ class UserStore(Table):
         return self.by_id.sync(self, conn, user_id)
 
     @writes
-    def set_password(self, conn, user_id: int, password_hash: str) -> None:
-        """Replace the password hash and revoke every token of the user."""
+    def set_password(self, conn, user_id: int, password_hash: str,
+                     keep: bytes | None = None) -> None:
+        """Replace the password hash; revoke every session and personal token but keep."""
         conn.execute("UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?",
                      (password_hash, now_iso(), user_id))
-        conn.execute("DELETE FROM tokens WHERE user_id = ?", (user_id,))
+        conn.execute("DELETE FROM tokens WHERE user_id = ? AND hash IS NOT ?", (user_id, keep))
+        conn.execute("DELETE FROM personal_tokens WHERE user_id = ? AND hash IS NOT ?",
+                     (user_id, keep))
+
+    def _keep_an_admin(self, conn, user_id: int) -> None:
+        """409 when user_id is the last administrator who can act."""
+        others = conn.execute(f"SELECT COUNT(*) FROM users WHERE {ACTIVE_ADMIN} AND id != ?",
+                              (user_id,)).fetchone()[0]
+        target = conn.execute(f"SELECT {ACTIVE_ADMIN} FROM users WHERE id = ?",
+                              (user_id,)).fetchone()
+        if target is not None and target[0] and others == 0:
+            raise Conflict("the last administrator cannot be demoted, disabled or deleted")
 
     @writes
-    def set_admin(self, conn, user_id: int, is_admin: bool) -> None:
-        """Grant or revoke administrator rights."""
-        conn.execute("UPDATE users SET is_admin = ? WHERE id = ?", (int(is_admin), user_id))
+    def set_admin(self, conn, user_id: int, is_admin: bool) -> dict[str, Any]:
+        """Grant or revoke administrator rights; the last administrator keeps them (409)."""
+        if not is_admin:
+            self._keep_an_admin(conn, user_id)
+        conn.execute("UPDATE users SET is_admin = ?, updated_at = ? WHERE id = ?",
+                     (int(is_admin), now_iso(), user_id))
+        return self.by_id.sync(self, conn, user_id)
+
+    @writes
+    def set_disabled(self, conn, user_id: int, disabled: bool) -> dict[str, Any]:
+        """Disable or enable an account; the last administrator stays enabled (409)."""
+        if disabled:
+            self._keep_an_admin(conn, user_id)
+        conn.execute("UPDATE users SET disabled = ?, updated_at = ? WHERE id = ?",
+                     (int(disabled), now_iso(), user_id))
+        return self.by_id.sync(self, conn, user_id)
+
+    @writes
+    def set_flags(self, conn, user_id: int, *, is_admin: bool | None = None,
+                  disabled: bool | None = None) -> dict[str, Any]:
+        """set_admin and set_disabled in one transaction (None: left as it is)."""
+        if is_admin is not None:
+            self.set_admin.sync(self, conn, user_id, is_admin)
+        if disabled is not None:
+            self.set_disabled.sync(self, conn, user_id, disabled)
+        return self.by_id.sync(self, conn, user_id)
+
+    @writes
+    def promote_admins(self, conn, usernames: list[str]) -> list[str]:
+        """Set the administrator flag of the existing accounts among usernames."""
+        keys = sorted({name.lower() for name in usernames})
+        if not keys:
+            return []
+        marks = ",".join("?" * len(keys))
+        rows = conn.execute(
+            f"UPDATE users SET is_admin = 1 WHERE username_key IN ({marks}) AND is_ghost = 0"
+            " AND is_admin = 0 RETURNING username", keys).fetchall()
+        return [row[0] for row in rows]
+
+    @writes
+    def delete(self, conn, user_id: int) -> list[int]:
+        """Delete an account: its issues, comments and merges go to the ghost, its
+        repositories go with it (their ids are returned, for the folders on disk)."""
+        self._keep_an_admin(conn, user_id)
+        ghost = conn.execute("SELECT id FROM users WHERE is_ghost = 1 ORDER BY id LIMIT 1"
+                             ).fetchone()[0]
+        conn.execute("UPDATE issues SET author_id = ? WHERE author_id = ?", (ghost, user_id))
+        conn.execute("UPDATE comments SET author_id = ? WHERE author_id = ?", (ghost, user_id))
+        conn.execute("UPDATE pulls SET merged_by = ? WHERE merged_by = ?", (ghost, user_id))
+        # Counters of other repositories: their stars, and the forks this user made.
+        conn.execute("UPDATE repositories SET star_count = star_count - 1 WHERE id IN"
+                     " (SELECT repo_id FROM stars WHERE user_id = ?)", (user_id,))
+        conn.execute(
+            "UPDATE repositories SET fork_count = fork_count - (SELECT COUNT(*) FROM"
+            " repositories f WHERE f.parent_id = repositories.id AND f.owner_id = :user)"
+            " WHERE id IN (SELECT parent_id FROM repositories WHERE owner_id = :user)",
+            {"user": user_id})
+        repos = [row[0] for row in conn.execute(
+            "SELECT id FROM repositories WHERE owner_id = ?", (user_id,))]
+        # Cascades take tokens, avatar, collaborations, stars, chat links and repositories.
+        conn.execute("DELETE FROM users WHERE id = ?", (user_id,))
+        conn.execute("INSERT OR REPLACE INTO deleted_users (id, deleted_at) VALUES (?, ?)",
+                     (user_id, now_iso()))
+        return repos
+
+    @reads
+    def listing(self, conn, limit: int, offset: int) -> tuple[list[dict[str, Any]], bool]:
+        """Every account but the ghost, oldest first."""
+        rows = conn.execute(f"SELECT {USER_COLUMNS} FROM users WHERE is_ghost = 0"
+                            " ORDER BY id LIMIT ? OFFSET ?", (limit + 1, offset)).fetchall()
+        return [_user(row) for row in rows[:limit]], len(rows) > limit
 
     @writes
     def set_avatar(self, conn, user_id: int, content_type: str, data: bytes,
@@ -151,9 +249,10 @@ class UserStore(Table):
     def token_owner(self, conn, digest: bytes) -> tuple[dict[str, Any], int] | None:
         """The user a live token belongs to and its expiry, or None."""
         row = conn.execute(
-            f"SELECT t.expires_at AS token_expires, {', '.join('u.' + c.strip() for c in USER_COLUMNS.split(','))}"
+            f"SELECT t.expires_at AS token_expires, {_U_COLUMNS}"
             " FROM tokens t JOIN users u ON u.id = t.user_id"
-            " WHERE t.hash = ? AND t.expires_at > ?", (digest, int(time.time())),
+            " WHERE t.hash = ? AND t.expires_at > ? AND u.disabled = 0",
+            (digest, int(time.time())),
         ).fetchone()
         if row is None:
             return None
@@ -162,13 +261,82 @@ class UserStore(Table):
 
     @writes
     def revoke_token(self, conn, digest: bytes) -> None:
-        """Delete a token."""
+        """Delete a sign-in token or a personal access token."""
         conn.execute("DELETE FROM tokens WHERE hash = ?", (digest,))
+        conn.execute("DELETE FROM personal_tokens WHERE hash = ?", (digest,))
+
+    @reads
+    def live_digests(self, conn, digests: list[bytes]) -> set[bytes]:
+        """The digests among these that still authenticate someone."""
+        now, live = int(time.time()), set()
+        for start in range(0, len(digests), 500):
+            chunk = digests[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            live.update(row[0] for row in conn.execute(
+                f"SELECT t.hash FROM tokens t JOIN users u ON u.id = t.user_id"
+                f" WHERE t.hash IN ({marks}) AND t.expires_at > ? AND u.disabled = 0"
+                f" UNION ALL SELECT p.hash FROM personal_tokens p JOIN users u ON u.id = p.user_id"
+                f" WHERE p.hash IN ({marks}) AND (p.expires_at IS NULL OR p.expires_at > ?)"
+                f" AND u.disabled = 0", (*chunk, now, *chunk, now)))
+        return live
+
+    # Personal access tokens.
+
+    @writes
+    def add_personal_token(self, conn, user_id: int, name: str, digest: bytes,
+                           expires_at: int | None) -> dict[str, Any]:
+        """Record a personal access token; 409 for a name in use or one token too many."""
+        count = conn.execute("SELECT COUNT(*) FROM personal_tokens WHERE user_id = ?",
+                             (user_id,)).fetchone()[0]
+        if count >= MAX_PERSONAL_TOKENS:
+            raise Conflict(f"a user may hold at most {MAX_PERSONAL_TOKENS} personal access tokens")
+        try:
+            cur = conn.execute(
+                "INSERT INTO personal_tokens (user_id, name, hash, created_at, expires_at)"
+                " VALUES (?, ?, ?, ?, ?)", (user_id, name, digest, now_iso(), expires_at))
+        except sqlite3.IntegrityError:
+            raise Conflict("a personal access token with this name exists") from None
+        return _pat(conn.execute("SELECT * FROM personal_tokens WHERE id = ?",
+                                 (cur.lastrowid,)).fetchone())
+
+    @reads
+    def personal_tokens(self, conn, user_id: int) -> list[dict[str, Any]]:
+        """A user's personal access tokens, newest first (expired ones too)."""
+        rows = conn.execute("SELECT * FROM personal_tokens WHERE user_id = ? ORDER BY id DESC",
+                            (user_id,))
+        return [_pat(row) for row in rows]
+
+    @writes
+    def delete_personal_token(self, conn, user_id: int, token_id: int) -> bytes | None:
+        """Delete one of the user's personal access tokens; its digest, or None."""
+        row = conn.execute("DELETE FROM personal_tokens WHERE id = ? AND user_id = ?"
+                           " RETURNING hash", (token_id, user_id)).fetchone()
+        return bytes(row[0]) if row else None
+
+    @reads
+    def personal_token_owner(self, conn, digest: bytes) -> tuple[dict[str, Any], int] | None:
+        """The user of a live personal access token and its expiry (NEVER for none)."""
+        row = conn.execute(
+            f"SELECT p.expires_at AS token_expires, {_U_COLUMNS}"
+            " FROM personal_tokens p JOIN users u ON u.id = p.user_id"
+            " WHERE p.hash = ? AND (p.expires_at IS NULL OR p.expires_at > ?)"
+            " AND u.disabled = 0", (digest, int(time.time()))).fetchone()
+        if row is None:
+            return None
+        user = _user(row)
+        expires = user.pop("token_expires")
+        return user, NEVER if expires is None else expires
+
+    @writes
+    def touch_personal_token(self, conn, digest: bytes) -> None:
+        """Record that a personal access token was used now."""
+        conn.execute("UPDATE personal_tokens SET last_used_at = ? WHERE hash = ?",
+                     (now_iso(), digest))
 
     @reads
     def count(self, conn) -> int:
         """How many accounts exist."""
-        return conn.execute("SELECT COUNT(*) FROM users").fetchone()[0]
+        return conn.execute("SELECT COUNT(*) FROM users WHERE is_ghost = 0").fetchone()[0]
 
     @reads
     def profile_counts(self, conn, user_id: int) -> dict[str, int]:

@@ -1,0 +1,116 @@
+"""The signed-in user's credentials: password change and personal access tokens."""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+
+from schemas.users import (PasswordChangeSchema, TokenCreatedSchema, TokenCreateSchema,
+                           TokenListSchema)
+
+from ..auth import (check_password, hash_password, new_personal_token, require_user,
+                    token_digest, validate_password)
+from ..errors import BadRequest, Forbidden, NotFound
+from ..keys import AUTH, CONFIG, STORE
+from ..openapi import doc
+from ..ratelimit import SIGN_IN_LIMITER, sign_in_key, too_many
+from ..rest import json_response, read_json
+from ..revoke import credentials_ended
+from ..store.users import MAX_PERSONAL_TOKENS, NEVER
+from ..timeutil import iso
+
+routes = web.RouteTableDef()
+
+
+@routes.post("/api/users/me/password")
+@doc("Change the password; every other session and token of the user ends",
+     body=PasswordChangeSchema, responses={204: "changed"}, errors=(403,), tag="users",
+     description="A wrong currentPassword answers 403 (not 401: the caller's token is fine, "
+                 "and a client must not take the answer for a sign-out). Every other sign-in "
+                 "session and every personal access token of the user is revoked, their "
+                 "WebSockets closed with 4001; the credential of this request stays valid. "
+                 "GitHub keeps personal access tokens on a password change; hubsvc ends them, "
+                 "since a password is changed when it may have leaked, and whoever had it "
+                 "could have made a token.")
+async def change_password(request: web.Request) -> web.Response:
+    user = require_user(request)
+    data = await read_json(request, PasswordChangeSchema())
+    limiter = request.app.get(SIGN_IN_LIMITER)
+    if limiter is not None:
+        # A stolen token must not make this a way to guess the password without limit.
+        allowed, _, wait = limiter.take(sign_in_key(request, user["username"], user))
+        if not allowed:
+            return too_many(wait)
+    validate_password(data["currentPassword"], new=False)
+    rounds = request.app[CONFIG]["security"]["bcrypt_rounds"]
+    if not await check_password(data["currentPassword"], user["password_hash"], rounds):
+        raise Forbidden("currentPassword is not the account's password")
+    new_hash = await hash_password(data["newPassword"], rounds)
+    keep = request[AUTH].token_digest
+    await request.app[STORE].users.set_password(user["id"], new_hash, keep=keep)
+    credentials_ended(request.app, user["id"], keep=keep)
+    return web.Response(status=204)
+
+
+def _token_json(row: dict) -> dict:
+    return {
+        "id": str(row["id"]),
+        "name": row["name"],
+        "createdAt": row["created_at"],
+        "expiresAt": iso(row["expires_at"]) if row["expires_at"] is not None else None,
+        "lastUsedAt": row["last_used_at"],
+    }
+
+
+@routes.get("/api/users/me/tokens")
+@doc("The signed-in user's personal access tokens (never their secrets)",
+     responses={200: TokenListSchema}, tag="users")
+async def list_tokens(request: web.Request) -> web.Response:
+    user = require_user(request)
+    rows = await request.app[STORE].users.personal_tokens(user["id"])
+    return json_response({"tokens": [_token_json(row) for row in rows]})
+
+
+@routes.post("/api/users/me/tokens")
+@doc("Create a personal access token; its secret is in this answer only",
+     body=TokenCreateSchema, responses={201: TokenCreatedSchema}, errors=(403, 409),
+     tag="users",
+     description="The secret works as `Authorization: Bearer`, as `/ws?token=` and as the "
+                 "password git sends over HTTP (with the account's username). Only its "
+                 "SHA-256 is stored. Names are unique per user (409), at most "
+                 f"{MAX_PERSONAL_TOKENS} tokens per user (409). A personal access token "
+                 "cannot create tokens (403), as on GitHub: a leaked one cannot breed more.")
+async def create_token(request: web.Request) -> web.Response:
+    user = require_user(request)
+    if request[AUTH].personal:
+        raise Forbidden("a personal access token cannot create tokens; sign in")
+    data = await read_json(request, TokenCreateSchema())
+    expires = None
+    if data["expiresAt"] is not None:
+        expires = int(data["expiresAt"].timestamp())
+        if expires <= time.time():
+            raise BadRequest("expiresAt: must be in the future")
+        if expires >= NEVER:
+            raise BadRequest("expiresAt: too far in the future")
+    secret = new_personal_token()
+    row = await request.app[STORE].users.add_personal_token(
+        user["id"], data["name"], token_digest(secret), expires)
+    return json_response({"token": _token_json(row), "secret": secret}, status=201)
+
+
+@routes.delete("/api/users/me/tokens/{id}")
+@doc("Delete one of the signed-in user's personal access tokens", responses={204: "deleted"},
+     errors=(404,), tag="users",
+     description="It stops working at once; WebSockets opened with it close with 4001. "
+                 "Another user's token id answers 404.")
+async def delete_token(request: web.Request) -> web.Response:
+    user = require_user(request)
+    raw = request.match_info["id"]
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        raise NotFound("token not found")
+    digest = await request.app[STORE].users.delete_personal_token(user["id"], int(raw))
+    if digest is None:
+        raise NotFound("token not found")
+    credentials_ended(request.app, user["id"], {digest})
+    return web.Response(status=204)
