@@ -125,7 +125,8 @@ def repository(value: str) -> tuple[str, str]:
         text = text[:-4]
     match = REPO_RE.match(text)
     if not match:
-        raise UsageError(f"Give the repository as owner/name, e.g. ada/tool (not {value!r}).")
+        raise UsageError("Give the repository as owner/name, e.g. ada/tool "
+                         f"(not {_cut(value, 100)!r}).")
     return match.group(1), match.group(2)
 
 
