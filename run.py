@@ -2,6 +2,7 @@
 
 Without a command it serves; a command (create-user, reset-password, make-admin,
 revoke-admin, backup, restore, check) runs once and exits: 0 ok, 1 failure, 2 usage.
+`bot` runs the companion chat bot instead (hubsvc/bot/).
 """
 
 from __future__ import annotations
@@ -57,19 +58,35 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                          help="replace existing data (moved aside into pre-restore-*)")
     commands.add_parser("check", parents=[common],
                         help="database integrity and git fsck of every repository")
-    return parser.parse_args(argv)
+    bot = commands.add_parser("bot", parents=[common],
+                              help="run the companion chat bot (Discord, or --console)",
+                              description="Run the chat bot configured by [bot]: on Discord, "
+                              "or with --console in this terminal.")
+    bot.add_argument("--console", action="store_true",
+                     help="read commands from standard input and print the replies")
+    bot.add_argument("--as", dest="chat_id", metavar="CHAT_ID",
+                     help="the chat user id the console acts as (needed with --console)")
+    args = parser.parse_args(argv)
+    if args.command == "bot" and args.console != bool(args.chat_id):
+        bot.error("--console and --as CHAT_ID go together")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.command:
-        # Commands print their own results; only warnings from the libraries show.
-        setup_logging(logging.WARNING)
+        discord_bot = args.command == "bot" and not args.console
+        # Commands print their own results; only warnings from the libraries show (the
+        # Discord bot runs on and logs what it does).
+        setup_logging(logging.INFO if discord_bot else logging.WARNING)
         try:
             config = load_config(args.config, {"storage.data_dir": args.data_dir})
         except ConfigError as exc:
             print(f"hubsvc: configuration error: {exc}", file=sys.stderr)
             return 2
+        if args.command == "bot":
+            from hubsvc import bot
+            return bot.run(args, config)
         return admin.run(args, config)
     try:
         config = load_config(args.config, {

@@ -51,6 +51,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "websocket": {"max_per_ip": 10, "heartbeat_seconds": 30},
     "cors": {"origins": []},
     "limits": {"avatar_bytes": 1048576, "push_bytes": 1073741824, "json_depth": 64},
+    # The companion chat bot (python run.py bot); the service itself reads none of it.
+    "bot": {"token": "", "application_id": "", "api_base": "", "guild_id": "", "bot_key": ""},
 }
 
 
@@ -64,6 +66,11 @@ def _port(value: Any) -> bool:
 
 def _url_or_empty(value: Any) -> bool:
     return isinstance(value, str) and (value == "" or value.startswith(("http://", "https://")))
+
+
+def _snowflake_or_empty(value: Any) -> bool:
+    """A Discord id as a string of digits; empty means none."""
+    return isinstance(value, str) and (value == "" or (value.isascii() and value.isdigit()))
 
 
 # Checks beyond the type of the default, with the phrase shown when they fail.
@@ -91,6 +98,9 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("limits", "avatar_bytes"): (_positive, "must be a positive integer"),
     ("limits", "push_bytes"): (_positive, "must be a positive integer"),
     ("limits", "json_depth"): (lambda v: 1 <= v <= 512, "must be an integer from 1 to 512"),
+    ("bot", "api_base"): (_url_or_empty, "must be an http:// or https:// URL"),
+    ("bot", "application_id"): (_snowflake_or_empty, "must be a Discord id (digits, in quotes)"),
+    ("bot", "guild_id"): (_snowflake_or_empty, "must be a Discord id (digits, in quotes)"),
 }
 
 
