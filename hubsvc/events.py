@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -23,7 +22,7 @@ class Event:
     repository: dict[str, str]
     actor: dict[str, Any] | None
     data: dict[str, Any]
-    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    id: str = ""  # the log id, given when the event is written
     createdAt: str = field(default_factory=now_iso)
     # Not part of the JSON shape: the repository's id, so subscribers can check access.
     repo_id: str | None = None
@@ -41,52 +40,85 @@ class Event:
 
 
 Handler = Callable[[Event], Awaitable[None]]
+BATCH = 500
 
 
 class _Subscriber:
-    def __init__(self, name: str, handler: Handler, maxsize: int) -> None:
+    """A consumer with a cursor in the log: it reads every event after it, at its own pace."""
+
+    def __init__(self, name: str, handler: Handler, cursor: int) -> None:
         self.name = name
         self.handler = handler
-        self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize)
+        self.cursor = cursor
+        self.wake = asyncio.Event()
+        self.idle = asyncio.Event()
         self.task: asyncio.Task | None = None
-        self.dropped = 0
 
-    async def run(self) -> None:
+    async def run(self, read: Callable[[int, int], Awaitable[list[Event]]]) -> None:
         while True:
-            event = await self.queue.get()
-            try:
-                await self.handler(event)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("subscriber %s failed on event %s", self.name, event.id)
-            finally:
-                self.queue.task_done()
+            await self.wake.wait()
+            self.wake.clear()
+            while True:
+                try:
+                    batch = await read(self.cursor, BATCH)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("subscriber %s could not read the event log", self.name)
+                    await asyncio.sleep(1)
+                    continue
+                if not batch:
+                    break
+                for event in batch:
+                    try:
+                        await self.handler(event)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception:
+                        log.exception("subscriber %s failed on event %s", self.name, event.id)
+                    self.cursor = int(event.id)
+            self.idle.set()
 
 
 class EventBus:
-    """publish() never blocks; each subscriber drains its own bounded queue in its own task."""
+    """Wakes each subscriber when events commit; subscribers read the log from their cursor.
 
-    def __init__(self, queue_size: int = 10000) -> None:
-        self.queue_size = queue_size
+    Nothing is dropped when a subscriber falls behind: the log holds what it has not
+    read yet. The bus carries committed events only (see Database.committed).
+    """
+
+    def __init__(self, read: Callable[[int, int], Awaitable[list[Event]]] | None = None) -> None:
+        self._read = read
         self._subscribers: list[_Subscriber] = []
+        self.last_id = 0  # the newest committed event the bus has heard of
 
-    def publish(self, event: Event) -> None:
-        """Hand the event to every subscriber; call only after the transaction commits."""
+    def attach(self, read: Callable[[int, int], Awaitable[list[Event]]], last_id: int) -> None:
+        """Read events with read(cursor, limit); the log ends at last_id for now."""
+        self._read = read
+        self.last_id = max(self.last_id, last_id)
+
+    def publish(self, events: list[Event] | Event) -> None:
+        """Committed events exist: wake every subscriber (never blocks)."""
+        for event in events if isinstance(events, list) else [events]:
+            self.last_id = max(self.last_id, int(event.id))
         for sub in self._subscribers:
-            try:
-                sub.queue.put_nowait(event)
-            except asyncio.QueueFull:
-                sub.dropped += 1
-                log.warning("subscriber %s is behind; dropped event %s", sub.name, event.id)
+            sub.idle.clear()
+            sub.wake.set()
 
-    def subscribe(self, handler: Handler, name: str = "", maxsize: int | None = None
+    def subscribe(self, handler: Handler, name: str = "", after: int | None = None
                   ) -> Callable[[], None]:
-        """Start delivering events to handler in its own task; returns an unsubscribe."""
+        """Deliver events after `after` (default: from now on) to handler, in log order."""
         sub = _Subscriber(name or getattr(handler, "__qualname__", "subscriber"), handler,
-                          maxsize or self.queue_size)
-        sub.task = asyncio.get_running_loop().create_task(sub.run())
+                          self.last_id if after is None else after)
+        read = self._read
+        if read is None:
+            raise RuntimeError("the event bus has no log to read")
+        sub.task = asyncio.get_running_loop().create_task(sub.run(read))
         self._subscribers.append(sub)
+        if sub.cursor < self.last_id:
+            sub.wake.set()
+        else:
+            sub.idle.set()
 
         def unsubscribe() -> None:
             if sub in self._subscribers:
@@ -97,11 +129,18 @@ class EventBus:
         return unsubscribe
 
     async def drain(self, timeout: float = 5.0) -> None:
-        """Wait until every queued event has been handled (or the timeout passes)."""
-        waits = [sub.queue.join() for sub in self._subscribers]
-        if waits:
+        """Wait until every subscriber has handled every event committed so far."""
+        async def caught_up(sub: _Subscriber) -> None:
+            while sub.cursor < self.last_id or sub.wake.is_set():
+                sub.idle.clear()
+                if sub.cursor < self.last_id:
+                    sub.wake.set()
+                await sub.idle.wait()
+
+        if self._subscribers:
             try:
-                await asyncio.wait_for(asyncio.gather(*waits), timeout)
+                await asyncio.wait_for(asyncio.gather(*(caught_up(s) for s in self._subscribers)),
+                                       timeout)
             except asyncio.TimeoutError:
                 log.warning("event bus did not drain within %.1f s", timeout)
 

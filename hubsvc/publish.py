@@ -1,4 +1,4 @@
-"""Building and publishing repository events from a handler, after its write committed."""
+"""Building repository events; they are written to the log with the change they describe."""
 
 from __future__ import annotations
 
@@ -8,26 +8,31 @@ from aiohttp import web
 
 from .auth import current_user
 from .events import Event
-from .keys import BUS, CONFIG
+from .keys import CONFIG, STORE
 from .present import user_summary
 
 
-def publish(request: web.Request, repo: dict[str, Any], type_: str, data: dict[str, Any],
-            actor: dict[str, Any] | None = None) -> Event:
-    """Publish an event of repo; call only once the transaction has committed."""
-    actor = actor if actor is not None else current_user(request)
-    return publish_event(request.app, repo, type_, data, actor)
-
-
-def publish_event(app: web.Application, repo: dict[str, Any], type_: str, data: dict[str, Any],
-                  actor: dict[str, Any] | None) -> Event:
-    """Publish an event outside a request (a push recorded after the answer)."""
-    event = Event(
+def make_event(app: web.Application, repo: dict[str, Any], type_: str, data: dict[str, Any],
+               actor: dict[str, Any] | None) -> Event:
+    """An event of repo, not yet written (its id comes from the log)."""
+    return Event(
         type=type_,
         repository={"owner": repo["owner_username"], "name": repo["name"]},
         actor=user_summary(app[CONFIG].base_url, actor) if actor else None,
         data=data,
         repo_id=str(repo["id"]),
     )
-    app[BUS].publish(event)
-    return event
+
+
+def event(request: web.Request, repo: dict[str, Any], type_: str, data: dict[str, Any],
+          actor: dict[str, Any] | None = None) -> Event:
+    """An event of repo by the request's user, for a store write's emit=."""
+    return make_event(request.app, repo, type_, data,
+                      actor if actor is not None else current_user(request))
+
+
+async def publish(request: web.Request, repo: dict[str, Any], type_: str, data: dict[str, Any],
+                  actor: dict[str, Any] | None = None) -> Event:
+    """Write an event that is a change of its own (no other row changes with it)."""
+    [written] = await request.app[STORE].events.append([event(request, repo, type_, data, actor)])
+    return written

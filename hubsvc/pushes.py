@@ -9,7 +9,7 @@ from aiohttp import web
 from .gitrepo import GitRepo
 from .keys import STORE
 from .notify.messages import push_summary
-from .publish import publish_event
+from .publish import make_event
 from .repofiles import REPO_FILES
 
 log = logging.getLogger("hubsvc.pushes")
@@ -42,16 +42,18 @@ async def record_push(app: web.Application, repo: dict, updates: list[tuple[str,
     if branches and (not had_branches or repo["default_branch"] not in branches):
         new_default = _pick_default(repo["default_branch"], branches)
         await files.run(repo["id"], lambda g: g.set_default_branch(new_default))
-    await store.repos.touch(repo["id"], new_default)
-    try:
-        await files.run(repo["id"], lambda g: g.write_commit_graph())
-    except Exception:
-        log.warning("commit-graph write failed for repository %s", repo["id"], exc_info=True)
+    events = []
     for old, new, ref in updates:
         others = [oid for name, oid in before.items()
                   if name.startswith("refs/heads/") and name != ref]
         data = await files.run(repo["id"], lambda g: push_data(g, ref, old, new, others))
-        publish_event(app, repo, "push", data, actor)
+        events.append(make_event(app, repo, "push", data, actor))
+    # The bookkeeping and the push events commit together.
+    await store.repos.touch(repo["id"], new_default, emit=lambda _: events)
+    try:
+        await files.run(repo["id"], lambda g: g.write_commit_graph())
+    except Exception:
+        log.warning("commit-graph write failed for repository %s", repo["id"], exc_info=True)
 
 
 def push_data(git: GitRepo, ref: str, old: str, new: str, others: list[str]) -> dict:

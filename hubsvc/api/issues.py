@@ -17,7 +17,7 @@ from ..errors import BadRequest, Forbidden, NotFound
 from ..keys import CONFIG, STORE
 from ..openapi import doc
 from ..permissions import allows, load_repo
-from ..publish import publish
+from ..publish import event
 from ..rest import json_response, read_json, read_query
 
 routes = web.RouteTableDef()
@@ -93,10 +93,10 @@ async def create_issue(request: web.Request) -> web.Response:
     ids = await assignee_ids(request, data["assignees"])
     row = await request.app[STORE].issues.create(
         repo_id=repo["id"], author_id=user["id"], title=data["title"], body=data["body"],
-        labels=data["labels"], assignee_ids=ids)
-    body = _issue(request, repo, row)
-    publish(request, repo, "issue", {"action": "opened", "issue": body})
-    return json_response({"issue": body}, status=201)
+        labels=data["labels"], assignee_ids=ids,
+        emit=lambda row: [event(request, repo, "issue", {
+            "action": "opened", "issue": _issue(request, repo, row)})])
+    return json_response({"issue": _issue(request, repo, row)}, status=201)
 
 
 @routes.get(ISSUES + "/{number}")
@@ -153,11 +153,11 @@ async def patch_issue(request: web.Request) -> web.Response:
     data = await read_json(request, IssueUpdateSchema())
     check_edit(repo, item, user, data)
     ids = await assignee_ids(request, data["assignees"]) if "assignees" in data else None
-    row = await request.app[STORE].issues.update(item["id"], data, ids)
-    body = _issue(request, repo, row)
-    publish(request, repo, "issue", {"action": state_action(item, row), "issue": body,
-                                     "changes": sorted(data)})
-    return json_response({"issue": body})
+    row = await request.app[STORE].issues.update(
+        item["id"], data, ids, emit=lambda row: [event(request, repo, "issue", {
+            "action": state_action(item, row), "issue": _issue(request, repo, row),
+            "changes": sorted(data)})])
+    return json_response({"issue": _issue(request, repo, row)})
 
 
 @routes.delete(ISSUES + "/{number}")
@@ -177,18 +177,19 @@ async def add_comment(request: web.Request, is_pull: bool) -> web.Response:
     repo = await load_repo(request)
     item = await load_issue(request, repo, is_pull)
     data = await read_json(request, CommentCreateSchema())
-    comment, updated = await request.app[STORE].issues.add_comment(item["id"], user["id"],
-                                                                    data["body"])
     base = request.app[CONFIG].base_url
-    body = present.comment(base, comment)
-    if is_pull:
-        publish(request, repo, "pull_request", {
-            "action": "commented", "pullRequest": present.pull(base, repo, updated),
-            "comment": body})
-    else:
-        publish(request, repo, "issue", {
-            "action": "commented", "issue": present.issue(base, repo, updated), "comment": body})
-    return json_response({"comment": body}, status=201)
+
+    def commented(result: tuple[dict, dict]) -> list:
+        comment, updated = result
+        item_key, item_body = ("pullRequest", present.pull(base, repo, updated)) if is_pull \
+            else ("issue", present.issue(base, repo, updated))
+        return [event(request, repo, "pull_request" if is_pull else "issue", {
+            "action": "commented", item_key: item_body,
+            "comment": present.comment(base, comment)})]
+
+    comment, _ = await request.app[STORE].issues.add_comment(item["id"], user["id"],
+                                                              data["body"], emit=commented)
+    return json_response({"comment": present.comment(base, comment)}, status=201)
 
 
 async def list_comments(request: web.Request, is_pull: bool) -> web.Response:

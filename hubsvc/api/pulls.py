@@ -17,7 +17,7 @@ from ..errors import BadRequest, Conflict
 from ..keys import CONFIG, STORE
 from ..openapi import doc
 from ..permissions import load_repo
-from ..publish import publish
+from ..publish import event
 from ..pushes import push_data
 from ..repofiles import REPO_FILES
 from ..rest import json_response, load, read_json
@@ -97,10 +97,11 @@ async def create_pull(request: web.Request) -> web.Response:
     row = await request.app[STORE].issues.create(
         repo_id=repo["id"], author_id=user["id"], title=data["title"], body=data["body"],
         labels=[], assignee_ids=[],
-        pull={"head_repo_id": head_repo["id"], "head": data["head"], "base": base})
+        pull={"head_repo_id": head_repo["id"], "head": data["head"], "base": base},
+        # As on GitHub, the opened event comes before mergeability is known (null).
+        emit=lambda row: [event(request, repo, "pull_request", {
+            "action": "opened", "pullRequest": _pull(request, repo, row)})])
     row = await pulls.refresh(request.app, row)
-    publish(request, repo, "pull_request", {"action": "opened",
-                                            "pullRequest": _pull(request, repo, row)})
     [body] = await pulls_for_caller(request, repo, [row])
     return json_response({"pullRequest": body}, status=201)
 
@@ -127,12 +128,12 @@ async def patch_pull(request: web.Request) -> web.Response:
     if "base" in data and await request.app[REPO_FILES].run(
             repo["id"], lambda g: g.branch_oid(data["base"])) is None:
         raise BadRequest("base: branch not found")
-    row = await request.app[STORE].issues.update(item["id"], data)
+    row = await request.app[STORE].issues.update(
+        item["id"], data, emit=lambda row: [event(request, repo, "pull_request", {
+            "action": state_action(item, row), "pullRequest": _pull(request, repo, row),
+            "changes": sorted(data)})])
     if "base" in data or data.get("state") == "open":
         row = await pulls.refresh(request.app, row)
-    publish(request, repo, "pull_request", {"action": state_action(item, row),
-                                            "pullRequest": _pull(request, repo, row),
-                                            "changes": sorted(data)})
     [body] = await pulls_for_caller(request, repo, [row])
     return json_response({"pullRequest": body})
 
@@ -158,15 +159,17 @@ async def merge_pull(request: web.Request) -> web.Response:
     except BaseException:
         await asyncio.shield(store.issues.release_merge(item["id"]))
         raise
-    row = await store.issues.mark_merged(item["id"], user["id"], new, heads.head, heads.base)
-    publish(request, repo, "pull_request", {"action": "merged",
-                                            "pullRequest": _pull(request, repo, row),
-                                            "method": data["method"]})
-    [body] = await pulls_for_caller(request, repo, [row])
     ref = f"refs/heads/{item['base']}"
     push = await request.app[REPO_FILES].run(
         repo["id"], lambda g: push_data(g, ref, heads.base, new, []))
-    publish(request, repo, "push", push)
+    row = await store.issues.mark_merged(
+        item["id"], user["id"], new, heads.head, heads.base,
+        emit=lambda row: [
+            event(request, repo, "pull_request", {"action": "merged",
+                                                  "pullRequest": _pull(request, repo, row),
+                                                  "method": data["method"]}),
+            event(request, repo, "push", push)])
+    [body] = await pulls_for_caller(request, repo, [row])
     await request.app[STORE].repos.touch(repo["id"])
     return json_response({"pullRequest": body})
 

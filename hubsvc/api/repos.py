@@ -15,7 +15,7 @@ from ..errors import BadRequest, NotFound
 from ..keys import CONFIG, STORE
 from ..openapi import doc
 from ..permissions import load_repo
-from ..publish import publish
+from ..publish import event, publish
 from ..notify.hub import HUB
 from ..repofiles import REPO_FILES
 from ..rest import json_response, read_json, read_query
@@ -205,7 +205,8 @@ async def fork_repo(request: web.Request) -> web.Response:
         private_lineage=source["visibility"] == "private" or bool(source["private_lineage"]))
     await _create_on_disk(request, row, lambda: files.fork(source["id"], row["id"]))
     fork = _repo_json(request, row)
-    publish(request, source, "fork", {"forkee": fork, "forker": fork["owner"]})
+    # The fork is made when its files are: its event is written once they exist.
+    await publish(request, source, "fork", {"forkee": fork, "forker": fork["owner"]})
     return json_response({"repo": fork, "isOwner": True}, status=201)
 
 
@@ -223,10 +224,9 @@ async def list_forks(request: web.Request) -> web.Response:
 async def _star(request: web.Request, on: bool) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
-    changed, count = await request.app[STORE].repos.star(repo["id"], user["id"], on)
-    if changed:
-        publish(request, repo, "star", {"action": "added" if on else "removed",
-                                        "starCount": count})
+    changed, count = await request.app[STORE].repos.star(
+        repo["id"], user["id"], on, emit=lambda result: [event(request, repo, "star", {
+            "action": "added" if on else "removed", "starCount": result[1]})] if result[0] else [])
     return json_response({"starred": on, "starCount": count})
 
 

@@ -92,7 +92,7 @@ async def inbound(request: web.Request) -> web.Response:
             raise Conflict("this signed request was already accepted (a replay)")
     else:
         repo = await load_repo(request, "write", owner=ref["owner"], name=ref["name"])
-    event = publish(request, repo, data["type"], data["data"], actor=current_user(request))
+    event = await publish(request, repo, data["type"], data["data"], actor=current_user(request))
     return json_response({"accepted": True, "id": event.id}, status=202)
 
 

@@ -47,6 +47,9 @@ def retry_after_seconds(value: str | None) -> float | None:
         return None
 
 
+CURSOR = "chat-webhook"
+
+
 class WebhookSender:
     """Delivers the outbox in order: retries with growing delays, honours 429 Retry-After."""
 
@@ -90,8 +93,10 @@ class WebhookSender:
             # The chat channel is shared; private repositories never reach it.
             return
         body = json.dumps(chat_message(event, self.app[CONFIG].base_url))
+        # The outbox row and the cursor move together: after a crash the sender goes on
+        # from the first event it had not queued, so none is lost and none is doubled.
         await self.app[STORE].outbox.enqueue(event_id=event.id, event_type=event.type,
-                                             repo_id=repo["id"], payload=body)
+                                             repo_id=repo["id"], payload=body, cursor=CURSOR)
         self._wake.set()
 
     def wake(self) -> None:
@@ -178,7 +183,8 @@ async def webhook_ctx(app: web.Application) -> AsyncIterator[None]:
     """Start the sender and its bus subscription; stop both on shutdown."""
     sender = app[WEBHOOK]
     await sender.start()
-    unsubscribe = app[BUS].subscribe(sender.on_event, name="chat-webhook")
+    cursor = await app[STORE].events.cursor(CURSOR) if sender.enabled else None
+    unsubscribe = app[BUS].subscribe(sender.on_event, name=CURSOR, after=cursor)
     try:
         yield
     finally:

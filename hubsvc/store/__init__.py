@@ -6,6 +6,7 @@ from pathlib import Path
 
 from .chat import ChatStore
 from .db import Database
+from .events import EventStore
 from .issues import IssueStore
 from .outbox import OutboxStore
 from .repos import RepoStore
@@ -24,6 +25,7 @@ class Store:
         self.search = SearchStore(self.db)
         self.chat = ChatStore(self.db)
         self.outbox = OutboxStore(self.db)
+        self.events = EventStore(self.db)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""

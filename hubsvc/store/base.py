@@ -20,11 +20,27 @@ def reads(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def writes(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Make `def f(self, conn, ...)` an awaitable method run in one write transaction."""
+    """Make `def f(self, conn, ...)` an awaitable method run in one write transaction.
+
+    With `emit=`, a function of the result giving the events the change makes, those
+    events are appended to the log in the same transaction: the change and its events
+    commit together or not at all. Listeners hear of them after the commit.
+    """
 
     @functools.wraps(fn)
-    async def method(self: "Table", *args: Any, **kwargs: Any) -> Any:
-        return await self.db.write(functools.partial(fn, self), *args, **kwargs)
+    async def method(self: "Table", *args: Any, emit: Callable[[Any], list] | None = None,
+                     **kwargs: Any) -> Any:
+        if emit is None:
+            return await self.db.write(functools.partial(fn, self), *args, **kwargs)
+
+        def with_events(conn: Any, *a: Any, **kw: Any) -> tuple[Any, list]:
+            from .events import append_events  # events.py imports this module
+            result = fn(self, conn, *a, **kw)
+            return result, append_events(conn, emit(result))
+
+        result, events = await self.db.write(with_events, *args, **kwargs)
+        self.db.committed(events)
+        return result
 
     method.sync = fn
     return method

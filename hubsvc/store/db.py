@@ -88,6 +88,8 @@ class Database:
         self._next_reader = itertools.cycle(range(readers))
         # Bumped by every write, so read caches can tell their entries are stale.
         self.generation = 0
+        # Told of events once the transaction that wrote them has committed.
+        self.event_listeners: list[Callable[[list], None]] = []
 
     async def open(self) -> None:
         """Open the connections, turn on WAL and apply the migrations."""
@@ -131,6 +133,12 @@ class Database:
             return await self._call(self._writer, _transaction, fn, args, kwargs)
         finally:
             self.generation += 1
+
+    def committed(self, events: list) -> None:
+        """Tell the listeners (the bus) of events that just committed."""
+        if events:
+            for listener in self.event_listeners:
+                listener(events)
 
     async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run fn(conn, ...) on a read connection."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..timeutil import now_iso
 from .base import Table, reads, writes
+from .events import move_cursor
 
 
 class OutboxStore(Table):
@@ -15,8 +16,11 @@ class OutboxStore(Table):
 
     @writes
     def enqueue(self, conn, *, event_id: str, event_type: str, repo_id: int | None,
-                payload: str, redelivery_of: int | None = None) -> dict[str, Any]:
-        """Queue a body for delivery now."""
+                payload: str, redelivery_of: int | None = None,
+                cursor: str | None = None) -> dict[str, Any]:
+        """Queue a body for delivery now; with cursor, the consumer has read event_id."""
+        if cursor is not None:
+            move_cursor(conn, cursor, int(event_id))
         cur = conn.execute(
             "INSERT INTO webhook_deliveries (guid, event_id, event_type, repo_id, payload,"
             " next_attempt_at, redelivery_of, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

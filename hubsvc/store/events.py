@@ -1,0 +1,109 @@
+"""The event log: appended in the change's own transaction, read after a cursor."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from typing import Any
+
+from ..events import Event
+from .base import Table, reads, writes
+from .repos import VISIBLE
+
+
+def append_events(conn: sqlite3.Connection, events: list[Event]) -> list[Event]:
+    """Insert events inside the caller's transaction; returns them with their log ids."""
+    out = []
+    for event in events:
+        payload = event.to_dict()
+        payload.pop("id")
+        cur = conn.execute(
+            "INSERT INTO events (type, action, repo_id, actor_id, payload, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (event.type, event.data.get("action"), int(event.repo_id) if event.repo_id else None,
+             (event.actor or {}).get("id") and int(event.actor["id"]),
+             json.dumps(payload, separators=(",", ":")), event.createdAt))
+        out.append(dataclasses.replace(event, id=str(cur.lastrowid)))
+    return out
+
+
+def move_cursor(conn: sqlite3.Connection, name: str, event_id: int) -> None:
+    """Set a durable consumer's position inside the caller's transaction."""
+    conn.execute("INSERT INTO event_cursors (name, event_id) VALUES (?, ?)"
+                 " ON CONFLICT (name) DO UPDATE SET event_id = MAX(event_id, excluded.event_id)",
+                 (name, event_id))
+
+
+def _event(row: sqlite3.Row) -> Event:
+    payload = json.loads(row["payload"])
+    return Event(type=payload["type"], repository=payload["repository"], actor=payload["actor"],
+                 data=payload["data"], id=str(row["id"]), createdAt=payload["createdAt"],
+                 repo_id=str(row["repo_id"]) if row["repo_id"] is not None else None)
+
+
+class EventStore(Table):
+    """Reads of the log; writes happen with the change (Table methods' emit=)."""
+
+    async def append(self, events: list[Event]) -> list[Event]:
+        """Events that are a change of their own (an inbound webhook, a fork made on disk)."""
+        written = await self.db.write(append_events, events)
+        self.db.committed(written)
+        return written
+
+    @reads
+    def last_id(self, conn) -> int:
+        """The newest event id, 0 when the log is empty."""
+        row = conn.execute("SELECT MAX(id) FROM events").fetchone()
+        return row[0] or 0
+
+    @reads
+    def cursor(self, conn, name: str) -> int | None:
+        """A durable consumer's position in the log (None: it never read any)."""
+        row = conn.execute("SELECT event_id FROM event_cursors WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else None
+
+    @writes
+    def set_cursor(self, conn, name: str, event_id: int) -> None:
+        """Move a durable consumer's position."""
+        move_cursor(conn, name, event_id)
+
+    @reads
+    def pruned_through(self, conn) -> int:
+        """Events up to this id were pruned: a cursor below it has missed some."""
+        return conn.execute("SELECT value FROM event_log_state WHERE name = 'pruned_through'"
+                            ).fetchone()[0]
+
+    @reads
+    def after(self, conn, cursor: int, limit: int) -> list[Event]:
+        """Every event after cursor, oldest first (for the server's own consumers)."""
+        return [_event(r) for r in conn.execute(
+            "SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?", (cursor, limit))]
+
+    @reads
+    def visible_after(self, conn, viewer: int, cursor: int, limit: int,
+                      repo_id: int | None = None) -> tuple[list[Event], bool]:
+        """Events of repositories the viewer may read now, oldest first, after cursor."""
+        where = "e.repo_id = :repo" if repo_id is not None else "1"
+        rows = conn.execute(
+            "SELECT e.* FROM events e JOIN repositories r ON r.id = e.repo_id"
+            f" WHERE e.id > :cursor AND {where} AND {VISIBLE} ORDER BY e.id LIMIT :limit",
+            {"cursor": cursor, "viewer": viewer, "repo": repo_id, "limit": limit + 1}).fetchall()
+        return [_event(r) for r in rows[:limit]], len(rows) > limit
+
+    @writes
+    def prune(self, conn, before_iso: str) -> int:
+        """Drop events created before the time; remembers how far pruning went."""
+        row = conn.execute("SELECT MAX(id) FROM events WHERE created_at < ?",
+                           (before_iso,)).fetchone()
+        if row[0] is None:
+            return 0
+        cur = conn.execute("DELETE FROM events WHERE id <= ?", (row[0],))
+        conn.execute("UPDATE event_log_state SET value = MAX(value, ?)"
+                     " WHERE name = 'pruned_through'", (row[0],))
+        return cur.rowcount
+
+
+def rows_to_events(rows: list[Any]) -> list[Event]:
+    """Rows of the events table as Events."""
+    return [_event(r) for r in rows]
