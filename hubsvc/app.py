@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections import defaultdict
 import uuid
 from typing import AsyncIterator
@@ -18,6 +19,7 @@ from .api import account as account_api
 from .api import admin as admin_api
 from .api import auth as auth_api
 from .api import docs as docs_api
+from .api import events as events_api
 from .api import chat as chat_api
 from .api import git as git_api
 from .api import issues as issues_api
@@ -43,6 +45,7 @@ from .pulls import MERGE_LOCKS, pull_sync_ctx
 from .repofiles import REPO_FILES, RepoFiles
 from .store import Store
 from .tasks import BACKGROUND, Background
+from .timeutil import iso
 
 log = logging.getLogger("hubsvc")
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -81,8 +84,21 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     await store.close()
 
 
+async def _prune_events(app: web.Application) -> None:
+    """Drop events past events.retention_days, at start and then hourly."""
+    days = app[CONFIG]["events"]["retention_days"]
+    while True:
+        try:
+            await app[STORE].events.prune(iso(time.time() - days * 86400))
+        except Exception:
+            log.exception("pruning old events failed")
+        await asyncio.sleep(3600)
+
+
 async def _bus_ctx(app: web.Application) -> AsyncIterator[None]:
+    pruner = asyncio.get_running_loop().create_task(_prune_events(app))
     yield
+    pruner.cancel()
     await app[BACKGROUND].close()
     await app[BUS].close()
 
@@ -132,7 +148,7 @@ def create_app(config: Config) -> web.Application:
     app.on_shutdown.extend([_mark_shutdown, close_sockets])
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
-    for module in (meta_api, docs_api, auth_api, account_api, users_api, admin_api, repos_api, issues_api, pulls_api,
+    for module in (meta_api, docs_api, events_api, auth_api, account_api, users_api, admin_api, repos_api, issues_api, pulls_api,
                    search_api, chat_api, webhooks_api, ws_api, git_api, smart_http):
         app.router.add_routes(module.routes)
     _setup_cors(app, config)

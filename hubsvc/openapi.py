@@ -22,6 +22,7 @@ ERROR_TEXT = {
     404: "not found, or private and not readable by the caller",
     405: "method not allowed",
     409: "conflict",
+    410: "gone: the cursor is older than what is kept",
     413: "request body too large",
     415: "the body is not application/json (or application/*+json)",
     429: "too many requests (Retry-After says when to come back)",

@@ -18,7 +18,9 @@ from .test_repos import create
 async def connect(client, user, **kwargs):
     ws = await client.ws_connect(f"/ws?token={user.token}", **kwargs)
     hello = await ws.receive_json(timeout=5)
-    assert hello == {"type": "connected", "userId": user.id, "username": user.username}
+    assert hello == {"type": "connected", "userId": user.id, "username": user.username,
+                     "lastEventId": hello["lastEventId"]}
+    assert hello["lastEventId"].isdigit()
     return ws
 
 

@@ -7,8 +7,10 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from schemas.events import WsQuerySchema
+
 from ..auth import allowed_origin, current_user, user_for_token
-from ..errors import ApiError, Forbidden, Unauthorized
+from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..keys import AUTH, CONFIG, STORE
 from ..notify.hub import HUB, Client
 from ..openapi import doc
@@ -40,9 +42,19 @@ async def _ws_user(request: web.Request) -> tuple[dict[str, Any], bytes | None]:
 @routes.get("/ws")
 @doc("WebSocket upgrade for notifications (token in ?token= or the session cookie)",
      responses={101: "switching protocols"}, errors=(400, 403, 503), tag="websocket",
-     description="Server messages: connected {userId, username}, ping, pong, "
-                 "notification {notification: event}, subscribed, unsubscribed, error. Client "
-                 "messages: ping, pong, subscribe {repository: {owner, name}}, unsubscribe. "
+     query=WsQuerySchema,
+     description="Server messages: connected {userId, username, lastEventId}, ping, pong, "
+                 "notification {notification: event} (event as in GET /api/events, its id the "
+                 "log id), subscribed {repository}, unsubscribed {repository, reason?}, "
+                 "resumed {lastEventId} (a replay ended; live events follow), resync "
+                 "{lastEventId, reason} (the cursor is older than events.retention_days: read "
+                 "the state again, then go on from lastEventId), error {error}. Client "
+                 "messages: ping, pong, subscribe {repository: {owner, name}}, unsubscribe "
+                 "{repository}, resume {after: \"<event id>\"}. Resume (or ?after=<id> on the "
+                 "upgrade) first sends, in order, the notifications the socket would have got "
+                 "since that id (events of repositories the user owns, collaborates on, "
+                 "starred or subscribed to, and may read now), then live ones, with no gap "
+                 "and no repeat at the seam. "
                  "A malformed message, or one nested deeper than limits.json_depth, gets "
                  "error {error} and the socket stays open; over 64 KiB closes it (1009). "
                  "Over websocket.max_per_ip open sockets from one address → 429. When the "
@@ -52,6 +64,7 @@ async def _ws_user(request: web.Request) -> tuple[dict[str, Any], bytes | None]:
                  "unsubscribed {repository, reason: \"access revoked\"}.")
 async def websocket(request: web.Request) -> web.StreamResponse:
     user, digest = await _ws_user(request)
+    after = _cursor(request.query.get("after"))
     hub = request.app[HUB]
     config = request.app[CONFIG]["websocket"]
     ip = client_ip(request)
@@ -66,7 +79,9 @@ async def websocket(request: web.Request) -> web.StreamResponse:
     client = Client(ws, user, ip, request.transport, digest)
     hub.add(client)
     hub.send(client, {"type": "connected", "userId": str(user["id"]),
-                      "username": user["username"]})
+                      "username": user["username"], "lastEventId": str(hub.cursor)})
+    if after is not None:
+        hub.resume(client, after)
     beat = asyncio.get_running_loop().create_task(
         _heartbeat(hub, client, config["heartbeat_seconds"]))
     try:
@@ -82,6 +97,16 @@ async def websocket(request: web.Request) -> web.StreamResponse:
         beat.cancel()
         hub.remove(client)
     return ws
+
+
+def _cursor(value: object) -> int | None:
+    """An event id given as a resume cursor (a string of digits, or an integer)."""
+    if value is None:
+        return None
+    text = str(value)
+    if not text.isdigit() or len(text) > 18:
+        raise BadRequest("after: must be an event id")
+    return int(text)
 
 
 async def _heartbeat(hub, client: Client, interval: float) -> None:
@@ -116,6 +141,17 @@ async def _handle(request: web.Request, hub, client: Client, text: str) -> None:
         hub.send(client, {"type": "pong"})
     elif kind == "pong":
         pass
+    elif kind == "resume":
+        try:
+            after = _cursor(message.get("after"))
+        except ApiError as exc:
+            after, error = None, exc.message
+        else:
+            error = "after: must be an event id" if after is None else None
+        if error:
+            hub.send(client, {"type": "error", "error": error})
+            return
+        hub.resume(client, after)
     elif kind in ("subscribe", "unsubscribe"):
         ref = message.get("repository")
         if not (isinstance(ref, dict) and isinstance(ref.get("owner"), str)

@@ -19,6 +19,7 @@ REVOKED = 4001  # close code of a socket whose credential was revoked
 # How often open sockets' tokens are checked against the database, for revocations this
 # process did not make itself (run.py reset-password, an expiry): the token cache's life.
 SWEEP_SECONDS = 5.0
+REPLAY_BATCH = 500
 
 
 class Client:
@@ -36,6 +37,9 @@ class Client:
         self.subscriptions: set[int] = set()
         self.queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_SIZE)
         self.writer: asyncio.Task | None = None
+        # False while a resume replays the log: live events wait for the replay to end.
+        self.live = True
+        self.resumer: asyncio.Task | None = None
         self.last_seen = asyncio.get_running_loop().time()
 
     def offer(self, text: str) -> bool:
@@ -64,6 +68,13 @@ class Client:
                 self.sending = False
 
 
+def _wants(client: Client, event: Event, audience: tuple[set[int] | None, set[int]]) -> bool:
+    """Whether a client watches or subscribed to the event's repository and may read it."""
+    readers, watchers = audience
+    return ((client.user_id in watchers or int(event.repo_id) in client.subscriptions)
+            and (readers is None or client.user_id in readers))
+
+
 class Hub:
     """Bus subscriber that fans events out to the sockets allowed to see them."""
 
@@ -75,6 +86,8 @@ class Hub:
         self.per_ip: defaultdict[str, int] = defaultdict(int)
         self.closing = False
         self._closers: set[asyncio.Task] = set()
+        # The newest event whose live recipients are settled: a resume replays up to it.
+        self.cursor = 0
 
     def add(self, client: Client) -> None:
         self.clients.add(client)
@@ -98,6 +111,8 @@ class Hub:
             del self.per_ip[client.ip]
         if client.writer is not None and not client.writer.done():
             client.offer(None) or client.writer.cancel()
+        if client.resumer is not None:
+            client.resumer.cancel()
 
     def subscribe(self, client: Client, repo_id: int) -> None:
         client.subscriptions.add(repo_id)
@@ -186,17 +201,14 @@ class Hub:
     async def on_event(self, event: Event) -> None:
         """Deliver an event to watchers and subscribers who may read the repository now."""
         if not self.clients or event.repo_id is None:
+            self.cursor = int(event.id)
             return
         repo_id = int(event.repo_id)
         audience = await self.app[STORE].repos.audience(repo_id)
-        if audience is None:
-            return
-        readers, watchers = audience
-        targets: set[Client] = set(self.by_repo.get(repo_id, ()))
-        for user_id in watchers:
-            targets |= self.by_user.get(user_id, set())
-        if readers is not None:  # private: checked against access as it is now
-            targets = {c for c in targets if c.user_id in readers}
+        # From here to the cursor update nothing awaits: a resume that ends meanwhile
+        # either replayed this event or is live in time to get it here, never both.
+        targets = self._targets(event, audience) if audience is not None else set()
+        self.cursor = int(event.id)
         if not targets:
             return
         text = json.dumps({"type": "notification", "notification": event.to_dict()})
@@ -217,6 +229,64 @@ class Hub:
             else:
                 self._offer(client, text)
 
+    def _targets(self, event: Event, audience: tuple[set[int] | None, set[int]]) -> set[Client]:
+        """The live clients an event goes to: watchers and subscribers who may read it."""
+        repo_id = int(event.repo_id)
+        readers, watchers = audience
+        targets: set[Client] = set(self.by_repo.get(repo_id, ()))
+        for user_id in watchers:
+            targets |= self.by_user.get(user_id, set())
+        if readers is not None:  # private: checked against access as it is now
+            targets = {c for c in targets if c.user_id in readers}
+        return {c for c in targets if c.live}
+
+    def resume(self, client: Client, after: int) -> None:
+        """Replay the events a client missed after `after`, then go live: no gap, no repeat."""
+        if client.resumer is not None:
+            client.resumer.cancel()
+        client.live = False
+        client.resumer = asyncio.get_running_loop().create_task(self._replay(client, after))
+
+    async def _replay(self, client: Client, after: int) -> None:
+        store = self.app[STORE]
+        try:
+            pruned = await store.events.pruned_through()
+            if after < pruned:
+                self.send(client, {"type": "resync", "lastEventId": str(self.cursor),
+                                   "reason": f"events up to {pruned} were pruned "
+                                             "(events.retention_days): read the state again"})
+                client.live = True
+                return
+            cursor, audiences = min(after, self.cursor), {}
+            while True:
+                target = self.cursor
+                while cursor < target:
+                    batch = [e for e in await store.events.after(cursor, REPLAY_BATCH)
+                             if int(e.id) <= target]
+                    if not batch:
+                        break
+                    for event in batch:
+                        cursor = int(event.id)
+                        if event.repo_id is None:
+                            continue
+                        if event.repo_id not in audiences:
+                            audiences[event.repo_id] = await store.repos.audience(
+                                int(event.repo_id))
+                        audience = audiences[event.repo_id]
+                        if audience is not None and _wants(client, event, audience):
+                            # Waits for room: a replay may be longer than the live queue.
+                            await client.queue.put(json.dumps(
+                                {"type": "notification", "notification": event.to_dict()}))
+                if cursor >= self.cursor:  # nothing awaited since the check: live from here
+                    client.live = True
+                    break
+            self.send(client, {"type": "resumed", "lastEventId": str(cursor)})
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("resuming websocket client %s failed", client.username)
+            self._end(client, WSCloseCode.INTERNAL_ERROR, b"resume failed")
+
     async def close_all(self) -> None:
         """Close every socket with GOING_AWAY (server shutdown)."""
         self.closing = True
@@ -232,6 +302,7 @@ HUB = web.AppKey("ws_hub", Hub)
 
 async def hub_ctx(app: web.Application) -> AsyncIterator[None]:
     """Subscribe the hub to the bus for the life of the app."""
+    app[HUB].cursor = app[BUS].last_id
     unsubscribe = app[BUS].subscribe(app[HUB].on_event, name="websocket-hub")
     sweeper = asyncio.get_running_loop().create_task(app[HUB].sweep_loop())
     yield

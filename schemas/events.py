@@ -1,0 +1,39 @@
+"""The event feed and the WebSocket's query."""
+
+from __future__ import annotations
+
+from marshmallow import fields, validate
+
+from .common import Base, Bool, Dict, List, Nested, RepoRefSchema, Str, UserSummarySchema
+
+_CURSOR = fields.String(validate=validate.Regexp(r"^[0-9]{1,18}$", error="must be an event id"),
+                        metadata={"description": "an event id: only events after it"})
+
+
+class FeedQuerySchema(Base):
+    after = _CURSOR
+    limit = fields.Integer(load_default=30, validate=validate.Range(1, 100))
+
+
+class WsQuerySchema(Base):
+    token = fields.String(validate=validate.Length(max=200),
+                          metadata={"description": "a token, if no cookie is sent"})
+    after = _CURSOR
+
+
+class EventSchema(Base):
+    id = Str(required=True, metadata={"description": "the log id: increasing in commit order"})
+    type = Str(required=True, metadata={"enum": ["issue", "pull_request", "push", "star", "fork"]})
+    repository = Nested(RepoRefSchema, required=True)
+    actor = Nested(UserSummarySchema, required=True, allow_none=True)
+    data = Dict(required=True, metadata={"description": "what happened; data.action names it "
+                                                        "(absent for push and fork)"})
+    createdAt = Str(required=True)
+
+
+class EventFeedSchema(Base):
+    events = List(Nested(EventSchema), required=True)
+    hasMore = Bool(required=True)
+    lastEventId = Str(required=True, metadata={
+        "description": "the cursor to pass as after= next time (the last event returned, or "
+                       "the cursor given when there was none)"})
