@@ -42,6 +42,7 @@ from .notify.hub import HUB, Hub, close_sockets, hub_ctx
 from .notify.webhook import WEBHOOK, WebhookSender, webhook_ctx
 from .ratelimit import LIMITER, SIGN_IN_LIMITER, TokenBucket, add_rate_headers, rate_limit_middleware
 from .pulls import MERGE_LOCKS, pull_sync_ctx
+from .pushes import push_journal_ctx
 from .repofiles import REPO_FILES, RepoFiles
 from .store import Store
 from .tasks import BACKGROUND, Background
@@ -144,7 +145,8 @@ def create_app(config: Config) -> web.Application:
         app[SIGN_IN_LIMITER] = TokenBucket(limits["sign_in_per_15_minutes"],
                                            limits["sign_in_per_15_minutes"] / 900,
                                            max_keys=limits["max_keys"])
-    app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx, webhook_ctx, hub_ctx])
+    app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx, webhook_ctx, hub_ctx,
+                            push_journal_ctx])
     app.on_shutdown.extend([_mark_shutdown, close_sockets])
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.

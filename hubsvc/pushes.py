@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import shutil
+import time
+from pathlib import Path
+from typing import AsyncIterator
 
 from aiohttp import web
 
@@ -25,7 +31,7 @@ def _pick_default(current: str, branches: list[str]) -> str:
 
 
 async def record_push(app: web.Application, repo: dict, updates: list[tuple[str, str, str]],
-                      actor: dict | None) -> None:
+                      actor: dict | None, flight: int | None = None) -> None:
     """The bookkeeping and events of ref updates git applied: (old, new, ref) each."""
     files, store = app[REPO_FILES], app[STORE]
     after = await files.run(repo["id"], lambda g: g.head_oids())
@@ -49,7 +55,8 @@ async def record_push(app: web.Application, repo: dict, updates: list[tuple[str,
         data = await files.run(repo["id"], lambda g: push_data(g, ref, old, new, others))
         events.append(make_event(app, repo, "push", data, actor))
     # The bookkeeping and the push events commit together.
-    await store.repos.touch(repo["id"], new_default, emit=lambda _: events)
+    await store.repos.touch(repo["id"], new_default, refs_seen=after, flight=flight,
+                            emit=lambda _: events)
     try:
         await files.run(repo["id"], lambda g: g.write_commit_graph())
     except Exception:
@@ -74,3 +81,50 @@ def push_data(git: GitRepo, ref: str, old: str, new: str, others: list[str]) -> 
     }
     data["summary"] = push_summary(data)
     return data
+
+
+async def reconcile(app: web.Application) -> int:
+    """Record the pushes a dead server left in flight, from the refs they left; returns how many."""
+    files, store = app[REPO_FILES], app[STORE]
+    done = 0
+    for flight in await store.repos.pushes_in_flight():
+        try:
+            seen = json.loads(flight["refs_seen"] or "{}")
+            now = await files.run(flight["repo_id"], lambda g: g.head_oids())
+            updates = [(seen.get(ref, ZERO), now.get(ref, ZERO), ref)
+                       for ref in sorted(set(seen) | set(now)) if seen.get(ref) != now.get(ref)]
+            repo = await store.repos.by_id(flight["repo_id"])
+            if not updates or repo is None:
+                await store.repos.push_ended(flight["id"])
+                continue
+            actor = await store.users.by_id(flight["actor_id"]) if flight["actor_id"] else None
+            log.warning("recording a push to repository %s that the last run did not finish",
+                        repo["id"])
+            await record_push(app, repo, updates, actor, flight["id"])
+            done += 1
+        except Exception:
+            log.exception("reconciling push %s failed", flight["id"])
+    return done
+
+
+def clean_quarantines(root: Path, older_than: float = 3600) -> int:
+    """Remove receive-pack's incoming object folders left by killed pushes; returns how many."""
+    removed, limit = 0, time.time() - older_than
+    for objects in root.glob("*/*.git/objects"):
+        for folder in objects.glob("tmp_objdir-incoming-*"):
+            try:
+                if folder.stat().st_mtime < limit:
+                    shutil.rmtree(folder)
+                    removed += 1
+            except OSError:
+                log.warning("could not remove %s", folder, exc_info=True)
+    return removed
+
+
+async def push_journal_ctx(app: web.Application) -> AsyncIterator[None]:
+    """At start: reconcile pushes left in flight and clear stale quarantines."""
+    removed = await asyncio.to_thread(clean_quarantines, app[REPO_FILES].root)
+    if removed:
+        log.info("removed %d abandoned push quarantine folder(s)", removed)
+    await reconcile(app)
+    yield

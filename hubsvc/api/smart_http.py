@@ -169,6 +169,11 @@ async def receive_pack(request: web.Request) -> web.StreamResponse:
     fd, name = tempfile.mkstemp(prefix="push-", dir=files.spool)
     os.close(fd)
     spool = Path(name)
+    # Journalled first: if this process dies while git runs, the next start records
+    # whatever landed (pushes.reconcile).
+    refs_now = await files.run(repo["id"], lambda g: g.head_oids())
+    flight = await request.app[STORE].repos.push_started(repo["id"], actor and actor["id"],
+                                                         refs_now)
 
     def take_updates() -> list[tuple[str, str, str]]:
         try:
@@ -177,7 +182,8 @@ async def receive_pack(request: web.Request) -> web.StreamResponse:
             spool.unlink(missing_ok=True)
 
     def spawn(updates: list[tuple[str, str, str]]) -> asyncio.Task:
-        return request.app[BACKGROUND].spawn(_after_push(request.app, repo, updates, actor))
+        return request.app[BACKGROUND].spawn(
+            _after_push(request.app, repo, updates, actor, flight))
 
     async def record() -> None:
         updates = await asyncio.to_thread(take_updates)
@@ -185,6 +191,8 @@ async def receive_pack(request: web.Request) -> web.StreamResponse:
             # The push is recorded before the client hears it ended; the client hanging
             # up must not cancel that, so it runs shielded.
             await asyncio.shield(spawn(updates))
+        else:
+            await asyncio.shield(request.app[STORE].repos.push_ended(flight))
 
     try:
         resp, _ = await serve_rpc(request, "git-receive-pack", files.path(repo["id"]),
@@ -197,13 +205,15 @@ async def receive_pack(request: web.Request) -> web.StreamResponse:
             updates = take_updates()
             if updates:
                 spawn(updates)
+            else:
+                request.app[BACKGROUND].spawn(request.app[STORE].repos.push_ended(flight))
     return resp
 
 
 async def _after_push(app: web.Application, repo: dict, updates: list[tuple[str, str, str]],
-                      actor: dict | None) -> None:
+                      actor: dict | None, flight: int) -> None:
     """Record the push: updatedAt, default branch, commit-graph, one push event per ref."""
     try:
-        await record_push(app, repo, updates, actor)
+        await record_push(app, repo, updates, actor, flight)
     except Exception:
         log.exception("recording a push to repository %s failed", repo["id"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..errors import Conflict, NotFound
@@ -142,8 +143,35 @@ class RepoStore(Table):
         return self.by_id.sync(self, conn, repo_id, viewer)
 
     @writes
-    def touch(self, conn, repo_id: int, default_branch: str | None = None) -> None:
+    def push_started(self, conn, repo_id: int, actor_id: int | None, refs_now: dict[str, str]
+                     ) -> int:
+        """Journal a push about to run; the refs as they are become the last seen if none were."""
+        conn.execute("UPDATE repositories SET refs_seen = ? WHERE id = ? AND refs_seen IS NULL",
+                     (json.dumps(refs_now), repo_id))
+        return conn.execute("INSERT INTO pushes_in_flight (repo_id, actor_id, started_at)"
+                            " VALUES (?, ?, ?)", (repo_id, actor_id, now_iso())).lastrowid
+
+    @writes
+    def push_ended(self, conn, flight: int) -> None:
+        """A journalled push that changed nothing."""
+        conn.execute("DELETE FROM pushes_in_flight WHERE id = ?", (flight,))
+
+    @reads
+    def pushes_in_flight(self, conn) -> list[dict[str, Any]]:
+        """Journalled pushes never recorded (the server died), with the refs last seen."""
+        return [dict(r) for r in conn.execute(
+            "SELECT f.id, f.repo_id, f.actor_id, r.refs_seen FROM pushes_in_flight f"
+            " JOIN repositories r ON r.id = f.repo_id ORDER BY f.id")]
+
+    @writes
+    def touch(self, conn, repo_id: int, default_branch: str | None = None,
+              refs_seen: dict[str, str] | None = None, flight: int | None = None) -> None:
         """Record a push: updatedAt, and the default branch when the first one arrived."""
+        if refs_seen is not None:
+            conn.execute("UPDATE repositories SET refs_seen = ? WHERE id = ?",
+                         (json.dumps(refs_seen), repo_id))
+        if flight is not None:
+            conn.execute("DELETE FROM pushes_in_flight WHERE id = ?", (flight,))
         if default_branch is None:
             conn.execute("UPDATE repositories SET updated_at = ? WHERE id = ?",
                          (now_iso(), repo_id))

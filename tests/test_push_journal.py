@@ -1,0 +1,99 @@
+"""A push that lands while the server dies is recorded at the next start."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+from hubsvc.app import create_app
+from hubsvc.keys import STORE
+from hubsvc.pushes import clean_quarantines
+from hubsvc.repofiles import REPO_FILES
+
+from .conftest import make_config, sign_up
+from .gitcli import git, remote
+from .server import ServerProcess
+from .test_repos import create
+
+
+async def test_a_push_left_in_flight_is_reconciled_at_start(aiohttp_client, tmp_path):
+    config = make_config(tmp_path)
+    client = await aiohttp_client(create_app(config))
+    alice = await sign_up(client, "alice")
+    repo = await create(client, alice, "proj")
+    work = tmp_path / "w"
+    await git("init", "-q", "-b", "main", str(work))
+    await git("commit", "-q", "--allow-empty", "-m", "one", cwd=work)
+    await git("push", "-q", remote(client, alice, "alice", "proj"), "main", cwd=work)
+    app = client.app
+    files, store = app[REPO_FILES], app[STORE]
+    # What a kill mid-push leaves: the push journalled, then git moves the ref, and the
+    # server never records it.
+    refs = await files.run(int(repo["id"]), lambda g: g.head_oids())
+    await store.repos.push_started(int(repo["id"]), alice.id, refs)
+    for n in range(3):
+        await git("commit", "-q", "--allow-empty", "-m", f"late {n}", cwd=work)
+    await git("push", "-q", str(files.path(int(repo["id"]))), "main", "main:refs/heads/side",
+              cwd=work)
+    await client.close()
+
+    restarted = await aiohttp_client(create_app(config))
+    resp = await restarted.get("/api/repositories/alice/proj/events")
+    pushes = [e for e in (await resp.json())["events"] if e["type"] == "push"]
+    assert [(p["data"]["ref"], p["data"]["totalCommits"]) for p in pushes] == [
+        ("refs/heads/main", 1), ("refs/heads/main", 3), ("refs/heads/side", 3)]
+    assert pushes[1]["actor"]["username"] == "alice"
+    assert pushes[2]["data"]["created"] is True
+    assert await restarted.app[STORE].repos.pushes_in_flight() == []
+
+
+def test_abandoned_quarantines_are_removed(tmp_path):
+    objects = tmp_path / "000" / "1.git" / "objects"
+    old, fresh = objects / "tmp_objdir-incoming-old", objects / "tmp_objdir-incoming-new"
+    for folder in (old, fresh):
+        (folder / "pack").mkdir(parents=True)
+        (folder / "pack" / "x.pack").write_bytes(b"x" * 100)
+    past = time.time() - 7200
+    os.utime(old, (past, past))
+    assert clean_quarantines(tmp_path) == 1
+    assert not old.exists() and fresh.exists()
+
+
+async def test_sigkill_during_pushes_loses_no_push_event(tmp_path):
+    server = ServerProcess(tmp_path / "data")
+    await asyncio.to_thread(server.start)
+    status, body = await asyncio.to_thread(server.request, "POST", "/auth/sign-up", {
+        "email": "o@example.com", "username": "owner", "password": "12345678", "name": "O"})
+    headers = {"Authorization": f"Bearer {body['token']}"}
+    assert (await asyncio.to_thread(server.request, "POST", "/api/repositories",
+                                    {"name": "proj"}, headers))[0] == 201
+    url = server.url.replace("http://", "http://owner:12345678@") + "/owner/proj.git"
+    work = tmp_path / "w"
+    await git("init", "-q", "-b", "main", str(work))
+    script = "".join(
+        f"commit refs/heads/main\ncommitter T <t@example.com> {1700000000 + n} +0000\n"
+        f"data <<EOT\nc{n}\nEOT\nM 100644 inline f{n % 50}.txt\ndata 4\n{n:03d}\n\n"
+        for n in range(300))
+    await git("fast-import", "--quiet", cwd=work, stdin=script.encode())
+    bare = next((tmp_path / "data" / "repositories").glob("*/*.git"))
+    push = asyncio.ensure_future(git("push", url, "main", cwd=work, check=False))
+    # Kill the server the moment the branch exists on disk: git has applied the push.
+    for _ in range(20000):
+        code, _, _ = await git("--git-dir", str(bare), "rev-parse", "--verify", "-q",
+                               "refs/heads/main", check=False)
+        if code == 0:
+            break
+    server.proc.send_signal(signal.SIGKILL)
+    await push
+    await asyncio.to_thread(server.stop, signal.SIGKILL)
+    restarted = ServerProcess(tmp_path / "data", server.settings)
+    await asyncio.to_thread(restarted.start)
+    try:
+        status, feed = await asyncio.to_thread(restarted.request, "GET",
+                                               "/api/repositories/owner/proj/events")
+    finally:
+        await asyncio.to_thread(restarted.stop)
+    pushes = [e for e in feed["events"] if e["type"] == "push"]
+    assert len(pushes) == 1 and pushes[0]["data"]["totalCommits"] == 300
