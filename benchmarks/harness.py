@@ -75,7 +75,7 @@ class Server:
     def __init__(self, settings: dict[str, dict[str, Any]] | None = None, *,
                  command: Sequence[str] | None = None, ready_path: str = "/health",
                  cpus: str | None = None, name: str = "hubsvc",
-                 start_timeout: float = 30.0) -> None:
+                 start_timeout: float = 30.0, root: Path = ROOT) -> None:
         self.settings = {section: dict(values) for section, values in BENCH_SETTINGS.items()}
         for section, values in (settings or {}).items():
             self.settings.setdefault(section, {}).update(values)
@@ -84,6 +84,7 @@ class Server:
         self.cpus = cpus
         self.name = name
         self.start_timeout = start_timeout
+        self.root = Path(root)  # another checkout (an older commit) runs its own run.py
         self.port = 0
         self.url = ""
         self.proc: subprocess.Popen | None = None
@@ -121,7 +122,7 @@ class Server:
         else:
             config = self.tmp_dir / "config.toml"
             config.write_text(_toml(self.settings))
-            argv = [sys.executable, str(ROOT / "run.py"), "--config", str(config),
+            argv = [sys.executable, str(self.root / "run.py"), "--config", str(config),
                     "--port", str(self.port), "--data-dir", str(self.data_dir)]
         if self.cpus is not None:
             argv = [_require_tool("taskset"), "--cpu-list", self.cpus, *argv]
@@ -133,11 +134,11 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._log = open(self.log_path, "ab")
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONPATH": str(self.root)}
         # The environment must not change the settings under test.
         env = {k: v for k, v in env.items() if not k.startswith("HUBSVC_")}
         self.proc = subprocess.Popen(self._argv(), stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=ROOT, env=env)
+                                     stdin=subprocess.DEVNULL, cwd=self.root, env=env)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -41,6 +41,9 @@ class Event:
 
 Handler = Callable[[Event], Awaitable[None]]
 BATCH = 500
+# Committed events handed straight to a subscriber that is caught up, so the common case
+# costs no read of the log; past this many unhandled ones it reads the log instead.
+PENDING_MAX = 1000
 
 
 class _Subscriber:
@@ -53,6 +56,29 @@ class _Subscriber:
         self.wake = asyncio.Event()
         self.idle = asyncio.Event()
         self.task: asyncio.Task | None = None
+        self.pending: list[Event] = []
+        self.reading = False  # behind: the next events come from the log
+
+    def offer(self, events: list[Event]) -> None:
+        """Keep committed events in memory when they follow on from what is queued."""
+        if self.reading:
+            return
+        last = int(self.pending[-1].id) if self.pending else self.cursor
+        if int(events[0].id) != last + 1 or len(self.pending) + len(events) > PENDING_MAX:
+            self.pending.clear()
+            self.reading = True
+            return
+        self.pending.extend(events)
+
+    async def _next(self, read: Callable[[int, int], Awaitable[list[Event]]]) -> list[Event]:
+        if not self.reading:
+            # Every commit is offered, so with nothing pending this one is caught up.
+            batch, self.pending = self.pending, []
+            return batch
+        batch = await read(self.cursor, BATCH)
+        if not batch:
+            self.reading = False  # caught up with the log: memory again from here
+        return batch
 
     async def run(self, read: Callable[[int, int], Awaitable[list[Event]]]) -> None:
         while True:
@@ -60,7 +86,7 @@ class _Subscriber:
             self.wake.clear()
             while True:
                 try:
-                    batch = await read(self.cursor, BATCH)
+                    batch = await self._next(read)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
@@ -99,9 +125,12 @@ class EventBus:
 
     def publish(self, events: list[Event] | Event) -> None:
         """Committed events exist: wake every subscriber (never blocks)."""
-        for event in events if isinstance(events, list) else [events]:
+        events = events if isinstance(events, list) else [events]
+        for event in events:
             self.last_id = max(self.last_id, int(event.id))
         for sub in self._subscribers:
+            if events:
+                sub.offer(events)
             sub.idle.clear()
             sub.wake.set()
 
@@ -116,6 +145,7 @@ class EventBus:
         sub.task = asyncio.get_running_loop().create_task(sub.run(read))
         self._subscribers.append(sub)
         if sub.cursor < self.last_id:
+            sub.reading = True
             sub.wake.set()
         else:
             sub.idle.set()
