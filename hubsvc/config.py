@@ -50,6 +50,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "websocket": {"max_per_ip": 10, "heartbeat_seconds": 30},
     "cors": {"origins": []},
     "limits": {"avatar_bytes": 1048576, "push_bytes": 1073741824, "json_depth": 64},
+    "git": {
+        "max_blob_bytes": 10485760,
+        "max_diff_bytes": 5242880,
+        "max_diff_files": 300,
+        "max_tree_entries": 1000,
+        "max_object_bytes": 104857600,
+        "timeout_seconds": 600,
+    },
 }
 
 
@@ -90,6 +98,12 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("limits", "avatar_bytes"): (_positive, "must be a positive integer"),
     ("limits", "push_bytes"): (_positive, "must be a positive integer"),
     ("limits", "json_depth"): (lambda v: 1 <= v <= 512, "must be an integer from 1 to 512"),
+    ("git", "max_blob_bytes"): (_positive, "must be a positive integer"),
+    ("git", "max_diff_bytes"): (_positive, "must be a positive integer"),
+    ("git", "max_diff_files"): (_positive, "must be a positive integer"),
+    ("git", "max_tree_entries"): (_positive, "must be a positive integer"),
+    ("git", "max_object_bytes"): (_positive, "must be a positive integer"),
+    ("git", "timeout_seconds"): (_positive, "must be a positive integer"),
 }
 
 
