@@ -786,10 +786,10 @@ class GitRepo:
                 offset = pack.index.object_offset(sha)
             except KeyError:
                 continue
-            buffer = getattr(pack.data, "_buffer", None)  # the pack's mmap
-            if buffer is None:
-                break
-            return _packed_size(buffer(), offset)
+            try:
+                return _packed_size(pack.data._buffer(), offset)  # the pack's mmap
+            except (AttributeError, ValueError, IndexError, zlib.error):
+                break  # a pack dulwich no longer maps as it did: git answers below
         try:
             with open(hex_to_filename(self._store.path, sha), "rb") as fh:
                 header = _inflate_head(fh.read, 32)  # "blob <size>\0", a loose object
