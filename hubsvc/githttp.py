@@ -144,6 +144,7 @@ async def advertise(request: web.Request, service: str, path: Path,
             await _pump(proc.stdout, resp)
             await _finish(proc, service)
     except TimeoutError:
+        await _reap(proc)
         return _cut(request, resp, f"{service} --advertise-refs ran over {timeout:g} s")
     finally:
         await _reap(proc)
@@ -155,6 +156,11 @@ async def _reap(proc: asyncio.subprocess.Process) -> None:
     """Kill git if it still runs, and wait for it: no process outlives its request."""
     if proc.returncode is None:
         proc.kill()
+    # Pipes left unread (a client that stalled, a body that never came) stay open until
+    # the transport closes; asyncio's Process offers no public close.
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()
     await proc.wait()
 
 
@@ -169,6 +175,12 @@ def _cut(request: web.Request, resp: web.StreamResponse, why: str) -> web.Stream
 async def stream_blob(request: web.Request, path: Path, oid: str, size: int,
                       headers: dict[str, str], timeout: float) -> web.StreamResponse:
     """Serve one blob as `git cat-file blob` writes it, never holding more than a chunk."""
+    if request.method == "HEAD":
+        resp = web.StreamResponse(headers=headers)
+        resp.content_length = size
+        await resp.prepare(request)
+        await resp.write_eof()
+        return resp
     proc = await asyncio.create_subprocess_exec(
         "git", f"--git-dir={path}", "cat-file", "blob", oid,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -183,6 +195,7 @@ async def stream_blob(request: web.Request, path: Path, oid: str, size: int,
             await _pump(proc.stdout, resp)
             await proc.wait()
     except TimeoutError:
+        await _reap(proc)
         return _cut(request, resp, f"git cat-file blob {oid} ran over {timeout:g} s")
     finally:
         await _reap(proc)

@@ -14,6 +14,7 @@ import aiohttp
 
 from hubsvc.app import create_app
 from hubsvc.gitrepo import GitRepo
+from hubsvc.keys import CONFIG
 from hubsvc.repofiles import GIT_THREADS, REPO_FILES
 
 from .conftest import make_config, sign_up
@@ -143,6 +144,11 @@ async def test_files_over_max_blob_bytes_come_without_content_and_stream_raw(
     assert resp.status == 200 and resp.headers["Content-Type"] == "text/plain; charset=utf-8"
     assert resp.headers["X-Content-Type-Options"] == "nosniff"
     assert int(resp.headers["Content-Length"]) == len(big) and await resp.read() == big
+    head = await client.head(api, params={"path": "big.txt", "return": "1"})
+    assert head.status == 200 and int(head.headers["Content-Length"]) == len(big)
+    assert await head.read() == b""
+    again = await client.get(api, params={"path": "big.txt", "return": "1"})
+    assert await again.read() == big  # the connection is still good after the HEAD
     # Under the limit nothing changes.
     small = (await (await client.get(api, params={"path": "small.txt"})).json())["file"]
     assert small["content"] == "small\n" and "truncated" not in small
@@ -240,10 +246,12 @@ def _git_children(service: str) -> list[int]:
 
 
 async def test_a_stalled_upload_pack_is_killed_after_timeout_seconds(aiohttp_client, tmp_path):
-    client = await limited_client(aiohttp_client, tmp_path, timeout_seconds=1)
+    client = await limited_client(aiohttp_client, tmp_path)
     alice = await sign_up(client, "alice")
     await create(client, alice, "demo")
     await push_files(client, alice, tmp_path / "w", "demo", {"a.txt": b"a\n"})
+    # Only now: on a loaded machine the push itself could take a second.
+    client.app[CONFIG]["git"]["timeout_seconds"] = 1
     never = asyncio.Event()
 
     async def stalled_body():
@@ -314,3 +322,29 @@ def test_sizes_come_from_headers_for_loose_packed_and_delta_objects(tmp_path):
                  *map(str, (bare / "objects" / "pack").glob("*.idx")), cwd=tmp_path)
     assert any(len(line.split()) == 7 for line in verify.splitlines())  # deltas are there
     assert sizes() == expected
+
+
+async def test_a_raw_download_running_over_timeout_seconds_is_cut(aiohttp_client, tmp_path):
+    client = await limited_client(aiohttp_client, tmp_path, max_blob_bytes=10)
+    alice = await sign_up(client, "alice")
+    await create(client, alice, "demo")
+    work = tmp_path / "w"
+    await git("init", "-q", "-b", "main", str(work))
+    with open(work / "zeros.bin", "wb") as fh:
+        fh.truncate(64 * MIB)  # more than the socket buffers hold, so git must wait on us
+    await git("-c", "core.bigFileThreshold=1m", "add", "zeros.bin", cwd=work)
+    await git("commit", "-qm", "zeros", cwd=work)
+    await git("push", "-q", remote(client, alice, "alice", "demo"), "main", cwd=work)
+    client.app[CONFIG]["git"]["timeout_seconds"] = 1  # after the push, which may take longer
+    resp = await client.get("/api/repositories/alice/demo/file",
+                            params={"path": "zeros.bin", "return": "1"})
+    assert resp.status == 200 and int(resp.headers["Content-Length"]) == 64 * MIB
+    await resp.content.readexactly(MIB)
+    await asyncio.sleep(2)  # a client that stalls past git.timeout_seconds
+    try:
+        await resp.read()
+    except aiohttp.ClientPayloadError:
+        pass
+    else:
+        raise AssertionError("the stalled download was not cut")
+    assert _git_children("cat-file") == []
