@@ -9,6 +9,7 @@ import secrets
 import functools
 import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -54,16 +55,24 @@ def dummy_hash(rounds: int) -> bytes:
     return bcrypt.hashpw(b"not-a-password", bcrypt.gensalt(rounds))
 
 
+# bcrypt's own threads: sign-ins never queue behind git reads or other blocking work.
+_BCRYPT = ThreadPoolExecutor(4, thread_name_prefix="bcrypt")
+
+
+async def _bcrypt(fn: Any, *args: Any) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(_BCRYPT, fn, *args)
+
+
 async def hash_password(password: str, rounds: int) -> str:
     """bcrypt off the event loop."""
-    hashed = await asyncio.to_thread(bcrypt.hashpw, password.encode(), bcrypt.gensalt(rounds))
+    hashed = await _bcrypt(bcrypt.hashpw, password.encode(), bcrypt.gensalt(rounds))
     return hashed.decode()
 
 
 async def check_password(password: str, hashed: str | None, rounds: int) -> bool:
     """Constant-work password check; a missing account pays for a bcrypt of cost rounds."""
-    target = hashed.encode() if hashed else await asyncio.to_thread(dummy_hash, rounds)
-    ok = await asyncio.to_thread(bcrypt.checkpw, password.encode(), target)
+    target = hashed.encode() if hashed else await _bcrypt(dummy_hash, rounds)
+    ok = await _bcrypt(bcrypt.checkpw, password.encode(), target)
     return ok and hashed is not None
 
 

@@ -54,6 +54,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "limits": {"avatar_bytes": 1048576, "push_bytes": 1073741824, "json_depth": 64},
     # The companion chat bot (python run.py bot); the service itself reads none of it.
     "bot": {"token": "", "application_id": "", "api_base": "", "guild_id": "", "bot_key": ""},
+    "git": {
+        "max_blob_bytes": 10485760,
+        "max_diff_bytes": 5242880,
+        "max_diff_files": 300,
+        "max_tree_entries": 1000,
+        "max_object_bytes": 104857600,
+        "timeout_seconds": 600,
+    },
 }
 
 
@@ -103,6 +111,12 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("bot", "api_base"): (_url_or_empty, "must be an http:// or https:// URL"),
     ("bot", "application_id"): (_snowflake_or_empty, "must be a Discord id (digits, in quotes)"),
     ("bot", "guild_id"): (_snowflake_or_empty, "must be a Discord id (digits, in quotes)"),
+    ("git", "max_blob_bytes"): (_positive, "must be a positive integer"),
+    ("git", "max_diff_bytes"): (_positive, "must be a positive integer"),
+    ("git", "max_diff_files"): (_positive, "must be a positive integer"),
+    ("git", "max_tree_entries"): (_positive, "must be a positive integer"),
+    ("git", "max_object_bytes"): (_positive, "must be a positive integer"),
+    ("git", "timeout_seconds"): (_positive, "must be a positive integer"),
 }
 
 

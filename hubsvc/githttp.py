@@ -18,7 +18,7 @@ from typing import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from .errors import BadRequest, PayloadTooLarge
+from .errors import ApiError, BadRequest, PayloadTooLarge
 
 log = logging.getLogger("hubsvc.githttp")
 
@@ -44,15 +44,42 @@ if [ -n "$HUBSVC_PUSH_LOG" ]; then cat > "$HUBSVC_PUSH_LOG"; else cat > /dev/nul
 """
 
 
+# Runs in git's quarantine: the pushed objects are visible, no ref has moved yet, and a
+# non-zero exit refuses the whole push. What it prints reaches the pusher as "remote: ".
+_PRE_RECEIVE = """#!/bin/sh
+# Written by hubsvc: refuses a push that brings a file larger than
+# $HUBSVC_MAX_OBJECT_BYTES bytes (the server's [git] max_object_bytes).
+limit="$HUBSVC_MAX_OBJECT_BYTES"
+if [ -z "$limit" ]; then cat > /dev/null; exit 0; fi
+zero=0000000000000000000000000000000000000000
+news=$(while read -r old new ref; do [ "$new" = "$zero" ] || echo "$new"; done)
+[ -n "$news" ] || exit 0
+# A failing rev-list feeds cat-file a name it reports missing, which refuses the push.
+{ printf '%s\\n' "$news" | git rev-list --objects --stdin --not --all || echo hubsvc-failed; } |
+git cat-file --batch-check='%(objecttype) %(objectsize) %(rest)' |
+awk -v limit="$limit" '
+  $2 == "missing" { print "error: hubsvc could not check the pushed objects"; bad = 1; next }
+  $1 == "blob" && $2 + 0 > limit + 0 {
+    path = $0; sub(/^[^ ]+ [^ ]+ ?/, "", path)
+    printf "error: %s is %.1f MiB; this server refuses files over %.1f MiB ([git] max_object_bytes)\\n",
+      (path == "" ? "a file" : path), $2 / 1048576, limit / 1048576
+    bad = 1
+  }
+  END { exit bad }'
+"""
+HOOKS = {"post-receive": _POST_RECEIVE, "pre-receive": _PRE_RECEIVE}
+
+
 def install_hooks(folder: Path) -> Path:
     """Write the server's git hooks into folder (idempotent); returns the folder."""
     folder.mkdir(parents=True, exist_ok=True)
-    hook = folder / "post-receive"
-    if not hook.exists() or hook.read_text() != _POST_RECEIVE:
-        tmp = folder / "post-receive.tmp"
-        tmp.write_text(_POST_RECEIVE)
-        tmp.chmod(0o755)
-        os.replace(tmp, hook)
+    for name, text in HOOKS.items():
+        hook = folder / name
+        if not hook.exists() or hook.read_text() != text:
+            tmp = folder / f"{name}.tmp"
+            tmp.write_text(text)
+            tmp.chmod(0o755)
+            os.replace(tmp, hook)
     return folder
 
 
@@ -96,8 +123,9 @@ def _env(request: web.Request, extra: dict[str, str] | None = None) -> dict[str,
     return env
 
 
-async def advertise(request: web.Request, service: str, path: Path) -> web.StreamResponse:
-    """GET info/refs?service=…: the ref advertisement, streamed."""
+async def advertise(request: web.Request, service: str, path: Path,
+                    timeout: float | None = None) -> web.StreamResponse:
+    """GET info/refs?service=…: the ref advertisement, streamed; git is killed after timeout s."""
     proc = await asyncio.create_subprocess_exec(
         *git_command(service, path, "--advertise-refs"),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -108,11 +136,69 @@ async def advertise(request: web.Request, service: str, path: Path) -> web.Strea
         "Expires": "Fri, 01 Jan 1980 00:00:00 GMT",
         "Pragma": "no-cache",
     })
-    await resp.prepare(request)
-    if "version=2" not in request.headers.get("Git-Protocol", ""):
-        await resp.write(pkt_line(f"# service={service}\n") + b"0000")
-    await _pump(proc.stdout, resp)
-    await _finish(proc, service)
+    try:
+        async with asyncio.timeout(timeout):
+            await resp.prepare(request)
+            if "version=2" not in request.headers.get("Git-Protocol", ""):
+                await resp.write(pkt_line(f"# service={service}\n") + b"0000")
+            await _pump(proc.stdout, resp)
+            await _finish(proc, service)
+    except TimeoutError:
+        await _reap(proc)
+        return _cut(request, resp, f"{service} --advertise-refs ran over {timeout:g} s")
+    finally:
+        await _reap(proc)
+    await resp.write_eof()
+    return resp
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Kill git if it still runs, and wait for it: no process outlives its request."""
+    if proc.returncode is None:
+        proc.kill()
+    # Pipes left unread (a client that stalled, a body that never came) stay open until
+    # the transport closes; asyncio's Process offers no public close.
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()
+    await proc.wait()
+
+
+def _cut(request: web.Request, resp: web.StreamResponse, why: str) -> web.StreamResponse:
+    """End an answer already under way by closing the connection, so the client sees it cut."""
+    log.warning("%s: connection closed", why)
+    if request.transport is not None:
+        request.transport.close()
+    return resp
+
+
+async def stream_blob(request: web.Request, path: Path, oid: str, size: int,
+                      headers: dict[str, str], timeout: float) -> web.StreamResponse:
+    """Serve one blob as `git cat-file blob` writes it, never holding more than a chunk."""
+    if request.method == "HEAD":
+        resp = web.StreamResponse(headers=headers)
+        resp.content_length = size
+        await resp.prepare(request)
+        await resp.write_eof()
+        return resp
+    proc = await asyncio.create_subprocess_exec(
+        "git", f"--git-dir={path}", "cat-file", "blob", oid,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
+             "HOME": os.environ.get("HOME", "/")})
+    resp = web.StreamResponse(headers=headers)
+    resp.content_length = size
+    try:
+        async with asyncio.timeout(timeout):
+            await resp.prepare(request)
+            await _pump(proc.stdout, resp)
+            await proc.wait()
+    except TimeoutError:
+        await _reap(proc)
+        return _cut(request, resp, f"git cat-file blob {oid} ran over {timeout:g} s")
+    finally:
+        await _reap(proc)
     await resp.write_eof()
     return resp
 
@@ -179,8 +265,8 @@ async def _feed(request: web.Request, stdin: asyncio.StreamWriter, limit: int | 
 
 async def serve_rpc(request: web.Request, service: str, path: Path, limit: int | None = None,
                     before_eof: Callable[[], Awaitable[None]] | None = None,
-                    hooks: Path | None = None, env: dict[str, str] | None = None
-                    ) -> tuple[web.StreamResponse, int]:
+                    hooks: Path | None = None, env: dict[str, str] | None = None,
+                    timeout: float | None = None) -> tuple[web.StreamResponse, int]:
     """POST git-upload-pack / git-receive-pack: stream body in and answer out.
 
     `before_eof` runs after git is done but before the answer ends, so a client sees its
@@ -188,11 +274,13 @@ async def serve_rpc(request: web.Request, service: str, path: Path, limit: int |
     exit code. A body over `limit` kills git before it
     could update a ref (receive-pack only updates refs after the whole pack is in and
     checked, and keeps incoming objects in quarantine until then) and answers 413.
+    git still running after `timeout` seconds is killed: before any answer went out that
+    is a 408 (the body never came) or 504; after, the connection is closed.
     """
     if request.content_type != f"application/x-{service}-request":
         raise BadRequest(f"expected Content-Type application/x-{service}-request")
     try:
-        return await _serve_rpc(request, service, path, limit, before_eof, hooks, env)
+        return await _serve_rpc(request, service, path, limit, before_eof, hooks, env, timeout)
     except PayloadTooLarge as exc:
         if service != "git-receive-pack" or not request.headers.get("User-Agent", "").startswith("git/"):
             raise
@@ -218,7 +306,8 @@ async def refuse_push(request: web.Request, message: str) -> web.StreamResponse:
 
 async def _serve_rpc(request: web.Request, service: str, path: Path, limit: int | None,
                      before_eof: Callable[[], Awaitable[None]] | None, hooks: Path | None,
-                     env: dict[str, str] | None) -> tuple[web.StreamResponse, int]:
+                     env: dict[str, str] | None, timeout: float | None
+                     ) -> tuple[web.StreamResponse, int]:
     if limit is not None and request.content_length is not None \
             and request.content_length > limit \
             and request.headers.get("Content-Encoding", "").lower() != "gzip":
@@ -234,26 +323,34 @@ async def _serve_rpc(request: web.Request, service: str, path: Path, limit: int 
     })
     first_read = asyncio.ensure_future(proc.stdout.read(CHUNK))
     try:
-        # git answers only once it has read what it needs; a body that fails on the way
-        # in (too large, bad gzip) must end things before any 200 goes out.
-        await asyncio.wait({first_read, feeder}, return_when=asyncio.FIRST_COMPLETED)
-        if feeder.done() and feeder.exception() is not None:
-            raise feeder.exception()
-        first = await first_read
-        await resp.prepare(request)
-        if first:
-            await resp.write(first)
-            await _pump(proc.stdout, resp)
-        await feeder
-    except BaseException:
-        if proc.returncode is None:
-            proc.kill()
+        async with asyncio.timeout(timeout):
+            # git answers only once it has read what it needs; a body that fails on the
+            # way in (too large, bad gzip) must end things before any 200 goes out.
+            await asyncio.wait({first_read, feeder}, return_when=asyncio.FIRST_COMPLETED)
+            if feeder.done() and feeder.exception() is not None:
+                raise feeder.exception()
+            first = await first_read
+            await resp.prepare(request)
+            if first:
+                await resp.write(first)
+                await _pump(proc.stdout, resp)
+            await feeder
+            code = await _finish(proc, service)
+    except BaseException as exc:
+        body_done = feeder.done() and not feeder.cancelled()
         for task in (feeder, first_read):
             task.cancel()
         await asyncio.gather(feeder, first_read, return_exceptions=True)
-        await proc.wait()
-        raise
-    code = await _finish(proc, service)
+        await _reap(proc)
+        if not isinstance(exc, TimeoutError):
+            raise
+        if resp.prepared:
+            return _cut(request, resp, f"{service} ran over {timeout:g} s"), -1
+        if not body_done:
+            raise ApiError(f"request body not received within {timeout:g} s "
+                           "(the server's git.timeout_seconds)", 408) from None
+        raise ApiError(f"git took longer than {timeout:g} s "
+                       "(the server's git.timeout_seconds)", 504) from None
     if before_eof is not None:
         await before_eof()
     await resp.write_eof()

@@ -24,12 +24,14 @@ import stat
 import subprocess
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
 from dulwich.diff_tree import (
+    CHANGE_ADD,
     CHANGE_DELETE,
     CHANGE_MODIFY,
     CHANGE_RENAME,
@@ -37,8 +39,8 @@ from dulwich.diff_tree import (
     TreeChange,
     tree_changes,
 )
-from dulwich.objects import S_ISGITLINK, Blob, Commit, Tree
-from dulwich.pack import DELTA_TYPES, Pack
+from dulwich.objects import S_ISGITLINK, Blob, Commit, Tree, hex_to_filename
+from dulwich.pack import DELTA_TYPES, OFS_DELTA, REF_DELTA, Pack
 from dulwich.patch import unified_diff
 from dulwich.refs import check_ref_format
 from dulwich.repo import Repo
@@ -220,18 +222,57 @@ def _content_type(data: bytes) -> str:
 
 def _delta_result_size(delta: bytes) -> int:
     """The result size from a git delta header: two little-endian base-128 varints."""
-    pos, sizes = 0, []
-    for _ in range(2):
-        value = shift = 0
-        while True:
-            byte = delta[pos]
+    _, pos = _varint(delta, 0)  # the size of the base
+    return _varint(delta, pos)[0]
+
+
+def _varint(buf: Any, pos: int) -> tuple[int, int]:
+    """A little-endian base-128 varint at pos: (value, position after it)."""
+    value = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
+
+
+def _inflate_head(read: Callable[[int], bytes], want: int) -> bytes:
+    """The first `want` bytes of a zlib stream, inflating no more than that."""
+    inflater, out = zlib.decompressobj(), b""
+    while len(out) < want and not inflater.eof:
+        chunk = inflater.unconsumed_tail or read(256)
+        if not chunk:
+            break
+        out += inflater.decompress(chunk, want - len(out))
+    return out
+
+
+def _packed_size(buf: Any, offset: int) -> int:
+    """An object's size from its pack entry header, as `git cat-file -s` reads it."""
+    byte = buf[offset]
+    kind, size, shift, pos = (byte >> 4) & 7, byte & 0x0F, 4, offset + 1
+    while byte & 0x80:
+        byte = buf[pos]
+        pos += 1
+        size |= (byte & 0x7F) << shift
+        shift += 7
+    if kind == OFS_DELTA:
+        while buf[pos] & 0x80:
             pos += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                break
-        sizes.append(value)
-    return sizes[1]  # the first is the size of the base
+        pos += 1
+    elif kind == REF_DELTA:
+        pos += 20
+    else:
+        return size
+    # A delta states its result's size in its first bytes: two varints of at most 10
+    # bytes each; inflating those is all it takes.
+    def read(n: int) -> bytes:
+        nonlocal pos
+        pos += n
+        return bytes(buf[pos - n:pos])
+    return _delta_result_size(_inflate_head(read, 20))
 
 
 def _entry_type(mode: int) -> str:
@@ -254,7 +295,7 @@ def _lines(data: bytes) -> list[bytes]:
     return out
 
 
-def _patch(old: bytes, new: bytes) -> tuple[str, int, int, bool]:
+def _patch(old: bytes, new: bytes, limit: int = PATCH_LIMIT) -> tuple[str, int, int, bool]:
     """Unified diff hunks of two texts: (patch, additions, deletions, truncated)."""
     additions = deletions = size = 0
     kept: list[bytes] = []
@@ -266,12 +307,29 @@ def _patch(old: bytes, new: bytes) -> tuple[str, int, int, bool]:
             additions += 1
         elif head == b"-":
             deletions += 1
-        if truncated or size + len(line) > PATCH_LIMIT:
+        if truncated or size + len(line) > limit:
             truncated = True
             continue
         kept.append(line)
         size += len(line)
     return b"".join(kept).decode("utf-8", "replace"), additions, deletions, truncated
+
+
+def _exact_renames(changes: list[TreeChange]) -> list[TreeChange]:
+    """Pair deletes with adds of the same blob as renames (git's exact rename pass)."""
+    adds: dict[bytes, list[TreeChange]] = {}
+    for change in changes:
+        if change.type == CHANGE_ADD and change.new is not None:
+            adds.setdefault(change.new.sha, []).append(change)
+    paired, out = set(), []
+    for change in changes:
+        if change.type == CHANGE_DELETE and change.old is not None and adds.get(change.old.sha):
+            add = adds[change.old.sha].pop(0)
+            paired.add(id(add))
+            out.append(TreeChange(CHANGE_RENAME, change.old, add.new))
+        elif id(change) not in paired:
+            out.append(change)
+    return [c for c in out if id(c) not in paired]
 
 
 def _git_env() -> dict[str, str]:
@@ -576,27 +634,51 @@ class GitRepo:
     # -- one commit's diff ------------------------------------------------------
 
     @_locked
-    def diff(self, oid: str) -> dict:
-        """A commit with its per-file changes against its first parent."""
+    def diff(self, oid: str, max_bytes: int | None = None, max_files: int | None = None) -> dict:
+        """A commit with its per-file changes against its first parent.
+
+        At most max_files files are listed and max_bytes of patch text kept in all;
+        past either the answer says `truncated`. Sides over DIFF_MAX_BLOB are never read.
+        """
         commit = self._commit_or_none(check_oid(oid).encode("ascii"))
         if commit is None:
             raise NotFound("commit not found")
         base = self._commit_or_none(commit.parents[0]) if commit.parents else None
-        changes = tree_changes(self._store, base.tree if base else None, commit.tree,
-                               rename_detector=RenameDetector(self._store))
-        files = sorted((self._file_change(c) for c in changes),
-                       key=lambda f: f["path"])
-        return {
+        old_tree = base.tree if base else None
+        packs = self._store.packs
+        # Content rename detection reads every deleted and modified blob whole: only
+        # when none is large; else renames are found by oid alone, which reads nothing.
+        changes = list(tree_changes(self._store, old_tree, commit.tree))
+        if any(self._too_large(entry, packs) for c in changes for entry in (c.old, c.new)):
+            changes = _exact_renames(changes)
+        else:
+            changes = list(tree_changes(self._store, old_tree, commit.tree,
+                                        rename_detector=RenameDetector(self._store)))
+        changes.sort(key=lambda c: (c.new or c.old).path)
+        budget = max_bytes if max_bytes is not None else len(changes) * PATCH_LIMIT
+        files = []
+        for change in changes[:max_files]:
+            item = self._file_change(change, packs, max(0, min(PATCH_LIMIT, budget)))
+            budget -= len(item["patch"].encode("utf-8"))
+            files.append(item)
+        answer = {
             "commit": _commit_item(commit),
             "files": files,
             "stats": {
                 "additions": sum(f["additions"] for f in files),
                 "deletions": sum(f["deletions"] for f in files),
-                "filesChanged": len(files),
+                "filesChanged": len(changes),
             },
+            "truncated": len(files) < len(changes) or any(f.get("truncated") for f in files),
         }
+        return answer
 
-    def _file_change(self, change: TreeChange) -> dict:
+    def _too_large(self, entry: Any, packs: list[Pack]) -> bool:
+        if entry is None or entry.sha is None or S_ISGITLINK(entry.mode):
+            return False
+        return (self._object_size(entry.sha, packs) or 0) > DIFF_MAX_BLOB
+
+    def _file_change(self, change: TreeChange, packs: list[Pack], patch_limit: int) -> dict:
         kind = change.type
         old = change.old if kind in (CHANGE_DELETE, CHANGE_MODIFY, CHANGE_RENAME) else None
         new = change.new if kind != CHANGE_DELETE else None
@@ -604,14 +686,18 @@ class GitRepo:
         status = {CHANGE_DELETE: "deleted", CHANGE_MODIFY: "modified",
                   CHANGE_RENAME: "renamed"}.get(kind, "added")
         entry = new or old
-        old_bytes, new_bytes = self._entry_bytes(old), self._entry_bytes(new)
-        binary = _is_binary(old_bytes) or _is_binary(new_bytes)
-        if binary:
-            patch, additions, deletions, truncated = "", 0, 0, False
-        elif max(len(old_bytes), len(new_bytes)) > DIFF_MAX_BLOB:
-            patch, additions, deletions, truncated = "", 0, 0, True
+        if self._too_large(old, packs) or self._too_large(new, packs):
+            # Never loaded: the first bytes are enough to tell binary from text.
+            binary = any(_is_binary(self._entry_head(e)) for e in (old, new))
+            patch, additions, deletions, truncated = "", 0, 0, not binary
         else:
-            patch, additions, deletions, truncated = _patch(old_bytes, new_bytes)
+            old_bytes, new_bytes = self._entry_bytes(old), self._entry_bytes(new)
+            binary = _is_binary(old_bytes) or _is_binary(new_bytes)
+            if binary:
+                patch, additions, deletions, truncated = "", 0, 0, False
+            else:
+                patch, additions, deletions, truncated = _patch(old_bytes, new_bytes,
+                                                                patch_limit)
         item = {
             "path": entry.path.decode("utf-8", "replace"),
             "oldPath": old.path.decode("utf-8", "replace") if old else None,
@@ -633,65 +719,105 @@ class GitRepo:
             return b"Subproject commit " + entry.sha + b"\n"
         return self._store.get_raw(entry.sha)[1]
 
+    def _entry_head(self, entry: Any) -> bytes:
+        if entry is None or S_ISGITLINK(entry.mode):
+            return b""
+        return self.blob_head(entry.sha.decode("ascii"))
+
+    def blob_head(self, oid: str, size: int = BINARY_SNIFF) -> bytes:
+        """The first bytes of a blob, read by git without ever holding the whole of it."""
+        proc = subprocess.Popen(["git", f"--git-dir={self.path}", "cat-file", "blob", check_oid(oid)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=_git_env())
+        try:
+            assert proc.stdout is not None
+            head = b""
+            while len(head) < size and (chunk := proc.stdout.read(size - len(head))):
+                head += chunk
+            return head
+        finally:
+            proc.kill()
+            proc.communicate()
+
     # -- trees and files --------------------------------------------------------
 
-    @_locked
     def tree(self, rev: str, path: str) -> list[dict]:
         """The entries of one directory at rev: directories first, then by name."""
+        return self.tree_page(rev, path, None, 0)[0]
+
+    @_locked
+    def tree_page(self, rev: str, path: str, limit: int | None, offset: int
+                  ) -> tuple[list[dict], bool]:
+        """A page of one directory's entries (directories first, then by name), and whether more follow."""
         parts = clean_path(path)
         oid = self.resolve(rev)
         if oid is None:
             if self.is_empty():
-                return []
+                return [], False
             raise NotFound("branch not found")
         mode, sha = self._lookup(oid.encode("ascii"), parts)
         if not stat.S_ISDIR(mode):
             raise NotFound("path is not a directory")
         prefix = "".join(part + "/" for part in parts)
+        # Sorted as light tuples; entries (and sizes) are built for the page alone.
+        order = sorted(((not stat.S_ISDIR(e.mode), e.path.decode("utf-8", "replace"), e)
+                        for e in self._store[sha].iteritems()), key=lambda t: t[:2])
+        end = len(order) if limit is None else offset + limit
         packs = self._store.packs  # listed once: each listing rescans the pack folder
-        entries = [self._tree_entry(prefix, entry, packs)
-                   for entry in self._store[sha].iteritems()]
-        return sorted(entries, key=lambda e: (e["type"] != "dir", e["name"]))
+        entries = [self._tree_entry(prefix, name, entry, packs)
+                   for _, name, entry in order[offset:end]]
+        return entries, end < len(order)
 
-    def _tree_entry(self, prefix: str, entry: Any, packs: list[Pack]) -> dict:
-        name = entry.path.decode("utf-8", "replace")
+    def _tree_entry(self, prefix: str, name: str, entry: Any, packs: list[Pack]) -> dict:
         kind = _entry_type(entry.mode)
         size = None
         if kind in ("file", "symlink"):
-            size = self._blob_size(entry.sha, packs)
+            size = self._object_size(entry.sha, packs)
         return {"name": name, "path": prefix + name, "type": kind, "size": size,
                 "oid": entry.sha.decode("ascii"), "mode": f"{entry.mode:06o}"}
 
-    def _blob_size(self, sha: bytes, packs: list[Pack]) -> int | None:
-        """A blob's size without resolving its delta chain when it is packed."""
+    def _object_size(self, sha: bytes, packs: list[Pack]) -> int | None:
+        """An object's size from its header, as `git cat-file -s` reads it: nothing is inflated."""
         # Rebuilding a blob at the end of a 50-deep delta chain costs ~0.2 ms in a
-        # fresh instance; a tree of 100 files then took 30 ms, where git ls-tree -l
-        # takes 2. A delta's header already states the size of its result.
+        # fresh instance, and inflating a 400 MB blob of zeros to count it took 800 MB;
+        # a delta's header already states the size of its result.
         for pack in packs:
             try:
-                # Offset deltas stay unconverted: converting looks the base up
-                # with a linear scan of the pack index.
-                unpacked = pack.get_unpacked_object(sha, convert_ofs_delta=False)
+                offset = pack.index.object_offset(sha)
             except KeyError:
                 continue
-            if unpacked.pack_type_num in DELTA_TYPES:
-                return _delta_result_size(b"".join(unpacked.decomp_chunks))
-            return unpacked.decomp_len
+            try:
+                return _packed_size(pack.data._buffer(), offset)  # the pack's mmap
+            except (AttributeError, ValueError, IndexError, zlib.error):
+                break  # a pack dulwich no longer maps as it did: git answers below
         try:
-            return len(self._store.get_raw(sha)[1])  # a loose object
-        except KeyError:
-            return None
+            with open(hex_to_filename(self._store.path, sha), "rb") as fh:
+                header = _inflate_head(fh.read, 32)  # "blob <size>\0", a loose object
+            return int(header.split(b"\x00", 1)[0].split(b" ", 1)[1])
+        except (OSError, ValueError, IndexError, zlib.error):
+            pass
+        code, out, _ = _git_status(str(self.path), "cat-file", "-s", sha.decode("ascii"))
+        return int(out) if code == 0 else None
 
     @_locked
-    def file(self, rev: str, path: str) -> dict:
-        """One file's content at rev: UTF-8 text, or base64 for binary data."""
-        parts, sha, data = self._blob(rev, path)
+    def file(self, rev: str, path: str, max_bytes: int | None = None) -> dict:
+        """One file at rev: UTF-8 text, or base64 for binary data; over max_bytes no content."""
+        parts, sha = self._blob_oid(rev, path)
+        size = self._object_size(sha, self._store.packs)
+        item = {"path": "/".join(parts), "name": parts[-1], "oid": sha.decode("ascii")}
+        if size is None:
+            raise NotFound("path not found")
+        if max_bytes is not None and size > max_bytes:
+            # The first bytes tell text from binary; the content itself stays in git.
+            text = _as_text(self.blob_head(sha.decode("ascii")))
+            return {**item, "size": size, "isBinary": text is None,
+                    "encoding": "utf-8" if text is not None else "base64", "content": "",
+                    "truncated": True}
+        data = self._store.get_raw(sha)[1]
         text = _as_text(data)
         return {
-            "path": "/".join(parts),
-            "name": parts[-1],
+            **item,
             "size": len(data),
-            "oid": sha.decode("ascii"),
             "isBinary": text is None,
             "encoding": "utf-8" if text is not None else "base64",
             "content": text if text is not None else base64.b64encode(data).decode("ascii"),
@@ -703,12 +829,31 @@ class GitRepo:
         data = self._blob(rev, path)[2]
         return data, _content_type(data)
 
-    def _blob(self, rev: str, path: str) -> tuple[list[str], bytes, bytes]:
-        """(path parts, blob oid, content) of a file or symlink at rev."""
+    @_locked
+    def raw_blob(self, rev: str, path: str, max_bytes: int) -> dict:
+        """A file's oid, size and safe Content-Type, with its bytes only when at most max_bytes."""
+        sha = self._blob_oid(rev, path)[1]
+        size = self._object_size(sha, self._store.packs)
+        if size is None:
+            raise NotFound("path not found")
+        oid = sha.decode("ascii")
+        if size > max_bytes:
+            return {"oid": oid, "size": size, "data": None,
+                    "contentType": _content_type(self.blob_head(oid))}
+        data = self._store.get_raw(sha)[1]
+        return {"oid": oid, "size": len(data), "data": data, "contentType": _content_type(data)}
+
+    def _blob_oid(self, rev: str, path: str) -> tuple[list[str], bytes]:
+        """(path parts, blob oid) of a file or symlink at rev."""
         parts = clean_path(path)
         mode, sha = self._lookup(self._commit_for(rev), parts)
         if stat.S_ISDIR(mode) or S_ISGITLINK(mode):
             raise NotFound("path is not a file")
+        return parts, sha
+
+    def _blob(self, rev: str, path: str) -> tuple[list[str], bytes, bytes]:
+        """(path parts, blob oid, content) of a file or symlink at rev."""
+        parts, sha = self._blob_oid(rev, path)
         try:
             return parts, sha, self._store.get_raw(sha)[1]
         except KeyError:

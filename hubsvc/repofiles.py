@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -14,6 +16,8 @@ from .githttp import install_hooks
 from .gitrepo import GitRepo
 
 T = TypeVar("T")
+# asyncio's default pool size: git reads are mostly waiting on the disk or on git.
+GIT_THREADS = min(32, (os.cpu_count() or 1) + 4)
 
 
 class RepoFiles:
@@ -26,6 +30,9 @@ class RepoFiles:
         self.spool = self.root.parent / "tmp"
         self.cache_size = cache_size
         self._open: OrderedDict[int, GitRepo] = OrderedDict()
+        # A pool of their own: a huge tree or diff then queues behind other git reads,
+        # never in front of password hashing or anything else on the default pool.
+        self._pool: ThreadPoolExecutor | None = None
 
     def prepare(self) -> None:
         """Create the hooks and the spool folder the git services use."""
@@ -54,27 +61,36 @@ class RepoFiles:
         if repo is not None:
             repo.close()
 
+    async def _thread(self, fn: Callable[..., T], *args: Any) -> T:
+        """Call fn(*args) in one of the git threads."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(GIT_THREADS, thread_name_prefix="git")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
     async def run(self, repo_id: int, fn: Callable[..., T], *args: Any) -> T:
-        """Call fn(GitRepo, *args) in a worker thread."""
+        """Call fn(GitRepo, *args) in a git worker thread."""
         repo = self.get(repo_id)
-        return await asyncio.to_thread(fn, repo, *args)
+        return await self._thread(fn, repo, *args)
 
     async def create(self, repo_id: int, default_branch: str) -> None:
         """A new empty bare repository."""
-        await asyncio.to_thread(lambda: GitRepo.init_bare(self.path(repo_id), default_branch).close())
+        await self._thread(lambda: GitRepo.init_bare(self.path(repo_id), default_branch).close())
 
     async def fork(self, source_id: int, repo_id: int) -> None:
         """A full, independent copy of another repository."""
-        await asyncio.to_thread(
+        await self._thread(
             lambda: GitRepo.clone_bare(self.path(source_id), self.path(repo_id)).close())
 
     async def remove(self, repo_id: int) -> None:
         """Delete a repository's folder."""
         self.forget(repo_id)
-        await asyncio.to_thread(shutil.rmtree, self.path(repo_id), True)
+        await self._thread(shutil.rmtree, self.path(repo_id), True)
 
     def close(self) -> None:
-        """Close every cached handle."""
+        """Close every cached handle and let the git threads end."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
         while self._open:
             self._open.popitem()[1].close()
 

@@ -53,7 +53,10 @@ class DiffFileSchema(Base):
     deletions = Int(required=True)
     binary = Bool(required=True)
     patch = Str(required=True)
-    truncated = Bool()
+    truncated = Bool(metadata={"description": "present and true when the patch was cut or "
+                                              "left out (a side over 4 MiB, or the diff's "
+                                              "max_diff_bytes spent); additions and deletions "
+                                              "still count every line when the file was read"})
 
 
 class DiffStatsSchema(Base):
@@ -66,6 +69,10 @@ class DiffSchema(Base):
     commit = Nested(CommitSchema, required=True)
     files = List(Nested(DiffFileSchema), required=True)
     stats = Nested(DiffStatsSchema, required=True)
+    truncated = Bool(required=True, metadata={
+        "description": "true when files were left out (past max_diff_files; filesChanged "
+                       "still counts them, additions and deletions count the listed files) "
+                       "or any listed file's patch was cut"})
 
 
 class TreeEntrySchema(Base):
@@ -80,6 +87,8 @@ class TreeEntrySchema(Base):
 class TreeSchema(Base):
     files = List(Nested(TreeEntrySchema), required=True)
     isEmpty = Bool(required=True)
+    hasMore = Bool(metadata={"description": "more entries follow this page (absent for an "
+                                            "empty repository, whose answer the contract fixes)"})
 
 
 class FileSchema(Base):
@@ -89,7 +98,11 @@ class FileSchema(Base):
     oid = Str(required=True)
     isBinary = Bool(required=True)
     encoding = Str(required=True, validate=validate.OneOf(["utf-8", "base64"]))
-    content = Str(required=True)
+    content = Str(required=True, metadata={"description": "empty when truncated"})
+    truncated = Bool(metadata={"description": "present and true when the file is larger than "
+                                              "the server's max_blob_bytes: content is empty "
+                                              "(size, isBinary and encoding still hold); "
+                                              "return=1 streams the whole file"})
 
 
 class FileEnvelopeSchema(Base):
@@ -110,6 +123,10 @@ class CommitsQuerySchema(Base):
 class TreeQuerySchema(Base):
     branch = _BRANCH
     path = fields.String(load_default="", validate=validate.Length(max=4096))
+    limit = fields.Integer(validate=validate.Range(min=1), metadata={
+        "description": "entries per page; default and most: the server's max_tree_entries "
+                       "(1000 unless configured)"})
+    offset = Offset()
 
 
 class FileQuerySchema(Base):

@@ -11,6 +11,8 @@ from schemas.git import (BranchListSchema, CommitListSchema, CommitsQuerySchema,
                          FileEnvelopeSchema, FileQuerySchema, TreeQuerySchema, TreeSchema)
 
 from ..errors import NotFound
+from ..githttp import stream_blob
+from ..keys import CONFIG
 from ..openapi import doc
 from ..permissions import load_repo
 from ..repofiles import REPO_FILES
@@ -90,38 +92,57 @@ async def commits(request: web.Request) -> web.Response:
 
 @routes.get(REPO + "/commits/{oid}/diff")
 @doc("The diff of one commit against its first parent (the empty tree for a root commit)",
-     responses={200: DiffSchema, 304: "not modified"}, errors=(400, 404), public=True, tag="git")
+     responses={200: DiffSchema, 304: "not modified"}, errors=(400, 404), public=True, tag="git",
+     description="Capped as on GitHub: files are listed by path up to `[git] max_diff_files` "
+                 "(default 300) and patches hold `[git] max_diff_bytes` (default 5 MiB) of text "
+                 "in all, at most 1 MiB per file; a file with a side over 4 MiB is listed "
+                 "without a patch. Whatever was cut says `truncated: true`, on the file and "
+                 "on the answer; `stats.filesChanged` counts every changed file.")
 async def diff(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     oid = request.match_info["oid"]
     etag = _etag("diff", oid)
     if _fresh(request, etag) and _OID_RE.match(oid):
         return web.Response(status=304, headers=_cache_headers(repo, etag, True))
-    data = await request.app[REPO_FILES].run(repo["id"], lambda g: g.diff(oid))
+    limits = request.app[CONFIG]["git"]
+    data = await request.app[REPO_FILES].run(repo["id"], lambda g: g.diff(
+        oid, limits["max_diff_bytes"], limits["max_diff_files"]))
     return _answer(request, repo, data, etag, True)
 
 
 @routes.get(REPO + "/tree")
 @doc("Entries of a directory, directories first", query=TreeQuerySchema,
-     responses={200: TreeSchema, 304: "not modified"}, errors=(404,), public=True, tag="git")
+     responses={200: TreeSchema, 304: "not modified"}, errors=(404,), public=True, tag="git",
+     description="Paged: `limit` entries (default and most: `[git] max_tree_entries`, 1000 "
+                 "unless configured; larger values are lowered to it) from `offset`; "
+                 "`hasMore` says another page follows. `size` is read from each object's "
+                 "header, as `git ls-tree -l` does.")
 async def tree(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     query = read_query(request, TreeQuerySchema())
     oid = await _resolve(request, repo, query.get("branch"))
     if oid is None:
         return json_response({"files": [], "isEmpty": True})
-    etag = _etag("tree", oid, query["path"])
+    most = request.app[CONFIG]["git"]["max_tree_entries"]
+    limit, offset = min(query.get("limit", most), most), query["offset"]
+    etag = _etag("tree", oid, query["path"], str(limit), str(offset))
     immutable = bool(_OID_RE.match(query.get("branch", "")))
     if _fresh(request, etag):
         return web.Response(status=304, headers=_cache_headers(repo, etag, immutable))
-    entries = await request.app[REPO_FILES].run(repo["id"], lambda g: g.tree(oid, query["path"]))
-    return _answer(request, repo, {"files": entries, "isEmpty": False}, etag, immutable)
+    entries, more = await request.app[REPO_FILES].run(
+        repo["id"], lambda g: g.tree_page(oid, query["path"], limit, offset))
+    return _answer(request, repo, {"files": entries, "isEmpty": False, "hasMore": more},
+                   etag, immutable)
 
 
 @routes.get(REPO + "/file")
 @doc("One file: JSON (base64 for binary), or with return=1 the raw bytes",
      query=FileQuerySchema, responses={200: RAW_RESPONSE, 304: "not modified"}, errors=(404,),
-     public=True, tag="git")
+     public=True, tag="git",
+     description="A file over `[git] max_blob_bytes` (default 10 MiB) comes in JSON without "
+                 "its content: `content` is empty and `truncated: true`, with its `size`, "
+                 "`isBinary` and `encoding`. `return=1` serves any size, streamed from git "
+                 "with its Content-Length.")
 async def file(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     query = read_query(request, FileQuerySchema())
@@ -133,12 +154,17 @@ async def file(request: web.Request) -> web.Response:
     headers = _cache_headers(repo, etag, immutable)
     if _fresh(request, etag):
         return web.Response(status=304, headers=headers)
-    files = request.app[REPO_FILES]
+    files, limits = request.app[REPO_FILES], request.app[CONFIG]["git"]
     if query["raw"]:
-        data, content_type = await files.run(repo["id"],
-                                             lambda g: g.blob_stream_info(oid, query["path"]))
+        blob = await files.run(repo["id"],
+                               lambda g: g.raw_blob(oid, query["path"], limits["max_blob_bytes"]))
         headers.update({"X-Content-Type-Options": "nosniff",
-                        "Content-Security-Policy": "default-src 'none'; sandbox"})
-        return web.Response(body=data, headers={**headers, "Content-Type": content_type})
-    data = await files.run(repo["id"], lambda g: g.file(oid, query["path"]))
+                        "Content-Security-Policy": "default-src 'none'; sandbox",
+                        "Content-Type": blob["contentType"]})
+        if blob["data"] is None:
+            return await stream_blob(request, files.path(repo["id"]), blob["oid"], blob["size"],
+                                     headers, limits["timeout_seconds"])
+        return web.Response(body=blob["data"], headers=headers)
+    data = await files.run(repo["id"],
+                           lambda g: g.file(oid, query["path"], limits["max_blob_bytes"]))
     return _answer(request, repo, {"file": data}, etag, immutable)

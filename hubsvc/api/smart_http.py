@@ -128,18 +128,23 @@ def _service(request: web.Request, given: str | None) -> str:
 async def info_refs(request: web.Request) -> web.StreamResponse:
     service = _service(request, request.query.get("service"))
     repo = await _git_repo(request, "write" if service == "git-receive-pack" else "read")
-    return await advertise(request, service, request.app[REPO_FILES].path(repo["id"]))
+    return await advertise(request, service, request.app[REPO_FILES].path(repo["id"]),
+                           request.app[CONFIG]["git"]["timeout_seconds"])
 
 
 @routes.post(GIT_BASE + "/git-upload-pack")
 @doc("Smart-HTTP fetch (clone and fetch)", public=True, tag="git-http", plain_errors=True,
-     errors=(401, 403, 404),
+     errors=(401, 403, 404, 408, 504),
+     description="git runs at most `[git] timeout_seconds`: a request body that has not "
+                 "arrived by then gets 408, git still busy 504, and an answer already under "
+                 "way is cut by closing the connection.",
      body={"application/x-git-upload-pack-request": {"type": "string", "format": "binary"}},
      responses={200: {"description": "pack stream", "content": {
          "application/x-git-upload-pack-result": {"schema": {"type": "string"}}}}})
 async def upload_pack(request: web.Request) -> web.StreamResponse:
     repo = await _git_repo(request, "read")
-    resp, _ = await serve_rpc(request, "git-upload-pack", request.app[REPO_FILES].path(repo["id"]))
+    resp, _ = await serve_rpc(request, "git-upload-pack", request.app[REPO_FILES].path(repo["id"]),
+                              timeout=request.app[CONFIG]["git"]["timeout_seconds"])
     return resp
 
 
@@ -157,7 +162,12 @@ async def lfs(request: web.Request) -> web.Response:
 
 @routes.post(GIT_BASE + "/git-receive-pack")
 @doc("Smart-HTTP push (write access)", public=True, tag="git-http", plain_errors=True,
-     errors=(401, 403, 404, 413),
+     errors=(401, 403, 404, 408, 413, 504),
+     description="A push bringing a file over `[git] max_object_bytes` is refused whole (no "
+                 "ref moves); git prints `remote: error: <path> is … MiB; this server refuses "
+                 "files over … MiB` and `pre-receive hook declined`. A push over "
+                 "`[limits] push_bytes` is refused too. git runs at most `[git] "
+                 "timeout_seconds` (408 / 504 as for git-upload-pack).",
      body={"application/x-git-receive-pack-request": {"type": "string", "format": "binary"}},
      responses={200: {"description": "report-status stream", "content": {
          "application/x-git-receive-pack-result": {"schema": {"type": "string"}}}}})
@@ -194,10 +204,14 @@ async def receive_pack(request: web.Request) -> web.StreamResponse:
         else:
             await asyncio.shield(request.app[STORE].repos.push_ended(flight))
 
+    config = request.app[CONFIG]
     try:
+        # The pre-receive hook refuses files over max_object_bytes before any ref moves.
         resp, _ = await serve_rpc(request, "git-receive-pack", files.path(repo["id"]),
-                                  request.app[CONFIG]["limits"]["push_bytes"], before_eof=record,
-                                  hooks=files.hooks, env={"HUBSVC_PUSH_LOG": str(spool)})
+                                  config["limits"]["push_bytes"], before_eof=record,
+                                  hooks=files.hooks, timeout=config["git"]["timeout_seconds"],
+                                  env={"HUBSVC_PUSH_LOG": str(spool),
+                                       "HUBSVC_MAX_OBJECT_BYTES": str(config["git"]["max_object_bytes"])})
     finally:
         if spool.exists():
             # The answer failed after git applied the updates (a client that hung up):
