@@ -18,12 +18,14 @@ from typing import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
+from .pktline import Framer, error_packet, pkt_line
 from .errors import ApiError, BadRequest, PayloadTooLarge
 
 log = logging.getLogger("hubsvc.githttp")
 
 SERVICES = ("git-upload-pack", "git-receive-pack")
 CHUNK = 64 * 1024
+HEAD_KEPT = 4096
 _PROTOCOL_RE = re.compile(r"^[A-Za-z0-9=:._-]{1,100}$")
 _GZIP_MAGIC = b"\x1f\x8b"
 # Settings every hosted repository gets on the command line, so existing repositories
@@ -101,12 +103,6 @@ def git_command(service: str, path: Path, *args: str, hooks: Path | None = None)
     if hooks is not None:
         cmd += ["-c", f"core.hooksPath={hooks}"]
     return cmd + [service.removeprefix("git-"), "--stateless-rpc", *args, str(path)]
-
-
-def pkt_line(text: str) -> bytes:
-    """One pkt-line: four hex digits of length, then the payload."""
-    data = text.encode()
-    return f"{len(data) + 4:04x}".encode() + data
 
 
 def _env(request: web.Request, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -203,17 +199,22 @@ async def stream_blob(request: web.Request, path: Path, oid: str, size: int,
     return resp
 
 
-async def _pump(stdout: asyncio.StreamReader, resp: web.StreamResponse) -> None:
+async def _pump(stdout: asyncio.StreamReader, resp: web.StreamResponse,
+                framer: Framer | None = None) -> None:
     while chunk := await stdout.read(CHUNK):
         await resp.write(chunk)
+        if framer is not None:
+            framer.feed(chunk)
 
 
-async def _finish(proc: asyncio.subprocess.Process, service: str) -> int:
+async def _finish(proc: asyncio.subprocess.Process, service: str) -> tuple[int, str]:
+    """git's exit code and the last line it printed on stderr."""
     stderr = await proc.stderr.read() if proc.stderr else b""
     code = await proc.wait()
+    text = stderr.decode(errors="replace").strip()
     if code != 0:
-        log.warning("%s exited %s: %s", service, code, stderr.decode(errors="replace")[:500])
-    return code
+        log.warning("%s exited %s: %s", service, code, text[:500])
+    return code, text.splitlines()[-1] if text else ""
 
 
 async def _body(request: web.Request) -> AsyncIterator[bytes]:
@@ -247,11 +248,14 @@ async def _prefixed(head: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[by
         yield chunk
 
 
-async def _feed(request: web.Request, stdin: asyncio.StreamWriter, limit: int | None) -> int:
+async def _feed(request: web.Request, stdin: asyncio.StreamWriter, limit: int | None,
+                head: bytearray | None = None) -> int:
     """Copy the request body into the process, counting bytes against the limit."""
     total = 0
     try:
         async for chunk in _body(request):
+            if head is not None and len(head) < HEAD_KEPT:
+                head += chunk[:HEAD_KEPT - len(head)]  # where the client names its capabilities
             total += len(chunk)
             if limit is not None and total > limit:
                 raise PayloadTooLarge(f"push is larger than {limit} bytes")
@@ -298,8 +302,7 @@ async def refuse_push(request: web.Request, message: str) -> web.StreamResponse:
         "Cache-Control": "no-cache, max-age=0, must-revalidate",
     })
     await resp.prepare(request)
-    packet = b"\x03" + message.encode() + b"\n"
-    await resp.write(f"{len(packet) + 4:04x}".encode() + packet + b"0000")
+    await resp.write(error_packet(message, sideband=True))
     await resp.write_eof()
     return resp
 
@@ -316,7 +319,8 @@ async def _serve_rpc(request: web.Request, service: str, path: Path, limit: int 
         *git_command(service, path, hooks=hooks),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env=_env(request, env))
-    feeder = asyncio.ensure_future(_feed(request, proc.stdin, limit))
+    head, framer = bytearray(), Framer()
+    feeder = asyncio.ensure_future(_feed(request, proc.stdin, limit, head))
     resp = web.StreamResponse(headers={
         "Content-Type": f"application/x-{service}-result",
         "Cache-Control": "no-cache, max-age=0, must-revalidate",
@@ -333,15 +337,26 @@ async def _serve_rpc(request: web.Request, service: str, path: Path, limit: int 
             await resp.prepare(request)
             if first:
                 await resp.write(first)
-                await _pump(proc.stdout, resp)
+                framer.feed(first)
+                await _pump(proc.stdout, resp, framer)
             await feeder
-            code = await _finish(proc, service)
+            code, last_error = await _finish(proc, service)
     except BaseException as exc:
         body_done = feeder.done() and not feeder.cancelled()
         for task in (feeder, first_read):
             task.cancel()
         await asyncio.gather(feeder, first_read, return_exceptions=True)
         await _reap(proc)
+        if resp.prepared and isinstance(exc, ConnectionError):
+            # Not a server error: nothing more can reach this client.
+            log.info("client closed the connection during %s", service)
+            return resp, -1
+        if resp.prepared and isinstance(exc, Exception) and not isinstance(exc, TimeoutError):
+            # A 500 written into a half-sent answer reads to git as a broken transfer
+            # ("curl 56 … chunked-encoding"); git's own error packet reads as what it is.
+            log.error("%s failed after its answer began: %s", service, exc)
+            return await _end_with_error(request, resp, framer, _sideband(request, head),
+                                         f"the server failed: {exc}"), -1
         if not isinstance(exc, TimeoutError):
             raise
         if resp.prepared:
@@ -351,7 +366,34 @@ async def _serve_rpc(request: web.Request, service: str, path: Path, limit: int 
                            "(the server's git.timeout_seconds)", 408) from None
         raise ApiError(f"git took longer than {timeout:g} s "
                        "(the server's git.timeout_seconds)", 504) from None
+    if code != 0 and last_error:
+        # git stopped before its answer ended (a full disk, say): its last word, as an
+        # error packet, is what the user reads, and git exits non-zero.
+        return await _end_with_error(request, resp, framer, _sideband(request, head),
+                                     last_error), code
     if before_eof is not None:
-        await before_eof()
+        try:
+            await before_eof()
+        except Exception:
+            # git has finished and told the client so; the push journal records it later.
+            log.exception("bookkeeping after %s failed", service)
     await resp.write_eof()
     return resp, code
+
+
+def _sideband(request: web.Request, head: bytes) -> bool:
+    """Whether the client multiplexes the answer (protocol v2 always does)."""
+    return b"side-band" in head or "version=2" in request.headers.get("Git-Protocol", "")
+
+
+async def _end_with_error(request: web.Request, resp: web.StreamResponse, framer: Framer,
+                          sideband: bool, message: str) -> web.StreamResponse:
+    """End a started answer with an error git prints, or cut it when that can't be framed."""
+    if not framer.at_boundary:
+        return _cut(request, resp, message)
+    try:
+        await resp.write(error_packet(message, sideband))
+        await resp.write_eof()
+    except ConnectionError:
+        pass
+    return resp

@@ -1,0 +1,81 @@
+"""A git answer that fails after it began ends as git's own error, never as a broken transfer."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+
+import pytest
+
+from .gitcli import git
+from .server import ServerProcess
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 6 MiB tmpfs: a real full disk (root only)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)],
+                          capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+async def test_a_push_that_fills_the_disk_fails_as_a_git_error(small_disk, tmp_path):
+    server = ServerProcess(small_disk / "data")
+    server.log_path = tmp_path / "server.log"
+    await asyncio.to_thread(server.start)
+    try:
+        status, body = await asyncio.to_thread(server.request, "POST", "/auth/sign-up", {
+            "email": "o@example.com", "username": "owner", "password": "12345678", "name": "O"})
+        headers = {"Authorization": f"Bearer {body['token']}"}
+        assert (await asyncio.to_thread(server.request, "POST", "/api/repositories",
+                                        {"name": "proj"}, headers))[0] == 201
+        work = tmp_path / "w"
+        await git("init", "-q", "-b", "main", str(work))
+        (work / "big.bin").write_bytes(os.urandom(9 * 1024 * 1024))
+        await git("add", "-A", cwd=work)
+        await git("commit", "-qm", "too big for the disk", cwd=work)
+        url = server.url.replace("http://", "http://owner:12345678@") + "/owner/proj.git"
+        code, _, err = await git("push", url, "main", cwd=work, check=False)
+        assert code != 0
+        assert "No space left on device" in err or "the server failed" in err, err
+        assert "chunked" not in err and "Everything up-to-date" not in err, err
+        # Nothing moved, and the server goes on answering.
+        code, out, _ = await git("ls-remote", url, check=False)
+        assert code == 0 and "refs/heads/main" not in out
+    finally:
+        await asyncio.to_thread(server.stop)
+    assert "Traceback" not in server.logs()
+
+
+async def test_a_clone_that_fails_midway_says_why(client, tmp_path):
+    from .conftest import sign_up
+    from .gitcli import remote
+    from .test_repos import create
+    from hubsvc.repofiles import REPO_FILES
+
+    alice = await sign_up(client, "alice")
+    repo = await create(client, alice, "proj")
+    work = tmp_path / "w"
+    await git("init", "-q", "-b", "main", str(work))
+    (work / "a.txt").write_text("a\n")
+    (work / "b.txt").write_text("b\n")
+    await git("add", "-A", cwd=work)
+    await git("commit", "-qm", "one", cwd=work)
+    await git("push", "-q", remote(client, alice, "alice", "proj"), "main", cwd=work)
+    # A damaged object store: upload-pack starts answering, then cannot read a blob.
+    blob = (await git("rev-parse", "HEAD:b.txt", cwd=work))[1].strip()
+    bare = client.app[REPO_FILES].path(int(repo["id"]))
+    (bare / "objects" / blob[:2] / blob[2:]).unlink()
+    code, _, err = await git("clone", remote(client, alice, "alice", "proj"),
+                             str(tmp_path / "c"), check=False)
+    assert code != 0
+    assert blob in err or "unable to read" in err or "remote error" in err, err
+    assert "chunked" not in err, err
