@@ -302,3 +302,46 @@ async def test_a_merge_racing_a_close_has_one_winner(client, alice, tmp_path):
         assert pull["merged"] is True and pull["state"] == "merged" and head != before
     else:  # closed first: nothing merged, the base branch untouched
         assert pull["merged"] is False and pull["state"] == "closed" and head == before
+
+
+async def test_two_processes_merging_one_pull_request_merge_it_once(tmp_path):
+    # The claim lives in the database, not in a process's lock: two servers over one data
+    # folder, one merge request to each at once, exactly one merge.
+    from .server import ServerProcess
+
+    first = ServerProcess(tmp_path / "data")
+    await asyncio.to_thread(first.start)
+    second = ServerProcess(tmp_path / "data", first.settings)
+    try:
+        status, body = await asyncio.to_thread(first.request, "POST", "/auth/sign-up", {
+            "email": "o@example.com", "username": "owner", "password": "12345678", "name": "O"})
+        headers = {"Authorization": f"Bearer {body['token']}"}
+        assert (await asyncio.to_thread(first.request, "POST", "/api/repositories",
+                                        {"name": "proj"}, headers))[0] == 201
+        work = tmp_path / "w"
+        await git("init", "-q", "-b", "main", str(work))
+        (work / "a.txt").write_text("a\n")
+        await git("add", "-A", cwd=work)
+        await git("commit", "-qm", "base", cwd=work)
+        await git("checkout", "-qb", "topic", cwd=work)
+        (work / "b.txt").write_text("b\n")
+        await git("add", "-A", cwd=work)
+        await git("commit", "-qm", "topic", cwd=work)
+        url = first.url.replace("http://", "http://owner:12345678@") + "/owner/proj.git"
+        await git("push", "-q", url, "main", "topic", cwd=work)
+        assert (await asyncio.to_thread(first.request, "POST", "/api/repositories/owner/proj/pulls",
+                                        {"title": "T", "head": "topic"}, headers))[0] == 201
+        await asyncio.to_thread(second.start)
+        path = "/api/repositories/owner/proj/pulls/1/merge"
+        answers = await asyncio.gather(*(
+            asyncio.to_thread(server.request, "POST", path, {"method": "squash"}, headers)
+            for server in (first, second, first, second)))
+        assert sorted(status for status, _ in answers) == [200, 409, 409, 409]
+        clone = tmp_path / "c"
+        await git("clone", "-q", url, str(clone))
+        history = (await git("rev-list", "--first-parent", "main", cwd=clone))[1].split()
+        assert len(history) == 2  # base plus exactly one squash commit
+    finally:
+        await asyncio.to_thread(first.stop)
+        if second.proc is not None:
+            await asyncio.to_thread(second.stop)
