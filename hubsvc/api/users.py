@@ -16,6 +16,7 @@ from ..auth import TOKEN_CACHE, current_user, is_admin, require_user
 from ..avatars import default_version, identicon, sniff_image
 from ..errors import BadRequest, NotFound, PayloadTooLarge
 from ..keys import CONFIG, STORE
+from ..notify.hub import HUB
 from ..openapi import doc
 from ..rest import json_response, read_json
 
@@ -82,7 +83,13 @@ async def patch_settings(request: web.Request) -> web.Response:
         data["preferences"] = _merge_preferences(user, data["preferences"])
     updated = await request.app[STORE].users.update(user["id"], data)
     _forget_cached(request, user["id"])
+    _apply_preferences(request, updated)
     return json_response({"settings": present.settings(updated)})
+
+
+def _apply_preferences(request: web.Request, user: dict) -> None:
+    """Preferences that act at once: web notifications on the user's open sockets."""
+    request.app[HUB].set_web(user["id"], present.preferences(user)["notifications"]["web"])
 
 
 def _merge_preferences(user: dict, change: dict) -> dict:
@@ -102,6 +109,7 @@ async def post_preferences(request: web.Request) -> web.Response:
     updated = await request.app[STORE].users.update(
         user["id"], {"preferences": _merge_preferences(user, change)})
     _forget_cached(request, user["id"])
+    _apply_preferences(request, updated)
     return json_response({"preferences": present.preferences(updated)})
 
 

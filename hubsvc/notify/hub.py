@@ -39,6 +39,9 @@ class Client:
         self.writer: asyncio.Task | None = None
         # False while a resume replays the log: live events wait for the replay to end.
         self.live = True
+        # The user's notifications.web preference: off, the socket gets no notification.
+        self.web = bool(((user.get("preferences") or {}).get("notifications") or {})
+                        .get("web", True))
         self.resumer: asyncio.Task | None = None
         self.last_seen = asyncio.get_running_loop().time()
 
@@ -71,7 +74,8 @@ class Client:
 def _wants(client: Client, event: Event, audience: tuple[set[int] | None, set[int]]) -> bool:
     """Whether a client watches or subscribed to the event's repository and may read it."""
     readers, watchers = audience
-    return ((client.user_id in watchers or int(event.repo_id) in client.subscriptions)
+    return (client.web
+            and (client.user_id in watchers or int(event.repo_id) in client.subscriptions)
             and (readers is None or client.user_id in readers))
 
 
@@ -141,6 +145,11 @@ class Hub:
             self.remove(client)
             asyncio.get_running_loop().create_task(
                 client.ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"too slow"))
+
+    def set_web(self, user_id: int, on: bool) -> None:
+        """A user turned web notifications on or off: their open sockets follow at once."""
+        for client in self.by_user.get(user_id, ()):
+            client.web = on
 
     def revoke(self, user_id: int, digests: set[bytes] | None = None,
                keep: bytes | None = None) -> int:
@@ -238,7 +247,7 @@ class Hub:
             targets |= self.by_user.get(user_id, set())
         if readers is not None:  # private: checked against access as it is now
             targets = {c for c in targets if c.user_id in readers}
-        return {c for c in targets if c.live}
+        return {c for c in targets if c.live and c.web}
 
     def resume(self, client: Client, after: int) -> None:
         """Replay the events a client missed after `after`, then go live: no gap, no repeat."""
