@@ -24,6 +24,11 @@ async def test_me_in_user_paths(client, alice, bob):
     assert (await client.get("/api/users/bob/avatar")).headers["Cache-Control"].startswith("public")
     resp = await client.get("/api/repositories/me/open", headers=bob.headers)
     assert resp.status == 200 and (await resp.json())["repo"]["owner"]["username"] == "bob"
+    # git asks for credentials on an anonymous /me/… URL, and then finds the caller's own.
+    resp = await client.get("/me/open.git/info/refs?service=git-upload-pack")
+    assert resp.status == 401 and resp.headers["WWW-Authenticate"].startswith("Basic")
+    code, out, _ = await git("ls-remote", remote(client, bob, "me", "open"))
+    assert code == 0
     for path in ("/api/users/me/profile", "/api/users/me/repositories", "/api/users/me/avatar",
                  "/api/repositories/me/open"):
         resp = await client.get(path)

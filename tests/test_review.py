@@ -199,3 +199,17 @@ async def test_pull_comments_edit_by_owner_and_private_404(client, alice, bob, e
     await client.app[BUS].drain()
     actions = [e.data["action"] for e in events.of("pull_request")]
     assert "comment_edited" in actions and actions[-1] == "comment_deleted"
+
+
+async def test_huge_file_patch_is_left_out_and_marked(client, alice, tmp_path):
+    work = await setup_branches(client, alice, tmp_path)
+    await git("checkout", "-q", "topic", cwd=work)
+    (work / "big.txt").write_text("".join(f"line {n}\n" for n in range(20001)))
+    await git("add", "-A", cwd=work)
+    await git("commit", "-qm", "big", cwd=work)
+    await git("push", "-q", remote(client, alice, "alice", "proj"), "topic", cwd=work)
+    await open_pull(client, alice)
+    files = {f["path"]: f for f in (await (await client.get(API + "/pulls/1/files")).json())["files"]}
+    big = files["big.txt"]
+    assert (big["additions"], big["patch"], big["truncated"]) == (20001, "", True)
+    assert "truncated" not in files["c.txt"] and files["c.txt"]["patch"]
