@@ -21,6 +21,7 @@ from .api import auth as auth_api
 from .api import docs as docs_api
 from .api import events as events_api
 from .api import chat as chat_api
+from .api import compare as compare_api
 from .api import git as git_api
 from .api import issues as issues_api
 from .api import meta as meta_api
@@ -150,8 +151,9 @@ def create_app(config: Config) -> web.Application:
     app.on_shutdown.extend([_mark_shutdown, close_sockets])
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
-    for module in (meta_api, docs_api, events_api, auth_api, account_api, users_api, admin_api, repos_api, issues_api, pulls_api,
-                   search_api, chat_api, webhooks_api, ws_api, git_api, smart_http):
+    for module in (meta_api, docs_api, events_api, auth_api, account_api, users_api, admin_api,
+                   repos_api, issues_api, pulls_api, search_api, chat_api, webhooks_api, ws_api,
+                   git_api, compare_api, smart_http):
         app.router.add_routes(module.routes)
     _setup_cors(app, config)
     return app
@@ -170,3 +172,26 @@ def _setup_cors(app: web.Application, config: Config) -> None:
         # "*" routes (git-lfs's, answered 501 to any method) are for git, not browsers.
         if route.method not in ("HEAD", "*"):
             cors.add(route)
+    # aiohttp_cors answers only for the routes it knows: an unknown path (404), a wrong
+    # method (405) or an error before any route matched would reach the browser without
+    # the headers, and its script could not read the error. Added after aiohttp_cors's
+    # hook, so it only fills in what that one left out.
+    app.on_response_prepare.append(_cors_on_errors(frozenset(origins)))
+
+
+_SIMPLE_HEADERS = frozenset(h.lower() for h in (
+    "Cache-Control", "Content-Language", "Content-Type", "Expires", "Last-Modified", "Pragma"))
+
+
+def _cors_on_errors(origins: frozenset[str]):
+    """An on_response_prepare hook giving error answers the CORS headers of a configured origin."""
+    async def add(request: web.Request, response: web.StreamResponse) -> None:
+        origin = request.headers.get("Origin")
+        if (response.status < 400 or origin not in origins
+                or "Access-Control-Allow-Origin" in response.headers):
+            return
+        exposed = sorted(k for k in response.headers if k.lower() not in _SIMPLE_HEADERS)
+        response.headers["Access-Control-Expose-Headers"] = ",".join(exposed)
+        response.headers["Access-Control-Allow-Origin"] = origin
+        response.headers["Access-Control-Allow-Credentials"] = "true"
+    return add

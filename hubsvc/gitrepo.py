@@ -53,8 +53,12 @@ DIFF_MAX_BLOB = 4 << 20  # larger sides are not line-diffed: difflib would take 
 BINARY_SNIFF = 8000  # git's own window for the NUL-byte binary test
 GIT_TIMEOUT = 30.0
 MAX_PATH = 4096
+RANGE_COMMITS = 250  # commits a pull request or compare lists, as on GitHub
+RANGE_FILES = 3000  # files a pull request lists, as on GitHub
+RANGE_PATCH_LINES = 20000  # changed lines past which a file's patch is left out
 
 _OID_RE = re.compile(r"[0-9a-f]{40}")
+_SHORT_OID_RE = re.compile(r"[0-9a-f]{7,39}")
 _HEADS = b"refs/heads/"
 _TAGS = b"refs/tags/"
 
@@ -543,7 +547,8 @@ class GitRepo:
             commit = self._commit_or_none(self._peel(sha))
             if commit is not None:
                 return commit.id.decode("ascii")
-        return None
+        # Branches and tags win over an abbreviated oid, as in git.
+        return self.expand_oid(rev) if _SHORT_OID_RE.fullmatch(rev.lower()) else None
 
     def _peel(self, sha: bytes | None) -> bytes | None:
         """Follow tag objects down to what they tag; None when an object is missing."""
@@ -945,6 +950,195 @@ class GitRepo:
         code, _, _ = _git_status(str(self.path), "update-ref", "-m", "hubsvc merge",
                                  "--end-of-options", ref.decode(), check_oid(new), check_oid(old))
         return code == 0
+
+    # -- abbreviated oids and comparing two commits (pull requests, compare) -----
+
+    def expand_oid(self, rev: str) -> str | None:
+        """The commit a 7-39 hex prefix names; None when none does; 400 when several do."""
+        prefix = rev.lower() if isinstance(rev, str) else ""
+        if _OID_RE.fullmatch(prefix):
+            return prefix if self._commit_or_none(prefix.encode("ascii")) else None
+        if not _SHORT_OID_RE.fullmatch(prefix):
+            return None
+        # cat-file answers "ambiguous" for the bare prefix; ^{commit} lets git prefer
+        # the one commit among objects of other types, as `git show abc1234` does.
+        code, out, _ = _git_status(str(self.path), "cat-file", "--batch-check",
+                                   stdin=f"{prefix}\n{prefix}^{{commit}}\n".encode())
+        if code != 0:
+            raise GitError("git cat-file failed")
+        bare, peeled = out.decode("ascii", "replace").splitlines()[:2]
+        if not peeled.endswith("missing"):
+            return peeled.split()[0]
+        if bare.endswith("ambiguous"):
+            raise BadRequest(f"short commit id {prefix} is ambiguous: give more characters")
+        return None
+
+    def merge_base(self, base: str, head: str) -> str | None:
+        """The best common ancestor of two commits, None for unrelated histories."""
+        code, out, err = _git_status(str(self.path), "merge-base", "--end-of-options",
+                                     check_oid(base), check_oid(head))
+        if code == 1:
+            return None
+        if code != 0:
+            raise GitError("git merge-base failed: " + err.decode("utf-8", "replace").strip())
+        return out.strip().decode("ascii")
+
+    def ahead_behind(self, base: str, head: str) -> tuple[int, int]:
+        """(commits in head not in base, commits in base not in head)."""
+        out = _run_git(str(self.path), "rev-list", "--left-right", "--count",
+                       "--end-of-options", f"{check_oid(base)}...{check_oid(head)}", "--")
+        behind, ahead = (int(n) for n in out.split())
+        return ahead, behind
+
+    def range_commits(self, base: str, head: str, limit: int, skip: int,
+                      cap: int = RANGE_COMMITS) -> tuple[list[dict], int]:
+        """Commits in head and not in base, oldest first (the first cap of them), and their total."""
+        out = _run_git(str(self.path), "rev-list", "--reverse", "--end-of-options",
+                       check_oid(head), "^" + check_oid(base), "--")
+        oids = out.decode("ascii").split()
+        page = oids[:cap][skip:skip + limit]
+        if not page:
+            return [], len(oids)
+        code, log, err = _git_status(str(self.path), "log", "--no-walk=unsorted", "-z",
+                                     f"--format={_LOG_FORMAT}", "--stdin",
+                                     stdin="\n".join(page).encode() + b"\n")
+        if code != 0:
+            raise GitError("git log failed: " + err.decode("utf-8", "replace").strip())
+        return _parse_log(log), len(oids)
+
+    def range_files(self, base: str, head: str, limit: int, offset: int,
+                    cap: int = RANGE_FILES) -> tuple[list[dict], int]:
+        """Files changed from base's merge base with head to head (a page, with patches), and how many.
+
+        The merge base makes this GitHub's three-dot diff: what head adds, whatever base
+        did since. Patches are cut at PATCH_LIMIT bytes and skipped past RANGE_PATCH_LINES
+        changed lines, both marked truncated; only the first cap files are listed.
+        """
+        start = self.merge_base(base, head)
+        if start is None:
+            raise NotFound("no common ancestor between base and head")
+        out = _run_git(str(self.path), "-c", "core.quotepath=false", "diff", "--raw",
+                       "--numstat", "-z", "-M", "--no-abbrev", "--no-ext-diff", "--no-textconv",
+                       "--end-of-options", start, check_oid(head), "--")
+        changes = _parse_raw_numstat(out)
+        page = changes[:cap][offset:offset + limit]
+        wanted = [c for c in page if not c["binary"]
+                  and c["additions"] + c["deletions"] <= RANGE_PATCH_LINES]
+        patches: dict[bytes, bytes] = {}
+        if wanted:
+            specs = [p for c in wanted for p in {c["_old"], c["_new"]}]
+            text = _run_git(str(self.path), "--literal-pathspecs", "-c", "core.quotepath=false",
+                            "diff", "-p", "-M", "--no-color", "--no-ext-diff", "--no-textconv",
+                            "--end-of-options", start, check_oid(head), "--",
+                            *(p.decode("utf-8", "surrogateescape") for p in specs))
+            patches = _split_patch(text)
+        files = []
+        for change in page:
+            old, new = change.pop("_old"), change.pop("_new")
+            body = patches.get(_diff_header(old, new))
+            if body is None:
+                change["patch"] = ""
+                if not change["binary"]:
+                    change["truncated"] = True
+            else:
+                patch = _hunks(body)
+                if len(patch) > PATCH_LIMIT:
+                    patch = patch[:patch.rfind(b"\n", 0, PATCH_LIMIT) + 1]
+                    change["truncated"] = True
+                change["patch"] = patch.decode("utf-8", "replace")
+            files.append(change)
+        return files, len(changes)
+
+    def range_text(self, base: str, head: str, kind: str, limit: int) -> bytes | None:
+        """The range as `git diff` (kind "diff") or `git format-patch` text; None past limit bytes."""
+        if kind == "diff":
+            start = self.merge_base(base, head)
+            if start is None:
+                raise NotFound("no common ancestor between base and head")
+            args = ["diff", "-M", "--no-color", "--no-ext-diff", "--no-textconv",
+                    "--end-of-options", start, check_oid(head), "--"]
+        else:
+            args = ["format-patch", "--stdout", "-M", "--no-color", "--no-ext-diff",
+                    "--no-textconv", "--end-of-options", check_oid(head),
+                    "^" + check_oid(base), "--"]
+        out = _run_git(str(self.path), *args)
+        return out if len(out) <= limit else None
+
+
+_STATUS = {"A": "added", "D": "deleted", "M": "modified", "R": "renamed", "T": "modified",
+           "C": "added"}
+
+
+def _parse_raw_numstat(out: bytes) -> list[dict]:
+    """Pair `git diff --raw --numstat -z` records: raw lines come first, numstat in the same order."""
+    tokens = out.split(b"\x00")
+    raw: list[tuple[str, bytes, bytes]] = []
+    stats: list[tuple[str, str]] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.startswith(b":"):
+            status = token.split()[4].decode("ascii")[:1]
+            if status in "RC":
+                raw.append((status, tokens[i + 1], tokens[i + 2]))
+                i += 3
+            else:
+                raw.append((status, tokens[i + 1], tokens[i + 1]))
+                i += 2
+        elif token:
+            added, deleted, path = token.split(b"\t", 2)
+            stats.append((added.decode(), deleted.decode()))
+            i += 1 if path else 3  # a rename's paths follow as two more tokens
+        else:
+            i += 1
+    changes = []
+    for (status, old, new), (added, deleted) in zip(raw, stats):
+        binary = added == "-"
+        changes.append({
+            "path": new.decode("utf-8", "replace"),
+            "oldPath": old.decode("utf-8", "replace") if status in ("D", "M", "R", "T") else None,
+            "status": _STATUS.get(status, "modified"),
+            "additions": 0 if binary else int(added),
+            "deletions": 0 if binary else int(deleted),
+            "binary": binary,
+            "_old": old, "_new": new,
+        })
+    return changes
+
+
+def _c_quote(name: bytes) -> bytes:
+    """A path as git writes it in a diff header (core.quotepath=false)."""
+    if not any(c < 0x20 or c in b'"\\' or c == 0x7F for c in name):
+        return name
+    escapes = {7: b"\\a", 8: b"\\b", 9: b"\\t", 10: b"\\n", 11: b"\\v", 12: b"\\f",
+               13: b"\\r", 34: b'\\"', 92: b"\\\\"}
+    body = b"".join(escapes.get(c) or (b"\\%03o" % c if c < 0x20 or c == 0x7F else bytes([c]))
+                    for c in name)
+    return b'"' + body + b'"'
+
+
+def _diff_header(old: bytes, new: bytes) -> bytes:
+    return b"diff --git " + _c_quote(b"a/" + old) + b" " + _c_quote(b"b/" + new)
+
+
+def _split_patch(text: bytes) -> dict[bytes, bytes]:
+    """A `git diff -p` output split into its files, keyed by their `diff --git` line."""
+    sections: dict[bytes, bytes] = {}
+    # Inside a hunk every line starts with ' ', '+', '-' or '\\', so a line starting
+    # "diff --git " always opens the next file.
+    for part in re.split(rb"(?m)^(?=diff --git )", text):
+        if part.startswith(b"diff --git "):
+            header, _, rest = part.partition(b"\n")
+            sections[header] = rest
+    return sections
+
+
+def _hunks(section: bytes) -> bytes:
+    """The hunks of one file's patch, without its headers (as the commit diff gives them)."""
+    if section.startswith(b"@@"):
+        return section
+    at = section.find(b"\n@@")
+    return section[at + 1:] if at >= 0 else b""
 
 
 def _git_status(git_dir: str, *args: str, stdin: bytes | None = None,

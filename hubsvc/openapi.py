@@ -30,6 +30,7 @@ ERROR_TEXT = {
     503: "unavailable",
 }
 ALWAYS = (429, 500)
+RENAMED_PREFIX = "/api/repositories/{owner}/{name}"
 
 
 def doc(summary: str, *, body: type[Schema] | dict[str, Any] | None = None,
@@ -118,6 +119,11 @@ def build_spec(app: web.Application) -> dict[str, Any]:
         for code in sorted(codes):
             operation["responses"].setdefault(str(code), {
                 "description": ERROR_TEXT.get(code, "error"), "content": error_content})
+        if path.startswith(RENAMED_PREFIX):
+            # A renamed repository's old path answers with a redirect to the new one.
+            operation["responses"].setdefault(
+                "301" if method == "get" else "308",
+                {"description": "the repository was renamed: Location is the new path"})
         paths.setdefault(path, {})[method] = operation
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)

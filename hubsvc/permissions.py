@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 
 from .auth import current_user
 from .errors import Forbidden, NotFound
 from .keys import STORE
+from .names import path_username
 
 LEVELS = {"read": 1, "write": 2, "admin": 3, "owner": 4}
 
@@ -29,16 +31,43 @@ def allows(role: str | None, need: str) -> bool:
 
 async def load_repo(request: web.Request, need: str = "read", owner: str | None = None,
                     name: str | None = None) -> dict[str, Any]:
-    """The repository of the path, checked: 404 if unreadable, 403 if readable but not enough."""
+    """The repository of the path, checked: 404 if unreadable, 403 if readable but not enough.
+
+    A renamed repository's old name still finds it: an API path answers 301 (308 for
+    methods with a body) to the new one, a name given otherwise (git URLs, bodies) is
+    followed silently. Either only for callers who may read it.
+    """
     user = current_user(request)
-    owner = owner if owner is not None else request.match_info["owner"]
+    from_path = owner is None and name is None
+    owner = path_username(request, owner if owner is not None else request.match_info["owner"])
     name = name if name is not None else request.match_info["name"]
-    repo = await request.app[STORE].repos.by_name(owner, name, user["id"] if user else 0)
+    store = request.app[STORE].repos
+    viewer = user["id"] if user else 0
+    repo = await store.by_name(owner, name, viewer)
+    renamed = False
+    if repo is None:
+        repo = await store.by_old_name(owner, name, viewer)
+        renamed = repo is not None
     role = role_of(repo, user) if repo is not None else None
     if role is None:
         # Missing and private-but-unreadable look the same, so existence never leaks.
         raise NotFound("repository not found")
+    if renamed and from_path and request.path.startswith("/api/repositories/"):
+        raise _moved(request, repo)
     if not allows(role, need):
         raise Forbidden(f"{need} access to this repository is required")
     repo["role"] = role
     return repo
+
+
+def _moved(request: web.Request, repo: dict[str, Any]) -> web.HTTPException:
+    """A redirect from an old repository path to the same path under the current name."""
+    parts = request.rel_url.raw_path.split("/")
+    # /api/repositories/{owner}/{name}/… : the owner and name are the 4th and 5th parts.
+    parts[3:5] = [quote(repo["owner_username"], safe=""), quote(repo["name"], safe="")]
+    location = "/".join(parts)
+    if request.rel_url.raw_query_string:
+        location += "?" + request.rel_url.raw_query_string
+    if request.method in ("GET", "HEAD"):
+        return web.HTTPMovedPermanently(location)
+    return web.HTTPPermanentRedirect(location)

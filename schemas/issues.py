@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from marshmallow import ValidationError, fields, validate, validates_schema
+from datetime import datetime, timedelta, timezone
+
+from marshmallow import ValidationError, fields, post_load, validate, validates_schema
 
 from .common import (Base, Bool, Int, List, Nested, Offset, RepoRefSchema, Str,
                      UserSummarySchema)
+from .git import CommitSchema, DiffFileSchema
 from .repos import BRANCH_DOC, branch_name
 
 TITLE = validate.Length(min=1, max=256)
@@ -37,6 +40,7 @@ class CommentSchema(Base):
     author = Nested(UserSummarySchema, allow_none=True, required=True)
     createdAt = Str(required=True)
     updatedAt = Str(required=True)
+    edited = Bool(metadata={"description": "true once the body was changed"})
 
 
 class PullSchema(IssueSchema):
@@ -111,20 +115,96 @@ class CommentCreateSchema(Base):
     body = Str(required=True, validate=validate.Length(min=1, max=65536))
 
 
-class IssueListQuerySchema(Base):
-    state = fields.String(load_default="open", validate=validate.OneOf(["open", "closed", "all"]))
-    limit = fields.Integer(load_default=30, validate=validate.Range(1, 100))
-    offset = Offset()
+def _since(value: str) -> str:
+    """An ISO 8601 time as the stored form (UTC, whole seconds, rounded up)."""
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValidationError("must be an ISO 8601 time such as 2024-05-01T12:00:00Z") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    moment = moment.astimezone(timezone.utc)
+    if moment.microsecond:  # stored times have whole seconds: 12:00:00.5 starts at 12:00:01
+        moment = moment.replace(microsecond=0) + timedelta(seconds=1)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class PullListQuerySchema(Base):
-    state = fields.String(load_default="open",
-                          validate=validate.OneOf(["open", "closed", "merged", "all"]))
+class _ListQuerySchema(Base):
+    """The filters the issue and pull request lists share, as GitHub names them."""
+
     limit = fields.Integer(load_default=30, validate=validate.Range(1, 100))
     offset = Offset()
+    labels = fields.String(validate=validate.Length(max=1100), metadata={
+        "description": "comma-separated label names; every one must be on the item "
+                       "(ignoring case)"})
+    assignee = fields.String(validate=validate.Length(min=1, max=39), metadata={
+        "description": "a username (`me`: the caller), `none` for unassigned or `*` for "
+                       "assigned to anyone"})
+    author = fields.String(validate=validate.Length(min=1, max=39), metadata={
+        "description": "the author's username (`me`: the caller)"})
+    creator = fields.String(validate=validate.Length(min=1, max=39), metadata={
+        "description": "GitHub's name for author"})
+    since = fields.String(metadata={
+        "description": "ISO 8601 time: only items updated at or after it"})
+    sort = fields.String(load_default="created",
+                         validate=validate.OneOf(["created", "updated", "comments"]))
+    direction = fields.String(load_default="desc", validate=validate.OneOf(["asc", "desc"]))
     ignoreUnknown = fields.Boolean(load_default=False, metadata={
         "description": "true: unknown query parameters and unknown state values are "
                        "ignored instead of answering 400"})
+
+    @post_load
+    def _parse(self, data, **_):
+        if "labels" in data:
+            labels = [label.strip() for label in data["labels"].split(",") if label.strip()]
+            if len(labels) > 20 or any(len(label) > 50 for label in labels):
+                raise ValidationError("at most 20 labels of at most 50 characters", "labels")
+            data["labels"] = labels
+        if "since" in data:
+            try:
+                data["since"] = _since(data["since"])
+            except ValidationError as exc:
+                raise ValidationError(exc.messages, "since") from None
+        if "creator" in data:
+            data.setdefault("author", data.pop("creator"))
+        return data
+
+
+class IssueListQuerySchema(_ListQuerySchema):
+    state = fields.String(load_default="open", validate=validate.OneOf(["open", "closed", "all"]))
+
+
+class PullListQuerySchema(_ListQuerySchema):
+    state = fields.String(load_default="open",
+                          validate=validate.OneOf(["open", "closed", "merged", "all"]))
+
+
+class PullFileListSchema(Base):
+    files = List(Nested(DiffFileSchema), required=True)
+    hasMore = Bool(required=True)
+    totalFiles = Int(metadata={"description": "files changed (the list stops at 3000)"})
+
+
+class PullCommitListSchema(Base):
+    commits = List(Nested(CommitSchema), required=True)
+    hasMore = Bool(required=True)
+    totalCommits = Int(metadata={"description": "commits in the range (the list stops at 250)"})
+
+
+class CompareSchema(Base):
+    status = Str(required=True, validate=validate.OneOf(
+        ["identical", "ahead", "behind", "diverged"]))
+    aheadBy = Int(required=True)
+    behindBy = Int(required=True)
+    baseCommit = Str(required=True)
+    headCommit = Str(required=True)
+    mergeBaseCommit = Str(allow_none=True, required=True)
+    totalCommits = Int(required=True)
+    commits = List(Nested(CommitSchema), required=True, metadata={
+        "description": "oldest first, at most 250"})
+    totalFiles = Int(required=True)
+    files = List(Nested(DiffFileSchema), required=True, metadata={
+        "description": "at most 300, with patches"})
 
 
 class PullCreateSchema(Base):

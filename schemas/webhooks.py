@@ -48,14 +48,16 @@ class _Pull(_Issue):
 
 class IssueDataSchema(_Open):
     action = fields.String(required=True, validate=validate.OneOf(
-        ["opened", "closed", "reopened", "edited", "commented"]))
+        ["opened", "closed", "reopened", "edited", "commented", "comment_edited",
+         "comment_deleted"]))
     issue = fields.Nested(_Issue, required=True)
     comment = fields.Nested(_Comment)
 
 
 class PullDataSchema(_Open):
     action = fields.String(required=True, validate=validate.OneOf(
-        ["opened", "closed", "reopened", "edited", "merged", "commented"]))
+        ["opened", "closed", "reopened", "edited", "merged", "commented", "comment_edited",
+         "comment_deleted"]))
     pullRequest = fields.Nested(_Pull, required=True)
     comment = fields.Nested(_Comment)
 

@@ -293,7 +293,9 @@ def test_resolve_names_tags_and_oids(fx, repo):
     assert repo.resolve(fx.readme.upper()) == fx.readme
     tree = bare_git(fx, "rev-parse", "main^{tree}").strip()
     blob = bare_git(fx, "rev-parse", "main:README.md").strip()
-    for rev in ("nope", UNKNOWN_OID, tree, blob, fx.readme[:12], "refs/heads/main", "..",
+    assert repo.resolve(fx.readme[:12]) == fx.readme  # an abbreviated oid, as in git
+    assert repo.resolve(fx.readme[:7].upper()) == fx.readme
+    for rev in ("nope", UNKNOWN_OID, tree, blob, fx.readme[:6], tree[:12], "refs/heads/main", "..",
                 "main..feature", "-main", "--all", "main~1", "main^", "HEAD", "@", "",
                 "a b", "refs/../x", "x:y", "main.lock", "feature/", "ma\x00in", "main@{0}"):
         assert repo.resolve(rev) is None, rev

@@ -133,7 +133,9 @@ async def test_update_rename_and_delete_are_owner_only(client, alice, bob):
                                          "visibility": "private"}, headers=alice.headers)
     repo = (await resp.json())["repo"]
     assert (repo["name"], repo["description"], repo["visibility"]) == ("new", "d", "private")
-    assert (await client.get(url, headers=alice.headers)).status == 404
+    # The old name redirects to the new one (tests/test_names.py has the details).
+    resp = await client.get(url, headers=alice.headers, allow_redirects=False)
+    assert (resp.status, resp.headers["Location"]) == (301, "/api/repositories/alice/new")
     # The git data followed the rename, because the disk path never had the name in it.
     resp = await client.get("/api/repositories/alice/new/tree", headers=alice.headers)
     assert (await resp.json())["files"][0]["name"] == "README.md"

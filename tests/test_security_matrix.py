@@ -22,6 +22,11 @@ NEEDS_MORE_THAN_READ = {
     ("POST", PREFIX + "/pulls/{number}/merge"),
     # Editing someone else's issue or pull request (the reader is not their author).
     ("PATCH", PREFIX + "/issues/{number}"), ("PATCH", PREFIX + "/pulls/{number}"),
+    # Changing someone else's comment (only its author and admins may).
+    ("PATCH", PREFIX + "/issues/{number}/comments/{id}"),
+    ("DELETE", PREFIX + "/issues/{number}/comments/{id}"),
+    ("PATCH", PREFIX + "/pulls/{number}/comments/{id}"),
+    ("DELETE", PREFIX + "/pulls/{number}/comments/{id}"),
 }
 
 
@@ -59,12 +64,17 @@ async def world(client, alice, bob, tmp_path):
     resp = await client.post("/api/repositories/alice/secret/pulls",
                              json={"title": "private pr", "head": "feature"}, headers=alice.headers)
     assert resp.status == 201
+    for path in ("issues/1", "pulls/2"):  # comments 1 and 2, by the owner
+        resp = await client.post(f"/api/repositories/alice/secret/{path}/comments",
+                                 json={"body": "c"}, headers=alice.headers)
+        assert resp.status == 201
     return {"reader": reader, "stranger": bob, "owner": alice, "oid": oid}
 
 
 def _values(world, name: str, number: str) -> dict[str, str]:
     return {"owner": "alice", "name": name, "number": number, "oid": world["oid"],
-            "username": "bob"}
+            "username": "bob", "id": "2" if number == "2" else "1", "kind": "diff",
+            "spec": "main...feature"}
 
 
 async def _call(client, method, url, user):

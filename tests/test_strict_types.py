@@ -54,6 +54,8 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
     ("PATCH", "/api/repositories/{owner}/{name}/pulls/{number}"): {
         "title": "t", "body": "b", "state": "closed", "base": "main"},
     ("POST", "/api/repositories/{owner}/{name}/pulls/{number}/comments"): {"body": "c"},
+    ("PATCH", "/api/repositories/{owner}/{name}/issues/{number}/comments/{id}"): {"body": "c"},
+    ("PATCH", "/api/repositories/{owner}/{name}/pulls/{number}/comments/{id}"): {"body": "c"},
     ("POST", "/api/repositories/{owner}/{name}/pulls/{number}/merge"): {
         "method": "squash", "message": "m"},
     ("POST", "/api/webhooks/chat"): {"type": EVENT_TYPES[0],
@@ -104,6 +106,10 @@ async def world(client, alice, bob, tmp_path):
     resp = await client.post("/api/repositories/alice/proj/pulls",
                              json={"title": "pr", "head": "feature"}, headers=alice.headers)
     assert resp.status == 201
+    for path in ("issues/1", "pulls/2"):  # comments 1 and 2
+        resp = await client.post(f"/api/repositories/alice/proj/{path}/comments",
+                                 json={"body": "c"}, headers=alice.headers)
+        assert resp.status == 201
     bot = {"X-Chat-Bot-Key": BOT_KEY}
     resp = await client.post("/api/chat/link/generate", json={"chatId": "chat-1"}, headers=bot)
     token = (await resp.json())["token"]
@@ -195,7 +201,8 @@ async def test_every_body_field_refuses_every_other_json_type(client, world, eve
     repo_dirs = sorted(p.name for p in (tmp_path / "data").rglob("*.git"))
     sent = 0
     for (method, path), content in sorted(operations.items()):
-        url = path.format(**PATH_VALUES, number="2" if "/pulls/" in path else "1")
+        pull = "/pulls/" in path
+        url = path.format(**PATH_VALUES, number="2" if pull else "1", id="2" if pull else "1")
         headers = {**owner.headers, "X-Chat-Bot-Key": BOT_KEY} if path.endswith("/generate") \
             else owner.headers
         walked = list(_properties(spec, content["schema"]))

@@ -93,14 +93,17 @@ async def commits(request: web.Request) -> web.Response:
 @routes.get(REPO + "/commits/{oid}/diff")
 @doc("The diff of one commit against its first parent (the empty tree for a root commit)",
      responses={200: DiffSchema, 304: "not modified"}, errors=(400, 404), public=True, tag="git",
-     description="Capped as on GitHub: files are listed by path up to `[git] max_diff_files` "
-                 "(default 300) and patches hold `[git] max_diff_bytes` (default 5 MiB) of text "
-                 "in all, at most 1 MiB per file; a file with a side over 4 MiB is listed "
-                 "without a patch. Whatever was cut says `truncated: true`, on the file and "
-                 "on the answer; `stats.filesChanged` counts every changed file.")
+     description="oid: a full commit id, or 7+ hex characters naming one commit (400 when "
+                 "several match). Capped as on GitHub: files are listed by path up to "
+                 "`[git] max_diff_files` (default 300) and patches hold `[git] max_diff_bytes` "
+                 "(default 5 MiB) of text in all, at most 1 MiB per file; a file with a side "
+                 "over 4 MiB is listed without a patch. Whatever was cut says `truncated: true`, "
+                 "on the file and on the answer; `stats.filesChanged` counts every changed file.")
 async def diff(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     oid = request.match_info["oid"]
+    if not _OID_RE.match(oid):  # a short id (7+ hex, unambiguous) names the commit too
+        oid = await request.app[REPO_FILES].run(repo["id"], lambda g: g.expand_oid(oid)) or oid
     etag = _etag("diff", oid)
     if _fresh(request, etag) and _OID_RE.match(oid):
         return web.Response(status=304, headers=_cache_headers(repo, etag, True))

@@ -6,6 +6,8 @@ from typing import Any
 
 from aiohttp import web
 
+from marshmallow import Schema
+
 from schemas.common import PageQuerySchema
 from schemas.issues import (CommentCreateSchema, CommentEnvelopeSchema, CommentListSchema,
                             IssueCreateSchema, IssueEnvelopeSchema, IssueListQuerySchema,
@@ -16,9 +18,10 @@ from ..auth import current_user, require_user
 from ..errors import BadRequest, Forbidden, NotFound
 from ..keys import CONFIG, STORE
 from ..openapi import doc
+from ..names import path_username
 from ..permissions import allows, load_repo
 from ..publish import event
-from ..rest import json_response, read_json, read_query
+from ..rest import json_response, load, read_json, read_query
 
 routes = web.RouteTableDef()
 ISSUES = "/api/repositories/{owner}/{name}/issues"
@@ -65,18 +68,65 @@ async def load_issue(request: web.Request, repo: dict, is_pull: bool) -> dict:
     return item
 
 
+def comment_json(base_url: str, row: dict) -> dict:
+    """A comment, with edited."""
+    return {**present.comment(base_url, row), "edited": bool(row["edited"])}
+
+
 def _issue(request: web.Request, repo: dict, row: dict) -> dict:
     return present.issue(request.app[CONFIG].base_url, repo, row)
 
 
+def list_query(request: web.Request, schema: type[Schema]) -> dict[str, Any]:
+    """A list's query; unknown keys are 400 naming one, unless ignoreUnknown=true skips them.
+
+    With ignoreUnknown=true an unknown state, sort or direction value falls back to the
+    default too.
+    `me` as assignee or author is the caller.
+    """
+    raw = {key: request.query.getone(key) for key in request.query.keys()}
+    lenient = load(schema(only=("ignoreUnknown",)),
+                   {"ignoreUnknown": raw.get("ignoreUnknown", "false")})["ignoreUnknown"]
+    known = set(schema().fields)
+    unknown = sorted(set(raw) - known)
+    if unknown and not lenient:
+        raise BadRequest(f"unknown query parameter: {unknown[0]} (ignoreUnknown=true skips it)")
+    raw = {k: v for k, v in raw.items() if k in known}
+    if lenient:
+        for key in ("state", "sort", "direction"):
+            if raw.get(key) not in (None, *schema().fields[key].validate.choices):
+                raw.pop(key)
+    query = load(schema(), raw)
+    for key in ("assignee", "author"):
+        if key in query:
+            query[key] = path_username(request, query[key])
+    return query
+
+
+def list_filters(query: dict[str, Any]) -> dict[str, Any]:
+    """The store's filters from a loaded list query."""
+    return {k: query[k] for k in ("labels", "assignee", "author", "since", "sort", "direction")
+            if k in query}
+
+
+LIST_DESCRIPTION = (
+    "Filters as on GitHub: labels=bug,ui (every label must be on it), assignee "
+    "(username, `none`, `*`), author (or creator), since (ISO 8601: updated at or after), "
+    "sort=created|updated|comments, direction=asc|desc (default desc). Unknown query "
+    "parameters answer 400 naming one, unless ignoreUnknown=true (which also ignores "
+    "unknown state, sort and direction values).")
+
+
 @routes.get(ISSUES)
 @doc("Issues in a state (default open), newest first", query=IssueListQuerySchema,
-     responses={200: IssueListSchema}, errors=(404,), public=True, tag="issues")
+     responses={200: IssueListSchema}, errors=(400, 404), public=True, tag="issues",
+     description="state: open, closed or all. " + LIST_DESCRIPTION)
 async def list_issues(request: web.Request) -> web.Response:
     repo = await load_repo(request)
-    query = read_query(request, IssueListQuerySchema())
+    query = list_query(request, IssueListQuerySchema)
     rows, more = await request.app[STORE].issues.page(repo["id"], False, query["state"],
-                                                      query["limit"], query["offset"])
+                                                      query["limit"], query["offset"],
+                                                      list_filters(query))
     return json_response({"issues": [_issue(request, repo, r) for r in rows], "hasMore": more})
 
 
@@ -114,7 +164,7 @@ async def _comment_page(request: web.Request, is_pull: bool) -> tuple[dict, dict
     page = read_query(request, PageQuerySchema())
     rows, more = await request.app[STORE].issues.comments(item["id"], page["limit"], page["offset"])
     base = request.app[CONFIG].base_url
-    return repo, item, {"comments": [present.comment(base, c) for c in rows], "hasMore": more}
+    return repo, item, {"comments": [comment_json(base, c) for c in rows], "hasMore": more}
 
 
 async def pulls_for_caller(request: web.Request, repo: dict, rows: list[dict]) -> list[dict]:
@@ -185,11 +235,11 @@ async def add_comment(request: web.Request, is_pull: bool) -> web.Response:
             else ("issue", present.issue(base, repo, updated))
         return [event(request, repo, "pull_request" if is_pull else "issue", {
             "action": "commented", item_key: item_body,
-            "comment": present.comment(base, comment)})]
+            "comment": comment_json(base, comment)})]
 
     comment, _ = await request.app[STORE].issues.add_comment(item["id"], user["id"],
                                                               data["body"], emit=commented)
-    return json_response({"comment": present.comment(base, comment)}, status=201)
+    return json_response({"comment": comment_json(base, comment)}, status=201)
 
 
 async def list_comments(request: web.Request, is_pull: bool) -> web.Response:
@@ -209,3 +259,81 @@ async def comment_issue(request: web.Request) -> web.Response:
      responses={200: CommentListSchema}, errors=(404,), public=True, tag="issues")
 async def issue_comments(request: web.Request) -> web.Response:
     return await list_comments(request, False)
+
+
+async def _changeable_comment(request: web.Request, is_pull: bool) -> tuple[dict, dict]:
+    """The repository and the comment of the path, if the caller may change it.
+
+    Its author and the repository's admins (and owner) may; other readers get 403.
+    """
+    user = require_user(request)
+    repo = await load_repo(request)
+    item = await load_issue(request, repo, is_pull)
+    raw = request.match_info["id"]
+    found = await request.app[STORE].issues.comment(item["id"], int(raw)) \
+        if raw.isdigit() and len(raw) <= 18 else None
+    if found is None:
+        raise NotFound("comment not found")
+    if found["author_id"] != user["id"] and not allows(repo["role"], "admin"):
+        raise Forbidden("only the comment's author or a repository admin may change it")
+    return repo, found
+
+
+def _comment_events(request: web.Request, repo: dict, is_pull: bool, action: str,
+                    item: dict, comment: dict) -> list:
+    """The event of a comment's edit or deletion, written with it."""
+    base = request.app[CONFIG].base_url
+    if is_pull:
+        return [event(request, repo, "pull_request", {
+            "action": action, "pullRequest": present.pull(base, repo, item), "comment": comment})]
+    return [event(request, repo, "issue", {
+        "action": action, "issue": present.issue(base, repo, item), "comment": comment})]
+
+
+async def edit_comment(request: web.Request, is_pull: bool) -> web.Response:
+    """Shared by issues and pull requests: the author or an admin changes the body."""
+    repo, found = await _changeable_comment(request, is_pull)
+    data = await read_json(request, CommentCreateSchema())
+    base = request.app[CONFIG].base_url
+    changed = await request.app[STORE].issues.edit_comment(
+        found["id"], data["body"],
+        emit=lambda result: [] if result is None else _comment_events(
+            request, repo, is_pull, "comment_edited", result[1], comment_json(base, result[0])))
+    if changed is None:
+        raise NotFound("comment not found")
+    return json_response({"comment": comment_json(base, changed[0])})
+
+
+async def delete_comment(request: web.Request, is_pull: bool) -> web.Response:
+    """Shared by issues and pull requests: the author or an admin deletes a comment."""
+    repo, found = await _changeable_comment(request, is_pull)
+    before = comment_json(request.app[CONFIG].base_url, found)
+    item = await request.app[STORE].issues.delete_comment(
+        found["id"], emit=lambda item: [] if item is None else _comment_events(
+            request, repo, is_pull, "comment_deleted", item, before))
+    if item is None:
+        raise NotFound("comment not found")
+    return web.Response(status=204)
+
+
+COMMENT_EDIT_DOC = ("The comment's author or a repository admin (or owner); other readers "
+                    "get 403. The answer and later reads carry edited: true; the "
+                    "{event} event has action comment_edited.")
+COMMENT_DELETE_DOC = ("The comment's author or a repository admin (or owner); other readers "
+                      "get 403. The {event} event has action comment_deleted and the "
+                      "comment as it was.")
+
+
+@routes.patch(ISSUES + "/{number}/comments/{id}")
+@doc("Edit a comment on an issue", body=CommentCreateSchema,
+     responses={200: CommentEnvelopeSchema}, errors=(403, 404), tag="issues",
+     description=COMMENT_EDIT_DOC.format(event="issue"))
+async def patch_issue_comment(request: web.Request) -> web.Response:
+    return await edit_comment(request, False)
+
+
+@routes.delete(ISSUES + "/{number}/comments/{id}")
+@doc("Delete a comment on an issue", responses={204: "deleted"}, errors=(403, 404),
+     tag="issues", description=COMMENT_DELETE_DOC.format(event="issue"))
+async def delete_issue_comment(request: web.Request) -> web.Response:
+    return await delete_comment(request, False)

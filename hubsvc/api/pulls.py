@@ -8,21 +8,24 @@ from aiohttp import web
 
 from schemas.common import PageQuerySchema
 from schemas.issues import (CommentCreateSchema, CommentEnvelopeSchema, CommentListSchema,
-                            MergeSchema, PullCreateSchema, PullEnvelopeSchema, PullListQuerySchema,
+                            MergeSchema, PullCommitListSchema, PullCreateSchema,
+                            PullEnvelopeSchema, PullFileListSchema, PullListQuerySchema,
                             PullListSchema, PullUpdateSchema, PullWithCommentsSchema)
 
 from .. import present, pulls
 from ..auth import require_user
-from ..errors import BadRequest, Conflict
+from ..errors import ApiError, BadRequest, Conflict, NotFound
 from ..keys import CONFIG, STORE
 from ..openapi import doc
 from ..permissions import load_repo
 from ..publish import event
 from ..pushes import push_data
 from ..repofiles import REPO_FILES
-from ..rest import json_response, load, read_json
-from .issues import (add_comment, check_edit, list_comments, load_issue, pulls_for_caller,
-                     show_with_comments, state_action)
+from ..gitrepo import RANGE_COMMITS, RANGE_FILES
+from ..rest import json_response, read_json, read_query
+from .issues import (COMMENT_DELETE_DOC, COMMENT_EDIT_DOC, LIST_DESCRIPTION, add_comment,
+                     check_edit, delete_comment, edit_comment, list_comments, list_filters,
+                     list_query, load_issue, pulls_for_caller, show_with_comments, state_action)
 
 routes = web.RouteTableDef()
 PULLS = "/api/repositories/{owner}/{name}/pulls"
@@ -32,31 +35,17 @@ def _pull(request: web.Request, repo: dict, row: dict) -> dict:
     return present.pull(request.app[CONFIG].base_url, repo, row)
 
 
-def _list_query(request: web.Request) -> dict:
-    """The list's query; with ignoreUnknown=true, unknown keys and states are ignored."""
-    raw = {key: request.query.getone(key) for key in request.query.keys()}
-    lenient = load(PullListQuerySchema(only=("ignoreUnknown",)),
-                   {"ignoreUnknown": raw.get("ignoreUnknown", "false")})["ignoreUnknown"]
-    known = set(PullListQuerySchema().fields)
-    unknown = sorted(set(raw) - known)
-    if unknown and not lenient:
-        raise BadRequest(f"unknown query parameter: {unknown[0]} (ignoreUnknown=true skips it)")
-    raw = {k: v for k, v in raw.items() if k in known}
-    if lenient and raw.get("state") not in (None, "open", "closed", "merged", "all"):
-        raw.pop("state")
-    return load(PullListQuerySchema(), raw)
-
-
 @routes.get(PULLS)
 @doc("Pull requests in a state (default open), newest first", query=PullListQuerySchema,
-     responses={200: PullListSchema}, errors=(404,), public=True, tag="pulls",
-     description="state: open, closed (closed without merging), merged, or all. Unknown "
-                 "query parameters answer 400 unless ignoreUnknown=true.")
+     responses={200: PullListSchema}, errors=(400, 404), public=True, tag="pulls",
+     description="state: open, closed (closed without merging), merged, or all. "
+                 + LIST_DESCRIPTION)
 async def list_pulls(request: web.Request) -> web.Response:
     repo = await load_repo(request)
-    query = _list_query(request)
+    query = list_query(request, PullListQuerySchema)
     rows, more = await request.app[STORE].issues.page(repo["id"], True, query["state"],
-                                                      query["limit"], query["offset"])
+                                                      query["limit"], query["offset"],
+                                                      list_filters(query))
     return json_response({"pullRequests": await pulls_for_caller(request, repo, rows),
                           "hasMore": more})
 
@@ -104,6 +93,78 @@ async def create_pull(request: web.Request) -> web.Response:
     row = await pulls.refresh(request.app, row)
     [body] = await pulls_for_caller(request, repo, [row])
     return json_response({"pullRequest": body}, status=201)
+
+
+# Reviewing: the range a pull request proposes, as GitHub shows it.
+
+DIFF_TEXT_LIMIT = 16 << 20  # bytes of .diff/.patch text served; larger ranges are 406
+
+
+async def _range(request: web.Request, repo: dict, item: dict) -> tuple[str, str]:
+    """(base, head) commits of a pull request: its tips now, or as they were when it merged."""
+    if item["merged"] and item["base_oid"] and item["head_oid"]:
+        return item["base_oid"], item["head_oid"]
+    files = request.app[REPO_FILES]
+    heads = await pulls.resolve_heads(files, item)
+    head = heads.head or await files.run(repo["id"], lambda g: g.pull_ref(item["number"]))
+    if head is None or heads.base is None:
+        raise NotFound("the pull request's head or base branch no longer exists")
+    return heads.base, head
+
+
+@routes.get(PULLS + r"/{number:\d+}.{kind:diff|patch}")
+@doc("The pull request as `git diff` (.diff) or `git format-patch` (.patch) text",
+     responses={200: {"description": "text/plain, as GitHub serves it", "content": {
+         "text/plain": {"schema": {"type": "string"}}}},
+         406: "the text would be larger than 16 MiB"},
+     errors=(404,), public=True, tag="pulls",
+     description=".diff is the three-dot diff (from the merge base to the head); .patch is "
+                 "one mail per commit of the head that the base lacks, oldest first. A merged "
+                 "pull request shows the range it merged.")
+async def pull_text(request: web.Request) -> web.Response:
+    repo = await load_repo(request)
+    item = await load_issue(request, repo, True)
+    base, head = await _range(request, repo, item)
+    kind = request.match_info["kind"]
+    text = await request.app[REPO_FILES].run(
+        repo["id"], lambda g: g.range_text(base, head, kind, DIFF_TEXT_LIMIT))
+    if text is None:
+        raise ApiError("the diff is larger than 16 MiB: fetch the branches with git", 406)
+    return web.Response(body=text, content_type="text/plain", charset="utf-8")
+
+
+@routes.get(PULLS + "/{number}/files")
+@doc("The files a pull request changes, with patches, by path", query=PageQuerySchema,
+     responses={200: PullFileListSchema}, errors=(404,), public=True, tag="pulls",
+     description="Each file as in a commit's diff: path, oldPath, status, additions, "
+                 "deletions, binary, patch (hunks only). The range is GitHub's three-dot diff "
+                 "(merge base to head). Patches over 1 MiB are cut and files over 20,000 "
+                 f"changed lines get none, both marked truncated; the list stops at {RANGE_FILES}.")
+async def pull_files(request: web.Request) -> web.Response:
+    repo = await load_repo(request)
+    item = await load_issue(request, repo, True)
+    page = read_query(request, PageQuerySchema())
+    base, head = await _range(request, repo, item)
+    found, total = await request.app[REPO_FILES].run(
+        repo["id"], lambda g: g.range_files(base, head, page["limit"], page["offset"]))
+    return json_response({"files": found, "totalFiles": total,
+                          "hasMore": page["offset"] + len(found) < min(total, RANGE_FILES)})
+
+
+@routes.get(PULLS + "/{number}/commits")
+@doc("The commits a pull request adds to its base, oldest first", query=PageQuerySchema,
+     responses={200: PullCommitListSchema}, errors=(404,), public=True, tag="pulls",
+     description=f"As on GitHub, only the first {RANGE_COMMITS} are listed; totalCommits "
+                 "counts them all.")
+async def pull_commits(request: web.Request) -> web.Response:
+    repo = await load_repo(request)
+    item = await load_issue(request, repo, True)
+    page = read_query(request, PageQuerySchema())
+    base, head = await _range(request, repo, item)
+    found, total = await request.app[REPO_FILES].run(
+        repo["id"], lambda g: g.range_commits(base, head, page["limit"], page["offset"]))
+    return json_response({"commits": found, "totalCommits": total,
+                          "hasMore": page["offset"] + len(found) < min(total, RANGE_COMMITS)})
 
 
 @routes.get(PULLS + "/{number}")
@@ -188,4 +249,16 @@ async def pull_comments(request: web.Request) -> web.Response:
     return await list_comments(request, True)
 
 
+@routes.patch(PULLS + "/{number}/comments/{id}")
+@doc("Edit a comment on a pull request", body=CommentCreateSchema,
+     responses={200: CommentEnvelopeSchema}, errors=(403, 404), tag="pulls",
+     description=COMMENT_EDIT_DOC.format(event="pull_request"))
+async def patch_pull_comment(request: web.Request) -> web.Response:
+    return await edit_comment(request, True)
 
+
+@routes.delete(PULLS + "/{number}/comments/{id}")
+@doc("Delete a comment on a pull request", responses={204: "deleted"}, errors=(403, 404),
+     tag="pulls", description=COMMENT_DELETE_DOC.format(event="pull_request"))
+async def delete_pull_comment(request: web.Request) -> web.Response:
+    return await delete_comment(request, True)

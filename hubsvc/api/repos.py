@@ -13,6 +13,7 @@ from .. import present
 from ..auth import current_user, require_user
 from ..errors import BadRequest, NotFound
 from ..keys import CONFIG, STORE
+from ..names import path_username
 from ..openapi import doc
 from ..permissions import load_repo
 from ..publish import event, publish
@@ -72,10 +73,11 @@ async def create_repo(request: web.Request) -> web.Response:
 
 @routes.get("/api/users/{username}/repositories")
 @doc("A user's repositories that the caller may read, newest first", query=PageQuerySchema,
-     responses={200: RepoListSchema}, errors=(404,), public=True, tag="repositories")
+     responses={200: RepoListSchema}, errors=(401, 404), public=True, tag="repositories",
+     description="`me` as the username lists the caller's own, private ones included.")
 async def user_repos(request: web.Request) -> web.Response:
     page = read_query(request, PageQuerySchema())
-    owner = await request.app[STORE].users.by_username(request.match_info["username"])
+    owner = await request.app[STORE].users.by_username(path_username(request))
     if owner is None:
         raise NotFound("user not found")
     rows, more = await request.app[STORE].repos.of_owner(owner["id"], _viewer_id(request),
@@ -94,7 +96,12 @@ async def get_repo(request: web.Request) -> web.Response:
 
 @routes.patch(REPO)
 @doc("Change name, description, visibility or default branch (owner only)",
-     description="A fork of a private repository stays private: making it public is 409.",
+     description="A fork of a private repository stays private: making it public is 409. "
+                 "After a rename the old name keeps answering, as on GitHub: API paths with "
+                 "301 (308 for other methods than GET) to the new path, query kept; git clone, "
+                 "fetch and push of the old URL work as before. Only readers of the repository "
+                 "are redirected (others get 404), and a new repository of the old name ends "
+                 "the redirect for good. Usernames cannot change, so only repositories move.",
      body=RepoUpdateSchema, responses={200: RepoEnvelopeSchema}, errors=(403, 404, 409),
      tag="repositories")
 async def patch_repo(request: web.Request) -> web.Response:
@@ -143,7 +150,7 @@ async def list_collaborators(request: web.Request) -> web.Response:
 
 
 async def _target_user(request: web.Request) -> dict:
-    user = await request.app[STORE].users.by_username(request.match_info["username"])
+    user = await request.app[STORE].users.by_username(path_username(request))
     if user is None or user["is_ghost"]:  # the ghost collaborates on nothing
         raise NotFound("user not found")
     return user

@@ -100,7 +100,7 @@ async def _git_repo(request: web.Request, need: str) -> dict:
     except ApiError as exc:
         # Anonymous callers get the challenge for private, missing and push alike, so
         # git asks for credentials and existence does not leak.
-        if user is None and exc.status in (403, 404):
+        if user is None and exc.status in (401, 403, 404):
             raise _challenge() from None
         raise
 

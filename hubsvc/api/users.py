@@ -16,6 +16,7 @@ from ..auth import TOKEN_CACHE, current_user, is_admin, require_user
 from ..avatars import default_version, identicon, sniff_image
 from ..errors import BadRequest, NotFound, PayloadTooLarge
 from ..keys import CONFIG, STORE
+from ..names import path_username
 from ..notify.hub import HUB
 from ..openapi import doc
 from ..rest import json_response, read_json
@@ -41,7 +42,7 @@ def _user_json(request: web.Request, user: dict) -> dict:
 
 
 async def _user_or_404(request: web.Request) -> dict:
-    user = await request.app[STORE].users.by_username(request.match_info["username"])
+    user = await request.app[STORE].users.by_username(path_username(request))
     if user is None:
         raise NotFound("user not found")
     return user
@@ -177,13 +178,16 @@ async def delete_avatar(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/users/{username}")
-@doc("A user's public profile", responses={200: UserEnvelopeSchema}, errors=(404,), public=True)
+@doc("A user's public profile", responses={200: UserEnvelopeSchema}, errors=(401, 404), public=True,
+     description="`me` as the username is the caller (401 when anonymous), here and on "
+                 "every path that takes a username.")
 async def get_user(request: web.Request) -> web.Response:
     return json_response({"user": _user_json(request, await _user_or_404(request))})
 
 
 @routes.get("/api/users/{username}/profile")
-@doc("A user's detailed profile: bio, location, website, counts", errors=(404,),
+@doc("A user's detailed profile: bio, location, website, counts (`me`: the caller)",
+     errors=(401, 404),
      responses={200: ProfileEnvelopeSchema}, public=True)
 async def get_profile(request: web.Request) -> web.Response:
     user = await _user_or_404(request)
@@ -194,7 +198,8 @@ async def get_profile(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/users/{username}/avatar")
-@doc("A user's avatar; with the current `v` it is cached for a year", errors=(404,),
+@doc("A user's avatar; with the current `v` it is cached for a year (`me`: the caller's, "
+     "privately cached)", errors=(401, 404),
      responses={200: IMAGE_RESPONSE, 304: "not modified"}, public=True)
 async def get_avatar(request: web.Request) -> web.StreamResponse:
     user = await _user_or_404(request)
@@ -209,10 +214,12 @@ async def get_avatar(request: web.Request) -> web.StreamResponse:
         content_type, body = "image/png", None
     etag = f'"{version}"'
     current = request.query.get("v") == version
+    # …/me/avatar is a different image for each caller: no shared cache may keep it.
+    scope = "private" if request.match_info["username"].lower() == "me" else "public"
     headers = {
         "ETag": etag,
-        "Cache-Control": "public, max-age=31536000, immutable" if current
-        else "public, max-age=300, must-revalidate",
+        "Cache-Control": f"{scope}, max-age=31536000, immutable" if current
+        else f"{scope}, max-age=300, must-revalidate",
         "X-Content-Type-Options": "nosniff",
     }
     if etag in request.headers.get("If-None-Match", ""):

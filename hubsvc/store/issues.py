@@ -29,6 +29,13 @@ SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
   LEFT JOIN users hu ON hu.id = hr.owner_id
 """
 
+COMMENT_SELECT = """
+SELECT c.*, u.username AS author_username, u.name AS author_name,
+       u.avatar_hash AS author_avatar_hash
+  FROM comments c
+  LEFT JOIN users u ON u.id = c.author_id
+"""
+
 # Pull request list filters: `closed` means closed without being merged.
 PULL_STATES = {
     "open": "i.state = 'open'",
@@ -118,14 +125,42 @@ class IssueStore(Table):
         return found[0] if found else None
 
     @reads
-    def page(self, conn, repo_id: int, is_pull: bool, state: str, limit: int, offset: int
-             ) -> tuple[list[dict[str, Any]], bool]:
-        """A page of issues or pull requests in a state, newest first."""
-        condition = (PULL_STATES if is_pull else ISSUE_STATES)[state]
+    def page(self, conn, repo_id: int, is_pull: bool, state: str, limit: int, offset: int,
+             filters: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], bool]:
+        """A page of issues or pull requests in a state, filtered and sorted as GitHub's lists are.
+
+        filters: labels (all must be on the item), assignee (a username, "none" or "*"),
+        author, since (updated at or after), sort (created, updated, comments) and
+        direction (asc, desc). The default order is the issues_list index's.
+        """
+        filters = filters or {}
+        where = ["i.repo_id = ?", "i.is_pull = ?", (PULL_STATES if is_pull else ISSUE_STATES)[state]]
+        params: list[Any] = [repo_id, int(is_pull)]
+        for label in filters.get("labels", ()):
+            where.append("EXISTS (SELECT 1 FROM json_each(i.labels) l WHERE lower(l.value) = ?)")
+            params.append(label.lower())
+        assignee = filters.get("assignee")
+        if assignee == "none":
+            where.append("NOT EXISTS (SELECT 1 FROM issue_assignees a WHERE a.issue_id = i.id)")
+        elif assignee == "*":
+            where.append("EXISTS (SELECT 1 FROM issue_assignees a WHERE a.issue_id = i.id)")
+        elif assignee is not None:
+            where.append("EXISTS (SELECT 1 FROM issue_assignees a JOIN users au2"
+                         " ON au2.id = a.user_id WHERE a.issue_id = i.id AND au2.username_key = ?)")
+            params.append(assignee.lower())
+        if filters.get("author") is not None:
+            where.append("i.author_id = (SELECT id FROM users WHERE username_key = ?)")
+            params.append(filters["author"].lower())
+        if filters.get("since") is not None:
+            where.append("i.updated_at >= ?")
+            params.append(filters["since"])
+        direction = "ASC" if filters.get("direction") == "asc" else "DESC"
+        key = {"updated": "i.updated_at", "comments": "i.comment_count"}.get(
+            filters.get("sort", "created"))
+        order = f"{key} {direction}, i.number {direction}" if key else f"i.number {direction}"
         rows = conn.execute(
-            ISSUE_SELECT + f" WHERE i.repo_id = ? AND i.is_pull = ? AND {condition}"
-            " ORDER BY i.number DESC LIMIT ? OFFSET ?",
-            (repo_id, int(is_pull), limit + 1, offset)).fetchall()
+            ISSUE_SELECT + " WHERE " + " AND ".join(where) + f" ORDER BY {order} LIMIT ? OFFSET ?",
+            (*params, limit + 1, offset)).fetchall()
         return _with_assignees(conn, rows[:limit]), len(rows) > limit
 
     @writes
@@ -173,10 +208,7 @@ class IssueStore(Table):
                            (issue_id, author_id, body, now, now))
         conn.execute("UPDATE issues SET comment_count = comment_count + 1, updated_at = ?"
                      " WHERE id = ?", (now, issue_id))
-        comment = conn.execute(
-            "SELECT c.*, u.username AS author_username, u.name AS author_name,"
-            " u.avatar_hash AS author_avatar_hash FROM comments c"
-            " LEFT JOIN users u ON u.id = c.author_id WHERE c.id = ?", (cur.lastrowid,)).fetchone()
+        comment = conn.execute(COMMENT_SELECT + " WHERE c.id = ?", (cur.lastrowid,)).fetchone()
         return dict(comment), self._one(conn, issue_id)
 
     @reads
@@ -184,11 +216,42 @@ class IssueStore(Table):
                  ) -> tuple[list[dict[str, Any]], bool]:
         """Comments in the order they were written."""
         rows = conn.execute(
-            "SELECT c.*, u.username AS author_username, u.name AS author_name,"
-            " u.avatar_hash AS author_avatar_hash FROM comments c"
-            " LEFT JOIN users u ON u.id = c.author_id WHERE c.issue_id = ?"
-            " ORDER BY c.id LIMIT ? OFFSET ?", (issue_id, limit + 1, offset)).fetchall()
+            COMMENT_SELECT + " WHERE c.issue_id = ? ORDER BY c.id LIMIT ? OFFSET ?",
+            (issue_id, limit + 1, offset)).fetchall()
         return [dict(r) for r in rows[:limit]], len(rows) > limit
+
+    @reads
+    def comment(self, conn, issue_id: int, comment_id: int) -> dict[str, Any] | None:
+        """One comment of an issue or pull request."""
+        row = conn.execute(COMMENT_SELECT + " WHERE c.id = ? AND c.issue_id = ?",
+                           (comment_id, issue_id)).fetchone()
+        return dict(row) if row is not None else None
+
+    @writes
+    def edit_comment(self, conn, comment_id: int, body: str
+                     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """Change a comment's body and mark it edited; returns it and its issue (None if gone)."""
+        now = now_iso()
+        row = conn.execute(
+            "UPDATE comments SET body = ?, updated_at = ?, edited = 1 WHERE id = ?"
+            " RETURNING issue_id", (body, now, comment_id)).fetchone()
+        if row is None:
+            return None
+        issue_id = row[0]
+        conn.execute("UPDATE issues SET updated_at = ? WHERE id = ?", (now, issue_id))
+        comment = conn.execute(COMMENT_SELECT + " WHERE c.id = ?", (comment_id,)).fetchone()
+        return dict(comment), self._one(conn, issue_id)
+
+    @writes
+    def delete_comment(self, conn, comment_id: int) -> dict[str, Any] | None:
+        """Delete a comment; returns its issue with the new count (None if it was gone)."""
+        row = conn.execute("DELETE FROM comments WHERE id = ? RETURNING issue_id",
+                           (comment_id,)).fetchone()
+        if row is None:
+            return None
+        conn.execute("UPDATE issues SET comment_count = comment_count - 1, updated_at = ?"
+                     " WHERE id = ?", (now_iso(), row[0]))
+        return self._one(conn, row[0])
 
     # Pull request merge state
 

@@ -65,6 +65,9 @@ class RepoStore(Table):
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (owner_id, name, name.lower(), description, visibility, default_branch, parent_id,
              int(private_lineage), now, now))
+        # A new repository takes the name for good: an older rename's redirect ends here.
+        conn.execute("DELETE FROM repo_redirects WHERE owner_id = ? AND name_key = ?",
+                     (owner_id, name.lower()))
         if parent_id is not None:
             conn.execute("UPDATE repositories SET fork_count = fork_count + 1 WHERE id = ?",
                          (parent_id,))
@@ -87,6 +90,14 @@ class RepoStore(Table):
         """One repository by owner username and name (ignoring case), as seen by viewer."""
         return _repo(conn.execute(
             REPO_SELECT + " WHERE u.username_key = :owner AND r.name_key = :name",
+            {"owner": owner.lower(), "name": name.lower(), "viewer": viewer}).fetchone())
+
+    @reads
+    def by_old_name(self, conn, owner: str, name: str, viewer: int = 0) -> dict[str, Any] | None:
+        """The repository that once had this owner and name (renamed since), as seen by viewer."""
+        return _repo(conn.execute(
+            REPO_SELECT + " JOIN repo_redirects rd ON rd.repo_id = r.id AND rd.owner_id = u.id"
+            " WHERE u.username_key = :owner AND rd.name_key = :name",
             {"owner": owner.lower(), "name": name.lower(), "viewer": viewer}).fetchone())
 
     @reads
@@ -124,7 +135,8 @@ class RepoStore(Table):
     @writes
     def update(self, conn, repo_id: int, fields: dict[str, Any], viewer: int) -> dict[str, Any]:
         """Change name, description, visibility or default branch."""
-        current = conn.execute("SELECT owner_id, private_lineage FROM repositories WHERE id = ?",
+        current = conn.execute("SELECT owner_id, name_key, private_lineage FROM repositories"
+                               " WHERE id = ?",
                                (repo_id,)).fetchone()
         if current is None:
             raise NotFound("repository not found")
@@ -134,6 +146,15 @@ class RepoStore(Table):
         if "name" in fields:
             self._check_free(conn, current["owner_id"], fields["name"], repo_id)
             fields["name_key"] = fields["name"].lower()
+            if fields["name_key"] != current["name_key"]:
+                # The old name keeps answering (301 for the API, git as before).
+                conn.execute("DELETE FROM repo_redirects WHERE owner_id = ? AND name_key = ?",
+                             (current["owner_id"], fields["name_key"]))
+                conn.execute(
+                    "INSERT INTO repo_redirects (owner_id, name_key, repo_id, created_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (owner_id, name_key) DO UPDATE"
+                    " SET repo_id = excluded.repo_id, created_at = excluded.created_at",
+                    (current["owner_id"], current["name_key"], repo_id, now_iso()))
         if "defaultBranch" in fields:
             fields["default_branch"] = fields.pop("defaultBranch")
         fields["updated_at"] = now_iso()
