@@ -20,6 +20,7 @@ from .api import auth as auth_api
 from .api import docs as docs_api
 from .api import chat as chat_api
 from .api import git as git_api
+from .api import hooks as hooks_api
 from .api import issues as issues_api
 from .api import meta as meta_api
 from .api import pulls as pulls_api
@@ -37,7 +38,7 @@ from .events import EventBus
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
 from .logs import request_id_var
 from .notify.hub import HUB, Hub, close_sockets, hub_ctx
-from .notify.webhook import WEBHOOK, WebhookSender, webhook_ctx
+from .notify.webhook import HOOKS, WEBHOOK, HookWorkers, WebhookSender, hooks_ctx, webhook_ctx
 from .ratelimit import LIMITER, SIGN_IN_LIMITER, TokenBucket, add_rate_headers, rate_limit_middleware
 from .pulls import MERGE_LOCKS, pull_sync_ctx
 from .repofiles import REPO_FILES, RepoFiles
@@ -120,6 +121,7 @@ def create_app(config: Config) -> web.Application:
     app[REPO_FILES] = RepoFiles(config.data_dir / "repositories")
     app[MERGE_LOCKS] = defaultdict(asyncio.Lock)
     app[WEBHOOK] = WebhookSender(app)
+    app[HOOKS] = HookWorkers(app)
     app[HUB] = Hub(app)
     limits = config["rate_limit"]
     if limits["enabled"]:
@@ -128,12 +130,13 @@ def create_app(config: Config) -> web.Application:
         app[SIGN_IN_LIMITER] = TokenBucket(limits["sign_in_per_15_minutes"],
                                            limits["sign_in_per_15_minutes"] / 900,
                                            max_keys=limits["max_keys"])
-    app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx, webhook_ctx, hub_ctx])
+    app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx, webhook_ctx, hooks_ctx,
+                           hub_ctx])
     app.on_shutdown.extend([_mark_shutdown, close_sockets])
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
     for module in (meta_api, docs_api, auth_api, account_api, users_api, admin_api, repos_api, issues_api, pulls_api,
-                   search_api, chat_api, webhooks_api, ws_api, git_api, smart_http):
+                   search_api, chat_api, webhooks_api, hooks_api, ws_api, git_api, smart_http):
         app.router.add_routes(module.routes)
     _setup_cors(app, config)
     return app
