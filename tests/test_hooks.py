@@ -390,3 +390,20 @@ async def test_burst_of_5000_events_each_hook_gets_all_in_order(client, alice, a
     for rec in (one, two):
         requests = await rec.wait_for(5000, timeout=60)
         assert [r["json"]["data"]["n"] for r in requests] == list(range(5000))
+
+
+async def test_chat_webhook_redirect_is_final_and_next_goes(aiohttp_client, tmp_path, receiver):
+    """The server-wide chat webhook follows the same rules: a 3xx is final, not retried."""
+    config = make_config(tmp_path, chat__webhook_url=receiver.url, chat__retry_seconds=0.05)
+    client = await aiohttp_client(create_app(config))
+    admin = await sign_up(client, "boss")
+    await create(client, admin, "proj")
+    receiver.plan = [(301, {"Location": receiver.url + "/moved"})]
+    await star(client, admin, "boss/proj")
+    await receiver.wait_for(2)
+    await asyncio.sleep(0.3)
+    assert len(receiver.requests) == 2
+    rows = (await (await client.get("/api/webhooks/chat/deliveries", headers=admin.headers)
+                   ).json())["deliveries"]
+    assert rows[1]["status"] == "failed" and "redirects are not followed" in rows[1]["lastError"]
+    assert rows[0]["status"] == "delivered"
