@@ -23,6 +23,7 @@ from .api import events as events_api
 from .api import chat as chat_api
 from .api import compare as compare_api
 from .api import git as git_api
+from .api import hooks as hooks_api
 from .api import issues as issues_api
 from .api import meta as meta_api
 from .api import pulls as pulls_api
@@ -39,8 +40,9 @@ from .errors import error_middleware
 from .events import EventBus
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
 from .logs import request_id_var
+from .mail import MAILER, Mailer, mail_ctx
 from .notify.hub import HUB, Hub, close_sockets, hub_ctx
-from .notify.webhook import WEBHOOK, WebhookSender, webhook_ctx
+from .notify.webhook import HOOKS, WEBHOOK, HookWorkers, WebhookSender, hooks_ctx, webhook_ctx
 from .ratelimit import LIMITER, SIGN_IN_LIMITER, TokenBucket, add_rate_headers, rate_limit_middleware
 from .pulls import MERGE_LOCKS, pull_sync_ctx
 from .pushes import push_journal_ctx
@@ -138,6 +140,8 @@ def create_app(config: Config) -> web.Application:
     app[REPO_FILES] = RepoFiles(config.data_dir / "repositories")
     app[MERGE_LOCKS] = defaultdict(asyncio.Lock)
     app[WEBHOOK] = WebhookSender(app)
+    app[HOOKS] = HookWorkers(app)
+    app[MAILER] = Mailer(app)
     app[HUB] = Hub(app)
     limits = config["rate_limit"]
     if limits["enabled"]:
@@ -146,14 +150,14 @@ def create_app(config: Config) -> web.Application:
         app[SIGN_IN_LIMITER] = TokenBucket(limits["sign_in_per_15_minutes"],
                                            limits["sign_in_per_15_minutes"] / 900,
                                            max_keys=limits["max_keys"])
-    app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx, webhook_ctx, hub_ctx,
-                            push_journal_ctx])
+    app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx, webhook_ctx, hooks_ctx,
+                            mail_ctx, hub_ctx, push_journal_ctx])
     app.on_shutdown.extend([_mark_shutdown, close_sockets])
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
     for module in (meta_api, docs_api, events_api, auth_api, account_api, users_api, admin_api,
-                   repos_api, issues_api, pulls_api, search_api, chat_api, webhooks_api, ws_api,
-                   git_api, compare_api, smart_http):
+                   repos_api, issues_api, pulls_api, search_api, chat_api, webhooks_api,
+                   hooks_api, ws_api, git_api, compare_api, smart_http):
         app.router.add_routes(module.routes)
     _setup_cors(app, config)
     return app

@@ -44,9 +44,17 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "smtp_host": "",
         "smtp_port": 587,
         "from": "hubsvc@localhost",
-        "starttls": True,
+        "starttls": "auto",
         "username": "",
         "password": "",
+        "max_attempts": 8,
+    },
+    "webhooks": {
+        "allowed_hosts": [],
+        "timeout_seconds": 10.0,
+        "retry_seconds": 2.0,
+        "max_retry_seconds": 60.0,
+        "disable_after_hours": 24.0,
     },
     "websocket": {"max_per_ip": 10, "heartbeat_seconds": 30},
     "events": {"retention_days": 30},
@@ -102,6 +110,14 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("chat", "webhook_repositories"): (lambda v: all(r.count("/") == 1 and all(r.split("/"))
                                                      for r in v), "must list owner/name strings"),
     ("mail", "smtp_port"): (_port, "must be an integer from 1 to 65535"),
+    ("mail", "max_attempts"): (_positive, "must be a positive integer"),
+    ("webhooks", "timeout_seconds"): (lambda v: 0 < v <= 300,
+                                      "must be a number of seconds from 0 to 300"),
+    ("webhooks", "retry_seconds"): (lambda v: 0 < v <= 3600,
+                                    "must be a number of seconds from 0 to 3600"),
+    ("webhooks", "max_retry_seconds"): (lambda v: 0 < v <= 86400,
+                                        "must be a number of seconds from 0 to 86400"),
+    ("webhooks", "disable_after_hours"): (lambda v: v > 0, "must be a positive number"),
     ("websocket", "max_per_ip"): (_positive, "must be a positive integer"),
     ("events", "retention_days"): (_positive, "must be a positive integer"),
     ("websocket", "heartbeat_seconds"): (_positive, "must be a positive integer"),
@@ -163,8 +179,25 @@ def _coerce_env(raw: str, default: Any, name: str) -> Any:
     return raw
 
 
+STARTTLS = ("auto", "always", "never", "true", "false")
+
+
+def starttls_mode(value: Any) -> str:
+    """mail.starttls as auto (when the server offers it), always or never."""
+    if value is True or value == "true":
+        return "always"
+    if value is False or value == "false":
+        return "never"
+    return value
+
+
 def _check_type(section: str, key: str, value: Any, default: Any) -> None:
     name = f"{section}.{key}"
+    if (section, key) == ("mail", "starttls"):
+        # true and false, as older files say, still mean always and never.
+        if not (isinstance(value, bool) or value in STARTTLS):
+            raise ConfigError(f"{name}: must be \"auto\", true or false")
+        return
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ConfigError(f"{name}: must be true or false")

@@ -12,8 +12,12 @@ import time
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 from pathlib import Path
+from typing import AsyncIterator
 
-from .config import Config
+from aiohttp import web
+
+from .config import Config, starttls_mode
+from .keys import CONFIG, STORE
 
 log = logging.getLogger("hubsvc.mail")
 
@@ -34,7 +38,7 @@ def build_message(config: Config, to: str, subject: str, body: str) -> EmailMess
     return message
 
 
-def _send_smtp(mail: dict, message: EmailMessage) -> None:
+def _send_smtp(mail: dict, recipient: str, message: bytes) -> None:
     """Deliver over SMTP (blocking: runs in a worker thread)."""
     host, port = mail["smtp_host"], mail["smtp_port"]
     context = ssl.create_default_context()
@@ -43,11 +47,23 @@ def _send_smtp(mail: dict, message: EmailMessage) -> None:
     else:
         smtp = smtplib.SMTP(host, port, timeout=SMTP_TIMEOUT)
     with smtp:
-        if mail["starttls"] and port != IMPLICIT_TLS_PORT:
-            smtp.starttls(context=context)
+        mode = starttls_mode(mail["starttls"])
+        if port != IMPLICIT_TLS_PORT and mode != "never":
+            smtp.ehlo()
+            # auto: a plain relay that offers no STARTTLS still gets the message.
+            if mode == "always" or smtp.has_extn("starttls"):
+                smtp.starttls(context=context)
+                smtp.ehlo()
         if mail["username"]:
             smtp.login(mail["username"], mail["password"])
-        smtp.send_message(message)
+        smtp.sendmail(mail["from"], [recipient], message)
+
+
+def _permanent(exc: Exception) -> bool:
+    """An SMTP 5xx answer: sending the same message again would be refused again."""
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        return all(500 <= code < 600 for code, _ in exc.recipients.values())
+    return isinstance(exc, smtplib.SMTPResponseException) and 500 <= exc.smtp_code < 600
 
 
 def _write_outbox(folder: Path, message: EmailMessage) -> Path:
@@ -72,5 +88,111 @@ async def send_mail(config: Config, to: str, subject: str, body: str) -> None:
         path = await asyncio.to_thread(_write_outbox, config.data_dir / "outbox", message)
         log.info("no SMTP server configured: wrote a message to %s into %s", to, path)
         return
-    await asyncio.to_thread(_send_smtp, mail, message)
+    await asyncio.to_thread(_send_smtp, mail, to, message.as_bytes())
     log.info("sent a message to %s through %s:%s", to, mail["smtp_host"], mail["smtp_port"])
+
+
+class _Unshown(bytes):
+    """A message's bytes that say nothing in a repr (aiosqlite's debug log prints arguments)."""
+
+    def __repr__(self) -> str:
+        return f"<message of {len(self)} bytes>"
+
+
+class Mailer:
+    """E-mail through a durable queue: tried at once, then retried like webhooks.
+
+    Each message is a row first; a failure is retried after 2, 4, 8… s (webhooks.
+    retry_seconds, up to webhooks.max_retry_seconds) up to mail.max_attempts, and an SMTP
+    5xx answer is final. Failures show in GET /api/admin/deliveries.
+    """
+
+    def __init__(self, app: web.Application) -> None:
+        self.app = app
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._inflight: set[int] = set()
+
+    async def start(self) -> None:
+        if self.app[CONFIG]["mail"]["smtp_host"]:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def send(self, to: str, subject: str, body: str) -> None:
+        """Queue a message and make its first attempt now (no SMTP host: the outbox folder)."""
+        config = self.app[CONFIG]
+        if not config["mail"]["smtp_host"]:
+            await send_mail(config, to, subject, body)
+            return
+        raw = _Unshown(build_message(config, to, subject, body).as_bytes())
+        mail_id = await self.app[STORE].mail.enqueue(to, subject, raw)
+        await self.attempt({"id": mail_id, "recipient": to, "message": raw, "attempts": 0})
+
+    async def attempt(self, row: dict) -> str:
+        """One try at a queued message; records the outcome."""
+        if row["id"] in self._inflight:
+            return "pending"
+        self._inflight.add(row["id"])
+        try:
+            config = self.app[CONFIG]
+            mail, hooks = config["mail"], config["webhooks"]
+            attempts = row["attempts"] + 1
+            retry_at = error = None
+            try:
+                await asyncio.to_thread(_send_smtp, mail, row["recipient"], row["message"])
+                outcome = "delivered"
+            except Exception as exc:  # noqa: BLE001 - every failure is recorded, none raised
+                error = f"{type(exc).__name__}: {exc}"[:500]
+                if _permanent(exc) or attempts >= mail["max_attempts"]:
+                    outcome = "failed"
+                else:
+                    outcome = "pending"
+                    retry_at = time.time() + min(float(hooks["max_retry_seconds"]),
+                                                 float(hooks["retry_seconds"]) * 2 ** (attempts - 1))
+            await self.app[STORE].mail.record(row["id"], outcome=outcome, error=error,
+                                              retry_at=retry_at)
+            if outcome == "delivered":
+                log.info("sent a message to %s through %s:%s", row["recipient"],
+                         mail["smtp_host"], mail["smtp_port"])
+            else:
+                log.warning("could not send message %s (attempt %s, %s): %s", row["id"],
+                            attempts, "retrying" if outcome == "pending" else "given up", error)
+            return outcome
+        finally:
+            self._inflight.discard(row["id"])
+            self._wake.set()
+
+    async def _run(self) -> None:
+        store = self.app[STORE].mail
+        while True:
+            self._wake.clear()
+            try:
+                for row in await store.due(time.time()):
+                    await self.attempt(row)
+                next_at = await store.next_at()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("the mail queue failed; trying again in a second")
+                next_at = time.time() + 1
+            timeout = None if next_at is None else max(0.05, next_at - time.time())
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
+
+MAILER = web.AppKey("mailer", Mailer)
+
+
+async def mail_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Run the mail queue while the server runs."""
+    await app[MAILER].start()
+    try:
+        yield
+    finally:
+        await app[MAILER].stop()

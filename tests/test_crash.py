@@ -97,7 +97,11 @@ def test_sigkill_under_concurrent_writes_loses_nothing_acknowledged(tmp_path):
 
     db = sqlite3.connect(tmp_path / "data" / "hubsvc.db")
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    # Owed to the chat webhook: queued deliveries, and events of the log its sender had
+    # not read yet (each is written with its change; the outbox row follows).
     queued = db.execute("SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending'").fetchone()[0]
+    queued += db.execute("SELECT COUNT(*) FROM events WHERE id > (SELECT event_id FROM"
+                         " event_cursors WHERE name = 'chat-webhook')").fetchone()[0]
     db.close()
     assert queued > 0
 

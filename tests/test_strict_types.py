@@ -70,6 +70,12 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/admin/users"): {"email": "made@example.com", "username": "made",
                                    "password": PASSWORD, "name": "Made", "isAdmin": False},
     ("PATCH", "/api/admin/users/{username}"): {"disabled": False, "isAdmin": False},
+    ("POST", "/api/repositories/{owner}/{name}/hooks"): {
+        "url": "http://127.0.0.1:9/hook", "format": "json", "events": ["push"],
+        "branches": "main", "secret": "s", "active": True},
+    ("PATCH", "/api/repositories/{owner}/{name}/hooks/{id}"): {
+        "url": "http://127.0.0.1:9/hook", "format": "json", "events": ["push"],
+        "branches": "main", "secret": "s", "active": False},
 }
 PATH_VALUES = {"owner": "alice", "name": "proj", "username": "bob"}
 # The JSON types a property of each declared type must refuse, with values a lenient
@@ -86,7 +92,7 @@ LENIENT: dict[str, list[Any]] = {
 
 @pytest.fixture
 def config(tmp_path):
-    return make_config(tmp_path, chat__bot_key=BOT_KEY)
+    return make_config(tmp_path, chat__bot_key=BOT_KEY, webhooks__allowed_hosts=["127.0.0.1"])
 
 
 @pytest.fixture
@@ -116,6 +122,9 @@ async def world(client, alice, bob, tmp_path):
     resp = await client.post("/api/chat/link/verify", headers=alice.headers,
                              json={"token": token, "serviceUserId": alice.id})
     assert resp.status == 200, await resp.text()
+    resp = await client.post("/api/repositories/alice/proj/hooks", headers=alice.headers,
+                             json={"url": "http://127.0.0.1:9/hook", "active": False})
+    assert resp.status == 201, await resp.text()
     return {"owner": alice}
 
 

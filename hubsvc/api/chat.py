@@ -20,7 +20,7 @@ from ..auth import bot_key_ok, current_user, require_user, token_digest
 from ..config import Config
 from ..errors import Forbidden, NotFound, Unauthorized
 from ..keys import CONFIG, STORE
-from ..mail import send_mail
+from ..mail import MAILER
 from ..openapi import doc
 from ..rest import json_response, read_json, read_query
 from ..tasks import BACKGROUND
@@ -64,16 +64,18 @@ async def generate(request: web.Request) -> web.Response:
     if email is not None:
         # Off the request path: neither the answer nor its timing tells whether the
         # address has an account.
-        request.app[BACKGROUND].spawn(_mail_link(config, user, data["chatId"], token, minutes))
+        request.app[BACKGROUND].spawn(_mail_link(request.app, user, data["chatId"], token,
+                                                     minutes))
     return json_response({"success": True, "token": token, "expiresAt": iso(expires),
                           "url": _link_url(config, token)})
 
 
-async def _mail_link(config: Config, user: dict[str, Any] | None, chat_id: str, token: str,
-                     minutes: int) -> None:
+async def _mail_link(app: web.Application, user: dict[str, Any] | None, chat_id: str,
+                     token: str, minutes: int) -> None:
     """E-mail the verification link to user (nothing when no account matched)."""
     if user is None:
         return
+    config = app[CONFIG]
     body = (
         f"Hello {user['name'] or user['username']},\n\n"
         f"Someone asked to link the chat account \"{chat_id}\" to your account "
@@ -83,7 +85,8 @@ async def _mail_link(config: Config, user: dict[str, Any] | None, chat_id: str, 
         "If you did not ask for this, ignore this e-mail: nothing is linked until you confirm.\n"
     )
     try:
-        await send_mail(config, user["email"], "Link your chat account", body)
+        # Queued: a failure is retried and shows in GET /api/admin/deliveries.
+        await app[MAILER].send(user["email"], "Link your chat account", body)
     except Exception as exc:  # noqa: BLE001 - a mail failure must not crash the task runner
         log.warning("could not send the chat link e-mail to user %s: %s: %s", user["id"],
                     type(exc).__name__, exc)

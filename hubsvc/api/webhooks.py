@@ -10,6 +10,7 @@ import time
 from aiohttp import web
 
 from schemas.common import PageQuerySchema
+from schemas.hooks import MailDeliveryListSchema
 from schemas.webhooks import (AcceptedSchema, DeliveryEnvelopeSchema, DeliveryListSchema,
                               InboundEventSchema, WebhookTestSchema)
 
@@ -169,3 +170,24 @@ async def redeliver(request: web.Request) -> web.Response:
         repo_id=original["repo_id"], payload=original["payload"], redelivery_of=original["id"])
     sender.wake()
     return json_response({"delivery": _delivery(row)}, status=202)
+
+
+@routes.get("/api/admin/deliveries")
+@doc("Outgoing e-mail deliveries, newest first, with failures (administrators)",
+     query=PageQuerySchema, responses={200: MailDeliveryListSchema}, errors=(401, 403),
+     tag="webhooks", description=(
+         "E-mail (the chat link verification) is queued and tried at once, then retried "
+         "after 2, 4, 8… s (webhooks.retry_seconds, up to webhooks.max_retry_seconds) until "
+         "mail.max_attempts; an SMTP 5xx answer is final. Each row shows its status, "
+         "attempts and last error; the message itself is never shown. Repository hooks' "
+         "deliveries are under /api/repositories/:owner/:name/hooks/:id/deliveries."))
+async def mail_deliveries(request: web.Request) -> web.Response:
+    require_admin(request)
+    page = read_query(request, PageQuerySchema())
+    rows, more = await request.app[STORE].mail.recent(page["limit"], page["offset"])
+    return json_response({"deliveries": [{
+        "id": str(r["id"]), "kind": "mail", "to": r["recipient"], "subject": r["subject"],
+        "status": r["status"], "attempts": r["attempts"], "error": r["last_error"],
+        "nextAttemptAt": iso(r["next_attempt_at"]) if r["status"] == "pending" else None,
+        "createdAt": r["created_at"], "deliveredAt": r["delivered_at"]} for r in rows],
+        "hasMore": more})

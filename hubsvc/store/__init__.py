@@ -7,8 +7,9 @@ from pathlib import Path
 from .chat import ChatStore
 from .db import Database
 from .events import EventStore
+from .hooks import HookStore
 from .issues import IssueStore
-from .outbox import OutboxStore
+from .outbox import MailStore, OutboxStore
 from .repos import RepoStore
 from .search import SearchStore
 from .users import UserStore
@@ -26,6 +27,8 @@ class Store:
         self.chat = ChatStore(self.db)
         self.outbox = OutboxStore(self.db)
         self.events = EventStore(self.db)
+        self.hooks = HookStore(self.db)
+        self.mail = MailStore(self.db)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""

@@ -90,3 +90,48 @@ class OutboxStore(Table):
         cur = conn.execute("INSERT OR IGNORE INTO webhook_inbound_seen (signature, seen_at)"
                            " VALUES (?, ?)", (signature_digest, now))
         return cur.rowcount == 1
+
+
+class MailStore(Table):
+    """Outgoing e-mail, retried until sent or given up; failures stay visible."""
+
+    @writes
+    def enqueue(self, conn, recipient: str, subject: str, message: bytes) -> int:
+        """Queue a message for sending now."""
+        return conn.execute(
+            "INSERT INTO mail_deliveries (recipient, subject, message, next_attempt_at,"
+            " created_at) VALUES (?, ?, ?, ?, ?)",
+            (recipient, subject, message, time.time(), now_iso())).lastrowid
+
+    @reads
+    def due(self, conn, now: float) -> list[dict[str, Any]]:
+        """Pending messages whose time has come, oldest first."""
+        return [dict(r) for r in conn.execute(
+            "SELECT * FROM mail_deliveries WHERE status = 'pending' AND next_attempt_at <= ?"
+            " ORDER BY id LIMIT 20", (now,))]
+
+    @reads
+    def next_at(self, conn) -> float | None:
+        """When the next pending message is due."""
+        return conn.execute("SELECT MIN(next_attempt_at) FROM mail_deliveries"
+                            " WHERE status = 'pending'").fetchone()[0]
+
+    @writes
+    def record(self, conn, mail_id: int, *, outcome: str, error: str | None,
+               retry_at: float | None) -> None:
+        """One attempt's outcome; the body goes once the message is sent or given up."""
+        conn.execute(
+            "UPDATE mail_deliveries SET attempts = attempts + 1, status = ?, last_error = ?,"
+            " next_attempt_at = COALESCE(?, next_attempt_at),"
+            " message = CASE WHEN ? = 'pending' THEN message END,"
+            " delivered_at = CASE WHEN ? = 'delivered' THEN ? END WHERE id = ?",
+            (outcome, error, retry_at, outcome, outcome, now_iso(), mail_id))
+
+    @reads
+    def recent(self, conn, limit: int, offset: int) -> tuple[list[dict[str, Any]], bool]:
+        """Messages newest first, without their bodies."""
+        rows = [dict(r) for r in conn.execute(
+            "SELECT id, recipient, subject, status, attempts, next_attempt_at, last_error,"
+            " created_at, delivered_at FROM mail_deliveries ORDER BY id DESC LIMIT ? OFFSET ?",
+            (limit + 1, offset))]
+        return rows[:limit], len(rows) > limit
