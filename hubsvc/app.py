@@ -41,6 +41,7 @@ from .events import EventBus
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
 from .logs import request_id_var
 from .mail import MAILER, Mailer, mail_ctx
+from .notify.email import email_ctx
 from .notify.hub import HUB, Hub, close_sockets, hub_ctx
 from .notify.webhook import HOOKS, WEBHOOK, HookWorkers, WebhookSender, hooks_ctx, webhook_ctx
 from .ratelimit import LIMITER, SIGN_IN_LIMITER, TokenBucket, add_rate_headers, rate_limit_middleware
@@ -151,7 +152,7 @@ def create_app(config: Config) -> web.Application:
                                            limits["sign_in_per_15_minutes"] / 900,
                                            max_keys=limits["max_keys"])
     app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx, webhook_ctx, hooks_ctx,
-                            mail_ctx, hub_ctx, push_journal_ctx])
+                            mail_ctx, email_ctx, hub_ctx, push_journal_ctx])
     app.on_shutdown.extend([_mark_shutdown, close_sockets])
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
