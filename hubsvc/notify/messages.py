@@ -146,7 +146,8 @@ def _star(msg: Message, event: Event) -> None:
     added = event.data.get("action") == "added"
     count = event.data.get("starCount")
     msg.headline = f"{'Starred' if added else 'Unstarred'} by {_who(event.actor)}"
-    msg.text = f"{msg.repo} now has {plural(count, 'star') if isinstance(count, int) else '? stars'}"
+    stars = plural(count, "star") if isinstance(count, int) else "? stars"
+    msg.text = f"{msg.repo} now has {stars}"
     msg.colour = YELLOW if added else GRAY
     msg.fields = [("Repository", msg.repo, True), ("Action", "star" if added else "unstar", True)]
 

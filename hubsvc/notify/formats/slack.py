@@ -62,6 +62,5 @@ def body(msg: Message) -> dict[str, Any]:
 
 def ping(home: str) -> dict[str, Any]:
     """The body of a connectivity test."""
-    return {"text": f"hubsvc webhook test: it works. {_link(home, 'Open')}",
-            "blocks": [{"type": "section", "text": {
-                "type": "mrkdwn", "text": f"hubsvc webhook test: it works. {_link(home, 'Open')}"}}]}
+    text = f"hubsvc webhook test: it works. {_link(home, 'Open')}"
+    return {"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
