@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .datadir import private_dir
+from .links import SiteUrl
 
 
 class ConfigError(Exception):
@@ -22,6 +23,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "host": "127.0.0.1",
         "port": 8080,
         "base_url": "",
+        "web_url": "",
         "trusted_proxies": [],
         "max_body_bytes": 1048576,
         "access_log_json": False,
@@ -94,6 +96,7 @@ def _snowflake_or_empty(value: Any) -> bool:
 CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("server", "port"): (_port, "must be an integer from 1 to 65535"),
     ("server", "base_url"): (_url_or_empty, "must be an http:// or https:// URL"),
+    ("server", "web_url"): (_url_or_empty, "must be an http:// or https:// URL"),
     ("server", "max_body_bytes"): (_positive, "must be a positive integer"),
     ("security", "session_days"): (_positive, "must be a positive integer"),
     ("security", "bcrypt_rounds"): (lambda v: isinstance(v, int) and 4 <= v <= 16,
@@ -150,9 +153,11 @@ class Config:
         return Path(self.values["storage"]["data_dir"])
 
     @property
-    def base_url(self) -> str:
+    def base_url(self) -> SiteUrl:
+        """The public URL of the API, carrying web_url for the links it builds."""
         server = self.values["server"]
-        return (server["base_url"] or f"http://{server['host']}:{server['port']}").rstrip("/")
+        return SiteUrl(server["base_url"] or f"http://{server['host']}:{server['port']}",
+                       server["web_url"])
 
 
 def _coerce_env(raw: str, default: Any, name: str) -> Any:

@@ -6,12 +6,18 @@ from typing import Any
 from urllib.parse import quote
 
 from .avatars import default_version
+from .links import SiteUrl
 
 
 def avatar_url(base_url: str, user: dict[str, Any]) -> str:
     """Absolute avatar URL with the content hash as cache buster."""
     version = user["avatar_hash"][:16] if user.get("avatar_hash") else default_version(user["username"])
     return f"{base_url}/api/users/{quote(user['username'])}/avatar?v={version}"
+
+
+def user_url(base_url: str, username: str) -> str:
+    """Where a user's link points (a page with [server] web_url, else the API's user)."""
+    return SiteUrl.of(base_url).user(username)
 
 
 def user_summary(base_url: str, user: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +87,7 @@ def repo(base_url: str, row: dict[str, Any], viewer: dict[str, Any] | None) -> d
         # A parent the viewer may not read is not named (it may have become private).
         "parent": ({"owner": row["parent_owner"], "name": row["parent_name"]}
                    if row["parent_id"] is not None and row.get("parent_visible", 1) else None),
-        "url": f"{base_url}/{row['owner_username']}/{row['name']}",
+        "url": SiteUrl.of(base_url).repo(row["owner_username"], row["name"]),
         "cloneUrl": f"{base_url}/{row['owner_username']}/{row['name']}.git",
     }
     if viewer is not None and "role" in row:
@@ -111,7 +117,6 @@ def _person(base_url: str, row: dict[str, Any], prefix: str, id_key: str
 def issue(base_url: str, repo_row: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     """The issue object (also the common part of a pull request)."""
     owner, name = repo_row["owner_username"], repo_row["name"]
-    kind = "pulls" if row["is_pull"] else "issues"
     return {
         "id": str(row["id"]),
         "number": row["number"],
@@ -126,7 +131,7 @@ def issue(base_url: str, repo_row: dict[str, Any], row: dict[str, Any]) -> dict[
         "updatedAt": row["updated_at"],
         "closedAt": row["closed_at"],
         "repository": {"owner": owner, "name": name},
-        "url": f"{base_url}/{owner}/{name}/{kind}/{row['number']}",
+        "url": SiteUrl.of(base_url).issue(owner, name, row["number"], bool(row["is_pull"])),
     }
 
 

@@ -31,7 +31,11 @@ class IssueSchema(Base):
     updatedAt = Str(required=True)
     closedAt = Str(allow_none=True, required=True)
     repository = Nested(RepoRefSchema)
-    url = Str()
+    url = Str(metadata={
+        "description": "a link that opens: the page under [server] web_url when set "
+        "(GitHub-shaped: {web_url}/owner/name, …/issues/3, …/pulls/3, {web_url}/username), "
+        "else the API resource ({base_url}/api/repositories/owner/name, …/issues/3, "
+        "…/pulls/3, {base_url}/api/users/username)"})
 
 
 class CommentSchema(Base):

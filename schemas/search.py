@@ -21,7 +21,11 @@ class SearchResultSchema(Base):
     id = Str(required=True)
     title = Str(required=True)
     description = Str(required=True)
-    url = Str(required=True)
+    url = Str(required=True, metadata={
+        "description": "a link that opens: the page under [server] web_url when set "
+        "(GitHub-shaped: {web_url}/owner/name, …/issues/3, …/pulls/3, {web_url}/username), "
+        "else the API resource ({base_url}/api/repositories/owner/name, …/issues/3, "
+        "…/pulls/3, {base_url}/api/users/username)"})
     createdAt = Str(required=True)
 
     class Meta:

@@ -227,7 +227,7 @@ async def test_repo_public_private_linked_and_not(service):
         for spec in ("ada/tool", f"{url}/ada/tool", "ada/tool.git"):
             reply = await ask(url, chat, "repo", repository=spec)
             assert reply.title == "ada/tool" and not reply.private
-            assert reply.url == f"{url}/ada/tool" and reply.colour == PUSH_BLUE
+            assert reply.url == f"{url}/api/repositories/ada/tool" and reply.colour == PUSH_BLUE
             assert reply.description == "A tool for parsing"
             values = {f.name: f.value for f in reply.fields}
             assert values["Visibility"] == "public" and values["Default branch"] == "main"
@@ -252,7 +252,7 @@ async def test_issues_default_open_paged_by_has_more(service):
     assert reply.fields[0].name == "#12 Parser bug 12"
     assert "open · by ada" in reply.fields[0].value
     assert "Case 12 fails" in reply.fields[0].value and "second line" not in reply.fields[0].value
-    assert reply.fields[0].value.endswith(f"{url}/ada/tool/issues/12")
+    assert reply.fields[0].value.endswith(f"{url}/api/repositories/ada/tool/issues/12")
     assert reply.footer == "Page 1 · next: /issues repository:ada/tool state:open page:2"
     reply = await ask(url, NOBODY_CHAT, "issues", repository="ada/tool", page=2)
     assert [f.name for f in reply.fields] == ["#2 Parser bug 2", "#1 Parser bug 1"]
@@ -336,7 +336,7 @@ async def test_search_kinds_and_privacy(service):
     assert "closed pull request" in reply.fields[0].value
     reply = await ask(url, NOBODY_CHAT, "search", query="ada", type="users")
     assert [f.name for f in reply.fields] == ["ada"]
-    assert reply.fields[0].value == f"user\nAda\n{url}/ada"
+    assert reply.fields[0].value == f"user\nAda\n{url}/api/users/ada"
 
     # Private hits: only the linked reader gets them, and only privately.
     for kind, expected in (("repositories", "ada/secret"), ("issues", "ada/secret#1 Hidden leak")):
@@ -357,7 +357,7 @@ async def test_fork_needs_a_link_and_names(service):
                     "/fork ada/tool name:new-name")
     reply = await ask(url, BOB_CHAT, "fork", repository="ada/tool", name="tool-copy")
     assert reply.title == "Forked ada/tool" and reply.colour == FORK_GREEN
-    assert reply.url == f"{url}/bob/tool-copy" and not reply.private
+    assert reply.url == f"{url}/api/repositories/bob/tool-copy" and not reply.private
     assert "bob/tool-copy" in reply.description
     assert (await ask(url, NOBODY_CHAT, "repo", repository="bob/tool-copy")).title \
         == "bob/tool-copy"
@@ -384,7 +384,7 @@ async def test_link_flow_by_page_and_by_email(service):
         "Your chat account is linked to cyd (Cyd)."
     assert {f.name: f.value for f in reply.fields} == {"Account": "cyd", "Verified": "yes"}
     reply = await ask(url, chat, "fork", repository="ada/tool")
-    assert reply.title == "Forked ada/tool" and reply.url == f"{url}/cyd/tool"
+    assert reply.title == "Forked ada/tool" and reply.url == f"{url}/api/repositories/cyd/tool"
 
     reply = await ask(url, chat, "unlink")
     assert reply.title == "Unlinked" and reply.private and reply.colour == GRAY
@@ -600,7 +600,7 @@ def test_console_answers_every_command_for_a_linked_user(service):
     assert "* #13 Old crash\n    closed · by ada" in out[3]
     assert "Better docs" in out[4] and "(only you" not in out[4]
     assert "Initial commit" in out[5] and "-- Page 2" in out[5]
-    assert f"{url}/ada/tool-from-console" in out[6]
+    assert f"{url}/api/repositories/ada/tool-from-console" in out[6]
     assert "linked to ada (Ada)" in out[7]
     assert re.search(rf"{re.escape(url)}/chat/link\?token=[0-9a-f]{{64}}", out[8])
     assert "wasn't found" in out[12] and "/link" in out[12]

@@ -227,7 +227,7 @@ async def test_formats_slack_and_discord(client, alice, aiohttp_server):
     await add_hook(client, alice, discord.url)
     await open_issue(client, alice, "@everyone look")
     [s], [d] = await slack.wait_for(1), await discord.wait_for(1)
-    assert "look" in s["json"]["text"] and s["json"]["attachments"]
+    assert "look" in s["json"]["text"] and s["json"]["blocks"]
     assert d["json"]["embeds"][0]["title"].endswith("@everyone look")
     assert d["json"]["allowed_mentions"] == {"parse": []}
 

@@ -134,7 +134,8 @@ async def test_push_message_shows_last_five_commits_and_total(hooked, receiver, 
     embed = request["json"]["embeds"][0]
     assert embed["color"] == 5793266
     assert embed["title"] == "[boss/proj] boss created branch main with 7 new commits"
-    shown = [line for line in embed["description"].splitlines() if line.startswith("`")]
+    # Each commit is "[`abc1234`](link to it) first line — author".
+    shown = [line for line in embed["description"].splitlines() if line.startswith("[`")]
     assert [line.split(" ", 1)[1].split(" — ")[0] for line in shown] == [
         f"commit number {n}" for n in (6, 5, 4, 3, 2)]
     assert "and 2 more" in embed["description"]

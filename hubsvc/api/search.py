@@ -62,6 +62,6 @@ async def search(request: web.Request) -> web.Response:
     else:
         rows, more = await store.users(text, limit, offset)
         results = [{**present.user_summary(base, row), "type": "user", "title": row["username"],
-                    "description": row["name"], "url": f"{base}/{row['username']}",
+                    "description": row["name"], "url": present.user_url(base, row["username"]),
                     "createdAt": row["created_at"]} for row in rows]
     return json_response({"results": results, "hasMore": more, "query": text})

@@ -1,78 +1,70 @@
-"""Events as Discord-compatible chat messages (embeds with title, fields, colour)."""
+"""Events as chat messages: one neutral message per event, rendered per receiver format."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import Event
+from ..links import SiteUrl
+from .formats import discord, slack
+from .text import cut, one_line, plural
 
 GREEN, RED, PURPLE = 65280, 16711680, 8540383
 PUSH_BLUE, YELLOW, GRAY, FORK_GREEN = 5793266, 16705372, 9807270, 5763719
 PUSH_SHOWN = 5
+COMMIT_LINE_MAX = 100  # a commit's first line as shown in a push (GitHub shows less)
+FORMATS = ("discord", "slack", "json")
 
-# Discord's limits; longer text is cut so the receiver never rejects the body.
-TITLE_MAX, DESCRIPTION_MAX, FIELD_MAX = 256, 4096, 1024
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+_OID = re.compile(r"^[0-9a-f]{4,64}$")
+_FULL_NAME = re.compile(r"^[^/\s]+/[^/\s]+$")
 
 
-def _field(name: str, value: Any, inline: bool = True) -> dict[str, Any]:
-    text = str(value) if value not in (None, "", []) else "—"
-    return {"name": name, "value": _cut(text, FIELD_MAX), "inline": inline}
+@dataclass
+class Commit:
+    """A commit line of a push message."""
+
+    label: str      # the short oid
+    url: str
+    text: str       # the first line of its message (plain text)
+    author: str
 
 
-def _names(people: list[dict[str, Any]] | None) -> str:
-    return ", ".join(p["username"] for p in people or []) or "—"
+@dataclass
+class Message:
+    """What every format shows of an event; every text is plain unless named Markdown."""
+
+    repo: str                   # owner/name
+    headline: str               # after "[owner/name] "
+    url: str
+    colour: int
+    text: str = ""              # our own words (plain)
+    body: str = ""              # Markdown a person wrote: an issue's body, a comment
+    commits: list[Commit] = field(default_factory=list)
+    more: str = ""              # "… and 3 more commits"
+    fields: list[tuple[str, str, bool]] = field(default_factory=list)  # name, value, inline
+    actor: str | None = None
+    actor_url: str | None = None
+    actor_icon: str | None = None
+    timestamp: str | None = None
+
+    @property
+    def title(self) -> str:
+        """The one-line plain title, as a notification shows it."""
+        return f"[{self.repo}] {self.headline}"
 
 
-def _who(person: dict[str, Any] | None) -> str:
-    return person["username"] if person else "someone"
+def _value(value: Any) -> str:
+    return str(value) if value not in (None, "", []) else "—"
 
 
-def _issue_embed(repo: str, event: Event) -> dict[str, Any]:
-    issue = event.data.get("issue", {})
-    action = event.data.get("action", "updated")
-    embed = {
-        "title": f"[{repo}] Issue {action}: #{issue.get('number')} {issue.get('title', '')}",
-        "description": issue.get("body", ""),
-        "url": issue.get("url"),
-        "color": GREEN if issue.get("state") == "open" else RED,
-        "fields": [
-            _field("State", issue.get("state")),
-            _field("Author", _who(issue.get("author"))),
-            _field("Labels", ", ".join(issue.get("labels", []))),
-            _field("Assignees", _names(issue.get("assignees"))),
-        ],
-    }
-    if "comment" in event.data:
-        embed["fields"].append(_field("Comment", event.data["comment"].get("body"), False))
-    return embed
+def _names(people: Any) -> str:
+    return ", ".join(p.get("username", "?") for p in people or [] if isinstance(p, dict))
 
 
-def _pull_embed(repo: str, event: Event) -> dict[str, Any]:
-    pull = event.data.get("pullRequest", {})
-    action = event.data.get("action", "updated")
-    state = pull.get("state")
-    colour = PURPLE if pull.get("merged") else GREEN if state == "open" else RED
-    head = pull.get("head", "?")
-    if pull.get("headRepository"):
-        head = f"{pull['headRepository']['owner']}:{head}"
-    embed = {
-        "title": f"[{repo}] Pull request {action}: #{pull.get('number')} {pull.get('title', '')}",
-        "description": pull.get("body", ""),
-        "url": pull.get("url"),
-        "color": colour,
-        "fields": [
-            _field("State", state),
-            _field("Author", _who(pull.get("author"))),
-            _field("Branches", f"{head} → {pull.get('base', '?')}"),
-        ],
-    }
-    if "comment" in event.data:
-        embed["fields"].append(_field("Comment", event.data["comment"].get("body"), False))
-    return embed
+def _who(person: Any) -> str:
+    return person.get("username") or "someone" if isinstance(person, dict) else "someone"
 
 
 def push_summary(data: dict[str, Any]) -> str:
@@ -80,11 +72,11 @@ def push_summary(data: dict[str, Any]) -> str:
     ref = data.get("ref", "")
     kind, _, name = ref[len("refs/"):].partition("/") if ref.startswith("refs/") else ("", "", ref)
     total = data.get("totalCommits", len(data.get("commits", [])))
-    commits = f"{total} new commit{'s' if total != 1 else ''}"
+    commits = plural(total, "new commit")
     if kind == "tags":
         if data.get("deleted"):
             return f"deleted tag {name}"
-        return f"tagged {data.get('after', '')[:7]} as {name}"
+        return f"tagged {(data.get('after') or '')[:7]} as {name}"
     if data.get("deleted"):
         return f"deleted branch {name}"
     if data.get("created"):
@@ -94,76 +86,150 @@ def push_summary(data: dict[str, Any]) -> str:
     return f"pushed {commits} to {name}"
 
 
-def _push_embed(repo: str, event: Event, base_url: str) -> dict[str, Any]:
+def _issue(msg: Message, event: Event, site: SiteUrl, pull: bool) -> None:
+    owner, name = event.repository["owner"], event.repository["name"]
+    item = event.data.get("pullRequest" if pull else "issue") or {}
+    action = event.data.get("action", "updated")
+    kind = "pull request" if pull else "issue"
+    number, title = item.get("number"), one_line(str(item.get("title", "")))
+    if action == "commented" and isinstance(event.data.get("comment"), dict):
+        msg.headline = f"New comment on {kind} #{number}: {title}"
+        msg.body = event.data["comment"].get("body") or ""
+    else:
+        msg.headline = f"{kind.capitalize()} {action}: #{number} {title}"
+        msg.body = item.get("body") or ""
+    if isinstance(number, int):
+        msg.url = site.issue(owner, name, number, pull)
+    state = item.get("state")
+    if pull:
+        msg.colour = PURPLE if item.get("merged") or state == "merged" else (
+            GREEN if state == "open" else RED)
+        head = str(item.get("head", "?"))
+        if isinstance(item.get("headRepository"), dict):
+            head = f"{item['headRepository'].get('owner', '?')}:{head}"
+        msg.fields = [("State", _value(state), True), ("Author", _who(item.get("author")), True),
+                      ("Branches", f"{head} → {item.get('base', '?')}", True)]
+    else:
+        msg.colour = GREEN if state == "open" else RED
+        labels = ", ".join(str(label) for label in item.get("labels") or [])
+        msg.fields = [("State", _value(state), True), ("Author", _who(item.get("author")), True),
+                      ("Labels", _value(labels), True),
+                      ("Assignees", _value(_names(item.get("assignees"))), True)]
+
+
+def _push(msg: Message, event: Event, site: SiteUrl) -> None:
+    owner, name = event.repository["owner"], event.repository["name"]
     data = event.data
-    total = data.get("totalCommits", len(data.get("commits", [])))
-    lines = []
-    for commit in data.get("commits", [])[:PUSH_SHOWN]:
-        first_line = (commit.get("message") or "").strip().splitlines()[0:1]
-        author = (commit.get("author") or {}).get("name", "")
-        lines.append(f"`{commit.get('oid', '')[:7]}` {first_line[0] if first_line else ''}"
-                     + (f" — {author}" if author else ""))
+    commits = [c for c in data.get("commits") or [] if isinstance(c, dict)]
+    total = data.get("totalCommits", len(commits))
+    for commit in commits[:PUSH_SHOWN]:
+        oid = str(commit.get("oid", ""))
+        lines = (commit.get("message") or "").strip().splitlines()
+        msg.commits.append(Commit(
+            label=oid[:7], url=site.commit(owner, name, oid) if _OID.match(oid) else msg.url,
+            text=cut(lines[0].strip(), COMMIT_LINE_MAX) if lines else "",
+            author=str((commit.get("author") or {}).get("name") or "")))
     if total > PUSH_SHOWN:
-        lines.append(f"… and {total - PUSH_SHOWN} more")
-    owner_name = f"{event.repository['owner']}/{event.repository['name']}"
+        msg.more = f"… and {plural(total - PUSH_SHOWN, 'more commit')}"
+    if not msg.commits:
+        msg.text = "(no new commits)"
     summary = data.get("summary") or push_summary(data)
-    return {
-        "title": f"[{repo}] " + (f"{event.actor['username']} " if event.actor else "") + summary,
-        "description": "\n".join(lines) if lines else "(no new commits)",
-        "url": f"{base_url}/{owner_name}",
-        "color": PUSH_BLUE,
-        "fields": [_field("Total commits", total), _field("Pusher", _who(event.actor))],
-    }
+    msg.headline = (f"{event.actor['username']} " if event.actor else "") + one_line(str(summary))
+    after = str(data.get("after") or "")
+    if not data.get("deleted") and _OID.match(after) and after.strip("0"):
+        msg.url = site.commits(owner, name, after)
+    msg.colour = PUSH_BLUE
+    msg.fields = [("Total commits", str(total), True), ("Pusher", _who(event.actor), True)]
 
 
-def _star_embed(repo: str, event: Event, base_url: str) -> dict[str, Any]:
+def _star(msg: Message, event: Event) -> None:
     added = event.data.get("action") == "added"
-    return {
-        "title": f"[{repo}] {'Starred' if added else 'Unstarred'} by {_who(event.actor)}",
-        "description": f"{repo} now has {event.data.get('starCount', '?')} stars",
-        "url": f"{base_url}/{repo}",
-        "color": YELLOW if added else GRAY,
-        "fields": [_field("Repository", repo), _field("Action", "star" if added else "unstar")],
-    }
+    count = event.data.get("starCount")
+    msg.headline = f"{'Starred' if added else 'Unstarred'} by {_who(event.actor)}"
+    stars = plural(count, "star") if isinstance(count, int) else "? stars"
+    msg.text = f"{msg.repo} now has {stars}"
+    msg.colour = YELLOW if added else GRAY
+    msg.fields = [("Repository", msg.repo, True), ("Action", "star" if added else "unstar", True)]
 
 
-def _fork_embed(repo: str, event: Event, base_url: str) -> dict[str, Any]:
+def _fork(msg: Message, event: Event, site: SiteUrl) -> None:
     forkee = event.data.get("forkee") or {}
     forker = event.data.get("forker") or event.actor
-    return {
-        "title": f"[{repo}] Forked by {_who(forker)}",
-        "description": f"New fork: {forkee.get('fullName', '?')}",
-        "url": forkee.get("url") or f"{base_url}/{repo}",
-        "color": FORK_GREEN,
-        "fields": [_field("Repository", repo), _field("Forker", _who(forker))],
-    }
+    full_name = str(forkee.get("fullName") or "?")
+    msg.headline = f"Forked by {_who(forker)}"
+    msg.text = f"New fork: {full_name}"
+    if _FULL_NAME.match(full_name):
+        msg.url = site.repo(*full_name.split("/"))
+    msg.colour = FORK_GREEN
+    msg.fields = [("Repository", msg.repo, True), ("Forker", _who(forker), True)]
+
+
+def message(event: Event, urls: str) -> Message:
+    """The neutral message of an event; links are built here, never taken from the data."""
+    site = SiteUrl.of(urls)
+    owner, name = event.repository["owner"], event.repository["name"]
+    msg = Message(repo=f"{owner}/{name}", headline="", url=site.repo(owner, name), colour=GRAY,
+                  timestamp=event.createdAt)
+    if event.actor:
+        msg.actor = event.actor["username"]
+        msg.actor_url = site.user(event.actor["username"])
+        msg.actor_icon = event.actor.get("avatarUrl")
+    if event.type in ("issue", "pull_request"):
+        _issue(msg, event, site, event.type == "pull_request")
+    elif event.type == "push":
+        _push(msg, event, site)
+    elif event.type == "star":
+        _star(msg, event)
+    else:
+        _fork(msg, event, site)
+    return msg
+
+
+def _headers(event_type: str, delivery_id: str | None) -> dict[str, str]:
+    headers = {"X-Hubsvc-Event": event_type}
+    if delivery_id:
+        headers["X-Hubsvc-Delivery"] = delivery_id
+    return headers
+
+
+def render(event: Event, fmt: str, urls: str, delivery_id: str | None = None
+           ) -> tuple[dict[str, Any], dict[str, str]]:
+    """(JSON body, extra headers) of an event for a receiver of format discord, slack or json.
+
+    urls is the config's base_url (a SiteUrl, which knows web_url); delivery_id, when
+    given, goes into X-Hubsvc-Delivery.
+    """
+    if fmt == "json":
+        body = event.to_dict()
+    elif fmt == "discord":
+        body = discord.body(message(event, urls))
+    elif fmt == "slack":
+        body = slack.body(message(event, urls))
+    else:
+        raise ValueError(f"unknown message format {fmt!r}")
+    return body, _headers(event.type, delivery_id)
+
+
+def render_ping(fmt: str, urls: str, delivery_id: str | None = None
+                ) -> tuple[dict[str, Any], dict[str, str]]:
+    """(JSON body, extra headers) of a connectivity test in format discord, slack or json."""
+    home = SiteUrl.of(urls).home()
+    if fmt == "json":
+        body: dict[str, Any] = {"type": "ping", "url": home}
+    elif fmt == "discord":
+        body = discord.ping(home)
+    elif fmt == "slack":
+        body = slack.ping(home)
+    else:
+        raise ValueError(f"unknown message format {fmt!r}")
+    return body, _headers("ping", delivery_id)
 
 
 def chat_message(event: Event, base_url: str) -> dict[str, Any]:
-    """The webhook body for an event: {"username", "embeds": [embed]}."""
-    repo = f"{event.repository['owner']}/{event.repository['name']}"
-    if event.type == "issue":
-        embed = _issue_embed(repo, event)
-    elif event.type == "pull_request":
-        embed = _pull_embed(repo, event)
-    elif event.type == "push":
-        embed = _push_embed(repo, event, base_url)
-    elif event.type == "star":
-        embed = _star_embed(repo, event, base_url)
-    else:
-        embed = _fork_embed(repo, event, base_url)
-    embed["title"] = _cut(embed["title"], TITLE_MAX)
-    embed["description"] = _cut(embed.get("description") or "", DESCRIPTION_MAX)
-    if not embed.get("url"):
-        embed["url"] = f"{base_url}/{repo}"
-    embed["timestamp"] = event.createdAt
-    if event.actor:
-        embed["author"] = {"name": event.actor["username"], "icon_url": event.actor["avatarUrl"]}
-    return {"username": "hubsvc", "embeds": [embed]}
+    """The server-wide chat webhook's (Discord) body of an event."""
+    return render(event, "discord", base_url)[0]
 
 
 def ping_message(base_url: str) -> dict[str, Any]:
-    """The body of an administrator's connectivity test."""
-    return {"username": "hubsvc", "content": "hubsvc webhook test",
-            "embeds": [{"title": "hubsvc webhook test", "description": "It works.",
-                        "url": base_url, "color": GREEN}]}
+    """The body of an administrator's connectivity test (Discord)."""
+    return render_ping("discord", base_url)[0]

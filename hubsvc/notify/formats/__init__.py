@@ -1,0 +1,1 @@
+"""Receiver formats of chat messages: discord, slack (json is the event itself)."""
