@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import Conflict, NotFound
 from ..timeutil import now_iso
-from .base import Table, reads, row_dict, writes
+from .base import Table, cached_until_write, reads, row_dict, writes
 
 # Columns of a repository row joined with its owner, its parent and the viewer's
 # relation to it (bound as :viewer; 0 for anonymous).
@@ -82,12 +82,16 @@ class RepoStore(Table):
         return _repo(conn.execute(REPO_SELECT + " WHERE r.id = :id",
                                   {"id": repo_id, "viewer": viewer}).fetchone())
 
-    @reads
-    def by_name(self, conn, owner: str, name: str, viewer: int = 0) -> dict[str, Any] | None:
+    async def by_name(self, owner: str, name: str, viewer: int = 0) -> dict[str, Any] | None:
         """One repository by owner username and name (ignoring case), as seen by viewer."""
+        return await self._by_name(owner.lower(), name.lower(), viewer)
+
+    @cached_until_write()
+    @reads
+    def _by_name(self, conn, owner: str, name: str, viewer: int) -> dict[str, Any] | None:
         return _repo(conn.execute(
             REPO_SELECT + " WHERE u.username_key = :owner AND r.name_key = :name",
-            {"owner": owner.lower(), "name": name.lower(), "viewer": viewer}).fetchone())
+            {"owner": owner, "name": name, "viewer": viewer}).fetchone())
 
     @reads
     def of_owner(self, conn, owner_id: int, viewer: int, limit: int, offset: int
