@@ -140,7 +140,8 @@ def create_app(config: Config) -> web.Application:
     )
     app[CONFIG] = config
     app[STATE] = {}
-    app[STORE] = Store(config.data_dir / "hubsvc.db")
+    app[STORE] = Store(config.data_dir / "hubsvc.db",
+                       read_timeout_ms=config["database"]["read_timeout_ms"])
     app[BUS] = EventBus()
     app[BACKGROUND] = Background()
     app[TOKEN_CACHE] = TokenCache()

@@ -16,6 +16,7 @@ from typing import Any, Callable, TypeVar
 import aiosqlite
 
 from ..datadir import FILE_MODE, private_file
+from ..errors import Unavailable
 
 log = logging.getLogger("hubsvc.store")
 
@@ -40,6 +41,39 @@ def _transaction(conn: sqlite3.Connection, fn: Callable[..., T], args, kwargs) -
         raise
     conn.execute("COMMIT")
     return result
+
+
+# --- Read deadline ---------------------------------------------------------------------
+# No read may hold a reader connection without bound: SQLite calls the progress handler
+# every _PROGRESS_STEPS virtual-machine steps, and a true answer interrupts the
+# statement (OperationalError "interrupted"), which frees the connection at once.
+READ_TIMEOUT_MS = 2000
+_PROGRESS_STEPS = 1000
+
+
+class ReadTimeout(Unavailable):
+    """A read ran past database.read_timeout_ms and was stopped."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        super().__init__(f"the database query took longer than {timeout_ms} ms"
+                         " (database.read_timeout_ms) and was stopped; try again shortly,"
+                         " or narrow the request")
+        self.headers["Retry-After"] = "1"
+
+
+def _read_with_deadline(conn: sqlite3.Connection, fn: Callable[..., T], timeout_ms: int,
+                        *args: Any) -> T:
+    """fn(conn, *args), interrupted with ReadTimeout once it runs past timeout_ms."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
+    try:
+        return fn(conn, *args)
+    except sqlite3.OperationalError as exc:
+        if "interrupted" in str(exc) and time.monotonic() > deadline:
+            raise ReadTimeout(timeout_ms) from None
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)
 
 
 def migration_files(sql_dir: Path = SQL_DIR) -> list[tuple[int, str, Path]]:
@@ -82,8 +116,10 @@ def apply_migrations(conn: sqlite3.Connection, sql_dir: Path = SQL_DIR) -> list[
 class Database:
     """Writes go through one connection under BEGIN IMMEDIATE; reads use the others."""
 
-    def __init__(self, path: str | Path, readers: int = 2) -> None:
+    def __init__(self, path: str | Path, readers: int = 2,
+                 read_timeout_ms: int = READ_TIMEOUT_MS) -> None:
         self.path = str(path)
+        self.read_timeout_ms = read_timeout_ms
         self._reader_count = readers
         self._writer: aiosqlite.Connection | None = None
         self._readers: list[aiosqlite.Connection] = []
@@ -148,7 +184,8 @@ class Database:
         """Run fn(conn, ...) on a read connection."""
         assert self._readers, "database is not open"
         conn = self._readers[next(self._next_reader)]
-        return await self._call(conn, functools.partial(fn, **kwargs), *args)
+        return await self._call(conn, _read_with_deadline, functools.partial(fn, **kwargs),
+                                self.read_timeout_ms, *args)
 
     async def ping(self) -> bool:
         """True when the database answers a trivial query (a success is trusted for 1 s)."""
