@@ -128,15 +128,22 @@ class SearchStore(Table):
         query = match_query(text)
         if query is None:
             return [], False
-        # Rank on the narrow index first and limit; only the page's rows are then joined.
+        # The FTS hits come first, as their own materialized step, and each is then checked
+        # (kind, readable repository) by primary key: the planner may never walk every
+        # issue to find the few that match. Only the page's rows are joined in full.
         rows = conn.execute(
-            ISSUE_SELECT.replace("SELECT i.id,", "SELECT ru.username AS repo_owner,"
-                                 " r.name AS repo_name, i.id,", 1)
-            + " JOIN (SELECT f.rowid AS hit, bm25(issues_fts, 5.0, 1.0) AS score"
-            "        FROM issues_fts f JOIN issues k INDEXED BY issues_kind ON k.id = f.rowid"
-            "        WHERE issues_fts MATCH :q AND k.is_pull = :pull AND k.repo_id IN ("
-            f"          SELECT r.id FROM repositories r WHERE {VISIBLE})"
-            "        ORDER BY score, f.rowid DESC LIMIT :limit OFFSET :offset) h ON h.hit = i.id"
+            "WITH hits AS MATERIALIZED ("
+            "  SELECT rowid AS hit, bm25(issues_fts, 5.0, 1.0) AS score FROM issues_fts"
+            "   WHERE issues_fts MATCH :q),"
+            " page AS MATERIALIZED ("
+            "  SELECT h.hit, h.score FROM hits h"
+            "    JOIN issues k INDEXED BY issues_kind ON k.id = h.hit"
+            "    JOIN repositories r ON r.id = k.repo_id"
+            f"  WHERE k.is_pull = :pull AND {VISIBLE}"
+            "   ORDER BY h.score, h.hit DESC LIMIT :limit OFFSET :offset)"
+            + ISSUE_SELECT.replace("SELECT i.id,", "SELECT ru.username AS repo_owner,"
+                                   " r.name AS repo_name, i.id,", 1)
+            + " JOIN page h ON h.hit = i.id"
             " JOIN repositories r ON r.id = i.repo_id JOIN users ru ON ru.id = r.owner_id"
             " ORDER BY h.score, i.id DESC",
             {"q": query, "viewer": viewer, "pull": int(is_pull), "limit": limit + 1,
