@@ -112,10 +112,15 @@ class SearchStore(Table):
             params = {"owner": owner, "plain": plain}
         if query is None:
             return [], False
+        # Rank and page the hits first: REPO_SELECT's per-row counts are then computed
+        # for the page only, not for every match before the sort.
         rows = conn.execute(
-            REPO_SELECT + " JOIN repositories_fts f ON f.rowid = r.id"
-            f" WHERE repositories_fts MATCH :q AND {VISIBLE}{where}"
-            " ORDER BY bm25(repositories_fts, 10.0, 1.0), r.id DESC LIMIT :limit OFFSET :offset",
+            "WITH page AS MATERIALIZED ("
+            "  SELECT r.id AS hit, bm25(repositories_fts, 10.0, 1.0) AS score"
+            "    FROM repositories_fts f JOIN repositories r ON r.id = f.rowid"
+            f"  WHERE repositories_fts MATCH :q AND {VISIBLE}{where}"
+            "   ORDER BY score, r.id DESC LIMIT :limit OFFSET :offset)"
+            + REPO_SELECT + " JOIN page h ON h.hit = r.id ORDER BY h.score, r.id DESC",
             {"q": query, "viewer": viewer, "limit": limit + 1, "offset": offset, **params}
         ).fetchall()
         return _page([_repo(r) for r in rows], limit)
