@@ -99,10 +99,30 @@ async def _prune_events(app: web.Application) -> None:
         await asyncio.sleep(3600)
 
 
+UPKEEP_SECONDS = 3600
+
+
+async def _upkeep(app: web.Application) -> None:
+    """Hourly: prune finished deliveries and expired sessions, then PRAGMA optimize."""
+    days = app[CONFIG]["events"]["retention_days"]
+    store = app[STORE]
+    while True:
+        await asyncio.sleep(UPKEEP_SECONDS)
+        try:
+            await store.upkeep.prune_deliveries(iso(time.time() - days * 86400))
+            await store.upkeep.prune_sessions(int(time.time()))
+            await store.upkeep.optimize()
+        except Exception:
+            log.exception("database upkeep failed")
+
+
 async def _bus_ctx(app: web.Application) -> AsyncIterator[None]:
-    pruner = asyncio.get_running_loop().create_task(_prune_events(app))
+    loop = asyncio.get_running_loop()
+    pruner = loop.create_task(_prune_events(app))
+    upkeep = loop.create_task(_upkeep(app))
     yield
     pruner.cancel()
+    upkeep.cancel()
     await app[BACKGROUND].close()
     await app[BUS].close()
 

@@ -11,6 +11,7 @@ from .issues import IssueStore
 from .outbox import OutboxStore
 from .repos import RepoStore
 from .search import SearchStore
+from .upkeep import UpkeepStore
 from .users import UserStore
 
 
@@ -26,6 +27,7 @@ class Store:
         self.chat = ChatStore(self.db)
         self.outbox = OutboxStore(self.db)
         self.events = EventStore(self.db)
+        self.upkeep = UpkeepStore(self.db)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""

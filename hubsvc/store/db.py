@@ -152,7 +152,12 @@ class Database:
         apply_migrations(conn)
 
     async def close(self) -> None:
-        """Close every connection."""
+        """Close every connection, after PRAGMA optimize on the writer."""
+        if self._writer is not None:
+            try:  # statistics for the next start's planner; SQLite's advice at close
+                await self._call(self._writer, lambda c: c.execute("PRAGMA optimize"))
+            except sqlite3.Error:
+                log.exception("PRAGMA optimize at close failed")
         for conn in [*self._readers, self._writer]:
             if conn is not None:
                 await conn.close()
