@@ -84,7 +84,7 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     if promoted:
         log.info("security.admins made %s administrators", ", ".join(promoted))
     yield
-    app[REPO_FILES].close()
+    await asyncio.to_thread(app[REPO_FILES].close)
     await store.close()
 
 
