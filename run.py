@@ -14,7 +14,7 @@ import sys
 from aiohttp import web
 
 from hubsvc import admin
-from hubsvc.app import create_app
+from hubsvc.app import create_app, new_event_loop
 from hubsvc.config import ConfigError, load_config
 from hubsvc.logs import AccessLogger, JsonAccessLogger, setup_logging
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                                       server["port"], config.data_dir)
     web.run_app(app, host=server["host"], port=server["port"], print=None,
                 access_log_class=JsonAccessLogger if server["access_log_json"] else AccessLogger,
-                shutdown_timeout=10)
+                shutdown_timeout=10, loop=new_event_loop())
     return 0
 
 

@@ -216,6 +216,8 @@ def title_of(text: str) -> str | None:
 
 # --- the clients ---------------------------------------------------------------------
 
+BUSY = "busy "  # titles of the --writers' issues: delivered, not timed
+
 class Fleet:
     """`n` WebSocket clients of one server, recording when each notification arrived.
 
@@ -276,8 +278,8 @@ class Fleet:
             if msg.type != WSMsgType.TEXT:
                 continue
             title = title_of(msg.data)
-            if title is None:
-                continue  # hubsvc's {"type": "ping"} every heartbeat_seconds
+            if title is None or title.startswith(BUSY):
+                continue  # hubsvc's {"type": "ping"}, or a --writers issue
             if not self.sample_text:
                 self.sample_text = msg.data
             times = self.arrivals[title]
@@ -355,12 +357,17 @@ class Target:
             self.median_ms.append((sorted(times)[len(times) // 2] - t0) * 1000)
             self.first_ms.append((min(times) - t0) * 1000)
 
-    async def events(self, n: int, gap: float) -> None:
+    async def events(self, n: int, gap: float, busy: Callable[[], Any] | None = None) -> None:
         start = len(self.last_ms)
+        background = busy() if busy is not None else None
         cpu_server, cpu_client = cpu_seconds(self.server.pid), time.process_time()
-        for _ in range(n):
-            await self.event()
-            await asyncio.sleep(gap)
+        try:
+            for _ in range(n):
+                await self.event()
+                await asyncio.sleep(gap)
+        finally:
+            if background is not None:
+                await background()
         self.server_cpu_s += cpu_seconds(self.server.pid) - cpu_server
         self.client_cpu_s += time.process_time() - cpu_client
         self.events_done += n
@@ -389,6 +396,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "it); off by default, like aiohttp's client")
     parser.add_argument("--pin", action="store_true",
                         help="servers on CPU 0 (taskset), this client process on CPU 1")
+    parser.add_argument("--writers", type=int, default=0,
+                        help="clients creating issues in the same repository, one after "
+                             "another each, while hubsvc's events are measured (issue 14: "
+                             "50); their notifications reach every socket too")
     args = parser.parse_args(argv)
     if args.clients < 1 or args.events < 1 or args.users < 1:
         parser.error("--clients, --events and --users must be positive")
@@ -422,6 +433,28 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
             body = await resp.read()
             if resp.status != 201:
                 raise RuntimeError(f"POST issues answered {resp.status}: {body[:300]!r}")
+
+    writes = {"done": 0}
+
+    def busy() -> Callable[[], Awaitable[None]] | None:
+        """Start --writers issue creators; returns the coroutine function that stops them."""
+        if not args.writers:
+            return None
+        stop = asyncio.Event()
+
+        async def writer(i: int) -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                await post_hub(f"{BUSY}{i} {n}")
+                writes["done"] += 1
+
+        tasks = [asyncio.create_task(writer(i)) for i in range(args.writers)]
+
+        async def end() -> None:
+            stop.set()
+            await asyncio.gather(*tasks)
+        return end
 
     targets: list[Target] = []
     compress = 15 if args.compress else 0
@@ -480,7 +513,7 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
         for r, n in enumerate(per_round):
             order = targets if r % 2 == 0 else targets[::-1]
             for target in order:
-                await target.events(n, args.gap)
+                await target.events(n, args.gap, busy if target is hub_target else None)
                 p50, worst = target.rounds[-1]
                 print(f"# round {r + 1} {target.label}: {n} events, last client p50 "
                       f"{p50:.1f} ms, max {worst:.1f} ms", flush=True)
@@ -500,6 +533,9 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
     print(f"# load average at the end: {loadavg()}", flush=True)
     for target in targets:
         show_rss(target)
+    if args.writers:
+        print(f"# {args.writers} writers created {writes['done']} issues in {OWNER}/{REPO} "
+              f"while hubsvc's events were measured", flush=True)
     dropped = hub_target.fleet.closed_early
     print(f"# hubsvc sockets closed by the server during the run: {dropped}", flush=True)
 

@@ -60,6 +60,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "websocket": {"max_per_ip": 10, "heartbeat_seconds": 30},
     "events": {"retention_days": 30},
+    "database": {"read_timeout_ms": 2000},
     "cors": {"origins": []},
     "limits": {"avatar_bytes": 1048576, "push_bytes": 1073741824, "json_depth": 64},
     # The companion chat bot (python run.py bot); the service itself reads none of it.
@@ -123,6 +124,7 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("webhooks", "disable_after_hours"): (lambda v: v > 0, "must be a positive number"),
     ("websocket", "max_per_ip"): (_positive, "must be a positive integer"),
     ("events", "retention_days"): (_positive, "must be a positive integer"),
+    ("database", "read_timeout_ms"): (_positive, "must be a positive integer"),
     ("websocket", "heartbeat_seconds"): (_positive, "must be a positive integer"),
     ("limits", "avatar_bytes"): (_positive, "must be a positive integer"),
     ("limits", "push_bytes"): (_positive, "must be a positive integer"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,6 +31,7 @@ class RepoFiles:
         self.spool = self.root.parent / "tmp"
         self.cache_size = cache_size
         self._open: OrderedDict[int, GitRepo] = OrderedDict()
+        self._lock = threading.Lock()  # the git threads share the cache
         # A pool of their own: a huge tree or diff then queues behind other git reads,
         # never in front of password hashing or anything else on the default pool.
         self._pool: ThreadPoolExecutor | None = None
@@ -44,20 +46,33 @@ class RepoFiles:
         return self.root / f"{int(repo_id) // 1000:03d}" / f"{int(repo_id)}.git"
 
     def get(self, repo_id: int) -> GitRepo:
-        """An open GitRepo, reused across requests (opening one reads its refs and packs)."""
-        repo = self._open.get(repo_id)
-        if repo is None:
-            repo = GitRepo(self.path(repo_id))
-            self._open[repo_id] = repo
-            while len(self._open) > self.cache_size:
-                self._open.popitem(last=False)[1].close()
-        else:
+        """An open GitRepo, reused across requests; blocking: call it in a git thread.
+
+        Opening one reads its refs and packs, and closing an evicted one closes files, so
+        both happen in the worker thread that needs the handle, never on the event loop.
+        """
+        evicted = []
+        with self._lock:
+            repo = self._open.get(repo_id)
+            if repo is not None:
+                self._open.move_to_end(repo_id)
+                return repo
+        opened = GitRepo(self.path(repo_id))
+        with self._lock:
+            repo = self._open.setdefault(repo_id, opened)
             self._open.move_to_end(repo_id)
+            while len(self._open) > self.cache_size:
+                evicted.append(self._open.popitem(last=False)[1])
+        if repo is not opened:  # another thread opened it meanwhile
+            evicted.append(opened)
+        for old in evicted:
+            old.close()
         return repo
 
     def forget(self, repo_id: int) -> None:
-        """Drop a cached handle (after a delete)."""
-        repo = self._open.pop(repo_id, None)
+        """Drop a cached handle (after a delete); blocking: call it in a git thread."""
+        with self._lock:
+            repo = self._open.pop(repo_id, None)
         if repo is not None:
             repo.close()
 
@@ -69,8 +84,7 @@ class RepoFiles:
 
     async def run(self, repo_id: int, fn: Callable[..., T], *args: Any) -> T:
         """Call fn(GitRepo, *args) in a git worker thread."""
-        repo = self.get(repo_id)
-        return await self._thread(fn, repo, *args)
+        return await self._thread(lambda: fn(self.get(repo_id), *args))
 
     async def create(self, repo_id: int, default_branch: str) -> None:
         """A new empty bare repository."""
@@ -83,16 +97,21 @@ class RepoFiles:
 
     async def remove(self, repo_id: int) -> None:
         """Delete a repository's folder."""
-        self.forget(repo_id)
-        await self._thread(shutil.rmtree, self.path(repo_id), True)
+        def remove() -> None:
+            self.forget(repo_id)
+            shutil.rmtree(self.path(repo_id), True)
+        await self._thread(remove)
 
     def close(self) -> None:
-        """Close every cached handle and let the git threads end."""
+        """Close every cached handle and let the git threads end (blocking: off the loop)."""
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
-        while self._open:
-            self._open.popitem()[1].close()
+        with self._lock:
+            handles = list(self._open.values())
+            self._open.clear()
+        for repo in handles:
+            repo.close()
 
 
 REPO_FILES = web.AppKey("repo_files", RepoFiles)

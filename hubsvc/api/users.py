@@ -13,7 +13,7 @@ from schemas.users import (PreferencesEnvelopeSchema, PreferencesSchema, Profile
 
 from .. import present
 from ..auth import TOKEN_CACHE, current_user, is_admin, require_user
-from ..avatars import default_version, identicon, sniff_image
+from ..avatars import default_avatar, default_version, sniff_image
 from ..errors import BadRequest, NotFound, PayloadTooLarge
 from ..keys import CONFIG, STORE
 from ..names import path_username
@@ -225,5 +225,6 @@ async def get_avatar(request: web.Request) -> web.StreamResponse:
     if etag in request.headers.get("If-None-Match", ""):
         return web.Response(status=304, headers=headers)
     if body is None:
-        body = identicon(user["username"].lower())
+        # Cached by username (the version derives from it); a miss draws off the loop.
+        body = await default_avatar(user["username"])
     return web.Response(body=body, content_type=content_type, headers=headers)

@@ -5,21 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from .chat import ChatStore
-from .db import Database
+from .db import READ_TIMEOUT_MS, Database
 from .events import EventStore
 from .hooks import HookStore
 from .issues import IssueStore
 from .outbox import MailStore, OutboxStore
 from .repos import RepoStore
 from .search import SearchStore
+from .upkeep import UpkeepStore
 from .users import UserStore
 
 
 class Store:
     """The database and the per-aggregate stores over it."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.db = Database(path)
+    def __init__(self, path: str | Path, read_timeout_ms: int = READ_TIMEOUT_MS) -> None:
+        self.db = Database(path, read_timeout_ms=read_timeout_ms)
         self.users = UserStore(self.db)
         self.repos = RepoStore(self.db)
         self.issues = IssueStore(self.db)
@@ -29,6 +30,7 @@ class Store:
         self.events = EventStore(self.db)
         self.hooks = HookStore(self.db)
         self.mail = MailStore(self.db)
+        self.upkeep = UpkeepStore(self.db)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import functools
+import time
+from collections import OrderedDict
 from typing import Any, Callable
 
 from .db import Database
@@ -56,3 +59,41 @@ class Table:
 def row_dict(row: Any) -> dict[str, Any] | None:
     """A sqlite3.Row as a plain dict (None stays None)."""
     return dict(row) if row is not None else None
+
+
+def cached_until_write(ttl: float = 2.0, size: int = 4096) -> Callable[..., Any]:
+    """Keep a read's answers in memory until the next write, for at most ttl seconds.
+
+    The hottest reads (a repository by name on every repository request) cost a hop to
+    a reader thread that dwarfs the query; any write in this process bumps the database
+    generation and so empties the cache, and ttl bounds how long a change made by another
+    process (the admin commands) goes unseen. Callers get a copy they may change.
+    """
+
+    def decorate(method: Callable[..., Any]) -> Callable[..., Any]:
+        attribute = f"_cache_{method.__name__}"
+
+        @functools.wraps(method)
+        async def wrapper(self: "Table", *args: Any) -> Any:
+            cache = self.__dict__.get(attribute)
+            generation = self.db.generation
+            if cache is None or cache[0] != generation:
+                cache = (generation, OrderedDict())
+                setattr(self, attribute, cache)
+            entries = cache[1]
+            hit = entries.get(args)
+            now = time.monotonic()
+            if hit is not None and now - hit[1] < ttl:
+                return copy.copy(hit[0])
+            result = await method(self, *args)
+            if self.db.generation == generation:  # nothing was written meanwhile
+                entries[args] = (result, now)
+                entries.move_to_end(args)
+                while len(entries) > size:
+                    entries.popitem(last=False)
+            return copy.copy(result)
+
+        wrapper.sync = getattr(method, "sync", None)
+        return wrapper
+
+    return decorate

@@ -9,17 +9,20 @@ import logging
 import os
 import re
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import aiosqlite
 
 from ..datadir import FILE_MODE, private_file
+from ..errors import Unavailable
 
 log = logging.getLogger("hubsvc.store")
 
 SQL_DIR = Path(__file__).resolve().parent.parent.parent / "sql"
 T = TypeVar("T")
+PING_FRESH_SECONDS = 1.0
 
 
 def _configure(conn: sqlite3.Connection) -> None:
@@ -38,6 +41,39 @@ def _transaction(conn: sqlite3.Connection, fn: Callable[..., T], args, kwargs) -
         raise
     conn.execute("COMMIT")
     return result
+
+
+# --- Read deadline ---------------------------------------------------------------------
+# No read may hold a reader connection without bound: SQLite calls the progress handler
+# every _PROGRESS_STEPS virtual-machine steps, and a true answer interrupts the
+# statement (OperationalError "interrupted"), which frees the connection at once.
+READ_TIMEOUT_MS = 2000
+_PROGRESS_STEPS = 1000
+
+
+class ReadTimeout(Unavailable):
+    """A read ran past database.read_timeout_ms and was stopped."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        super().__init__(f"the database query took longer than {timeout_ms} ms"
+                         " (database.read_timeout_ms) and was stopped; try again shortly,"
+                         " or narrow the request")
+        self.headers["Retry-After"] = "1"
+
+
+def _read_with_deadline(conn: sqlite3.Connection, fn: Callable[..., T], timeout_ms: int,
+                        *args: Any) -> T:
+    """fn(conn, *args), interrupted with ReadTimeout once it runs past timeout_ms."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
+    try:
+        return fn(conn, *args)
+    except sqlite3.OperationalError as exc:
+        if "interrupted" in str(exc) and time.monotonic() > deadline:
+            raise ReadTimeout(timeout_ms) from None
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)
 
 
 def migration_files(sql_dir: Path = SQL_DIR) -> list[tuple[int, str, Path]]:
@@ -80,8 +116,10 @@ def apply_migrations(conn: sqlite3.Connection, sql_dir: Path = SQL_DIR) -> list[
 class Database:
     """Writes go through one connection under BEGIN IMMEDIATE; reads use the others."""
 
-    def __init__(self, path: str | Path, readers: int = 2) -> None:
+    def __init__(self, path: str | Path, readers: int = 2,
+                 read_timeout_ms: int = READ_TIMEOUT_MS) -> None:
         self.path = str(path)
+        self.read_timeout_ms = read_timeout_ms
         self._reader_count = readers
         self._writer: aiosqlite.Connection | None = None
         self._readers: list[aiosqlite.Connection] = []
@@ -90,6 +128,7 @@ class Database:
         self.generation = 0
         # Told of events once the transaction that wrote them has committed.
         self.event_listeners: list[Callable[[list], None]] = []
+        self._ping_ok_at = float("-inf")
 
     async def open(self) -> None:
         """Open the connections, turn on WAL and apply the migrations."""
@@ -113,12 +152,18 @@ class Database:
         apply_migrations(conn)
 
     async def close(self) -> None:
-        """Close every connection."""
+        """Close every connection, after PRAGMA optimize on the writer."""
+        if self._writer is not None:
+            try:  # statistics for the next start's planner; SQLite's advice at close
+                await self._call(self._writer, lambda c: c.execute("PRAGMA optimize"))
+            except sqlite3.Error:
+                log.exception("PRAGMA optimize at close failed")
         for conn in [*self._readers, self._writer]:
             if conn is not None:
                 await conn.close()
         self._readers.clear()
         self._writer = None
+        self._ping_ok_at = float("-inf")
 
     @staticmethod
     async def _call(conn: aiosqlite.Connection, fn: Callable[..., T], *args: Any) -> T:
@@ -144,12 +189,19 @@ class Database:
         """Run fn(conn, ...) on a read connection."""
         assert self._readers, "database is not open"
         conn = self._readers[next(self._next_reader)]
-        return await self._call(conn, functools.partial(fn, **kwargs), *args)
+        return await self._call(conn, _read_with_deadline, functools.partial(fn, **kwargs),
+                                self.read_timeout_ms, *args)
 
     async def ping(self) -> bool:
-        """True when the database answers a trivial query."""
+        """True when the database answers a trivial query (a success is trusted for 1 s)."""
+        # A health check polled thousands of times a second would spend most of its time
+        # hopping to a reader thread; one answer a second says as much about liveness.
+        if time.monotonic() - self._ping_ok_at < PING_FRESH_SECONDS:
+            return True
         try:
             await asyncio.wait_for(self.read(lambda c: c.execute("SELECT 1").fetchone()), 2)
-            return True
         except Exception:
+            self._ping_ok_at = float("-inf")
             return False
+        self._ping_ok_at = time.monotonic()
+        return True

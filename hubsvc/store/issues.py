@@ -258,9 +258,14 @@ class IssueStore(Table):
     @reads
     def open_pulls_touching(self, conn, repo_id: int, branch: str) -> list[dict[str, Any]]:
         """Open pull requests whose base or head is this branch of this repository."""
+        # Two index lookups (this repository's open pulls; pulls by head), not an OR
+        # across both tables, which made SQLite walk every issue on every push.
         rows = conn.execute(
-            ISSUE_SELECT + " WHERE i.is_pull = 1 AND i.state = 'open' AND ("
-            " (i.repo_id = ? AND p.base = ?) OR (p.head_repo_id = ? AND p.head = ?))",
+            ISSUE_SELECT + " WHERE i.id IN ("
+            "  SELECT j.id FROM issues j JOIN pulls b ON b.issue_id = j.id"
+            "   WHERE j.repo_id = ? AND j.is_pull = 1 AND j.state = 'open' AND b.base = ?"
+            "  UNION SELECT issue_id FROM pulls WHERE head_repo_id = ? AND head = ?)"
+            " AND i.is_pull = 1 AND i.state = 'open' ORDER BY i.id",
             (repo_id, branch, repo_id, branch)).fetchall()
         return [dict(r) for r in rows]
 

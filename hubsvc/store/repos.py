@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+import time
+from collections import OrderedDict
+from typing import Any, Callable
 
 from ..errors import Conflict, NotFound
 from ..timeutil import now_iso
-from .base import Table, reads, row_dict, writes
+from .base import Table, cached_until_write, reads, row_dict, writes
 
 # Columns of a repository row joined with its owner, its parent and the viewer's
 # relation to it (bound as :viewer; 0 for anonymous).
@@ -49,8 +52,60 @@ def _page(rows: list, limit: int) -> tuple[list, bool]:
     return rows[:limit], len(rows) > limit
 
 
+# Audiences kept in memory: the WebSocket hub asks for one on every event. Each change of
+# collaborators, stars, visibility or existence made here drops its repository's entry
+# once committed; the time limit bounds what a change made by another process (the
+# admin commands) can leave behind.
+AUDIENCE_CACHE = 10000
+AUDIENCE_SECONDS = 60.0
+
+
+def changes_audience(method: Callable[..., Any]) -> Callable[..., Any]:
+    """After the write commits, forget the cached audience of its repository (first arg)."""
+
+    @functools.wraps(method)
+    async def wrapper(self: "RepoStore", repo_id: int, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(self, repo_id, *args, **kwargs)
+        finally:
+            self.forget_audience(repo_id)
+
+    wrapper.sync = method.sync
+    return wrapper
+
+
 class RepoStore(Table):
     """Repository rows; the bare repositories on disk are the caller's (gitrepo)."""
+
+    def __init__(self, db: Any) -> None:
+        super().__init__(db)
+        self._audiences: OrderedDict[int, tuple[Any, float]] = OrderedDict()
+        self._audience_epoch = 0  # bumped by every forget: a read racing one is not kept
+
+    def forget_audience(self, repo_id: int | None = None) -> None:
+        """Drop one repository's cached audience, or every one."""
+        self._audience_epoch += 1
+        if repo_id is None:
+            self._audiences.clear()
+        else:
+            self._audiences.pop(int(repo_id), None)
+
+    async def audience(self, repo_id: int) -> tuple[set[int] | None, set[int]] | None:
+        """(readers, watchers) of a repository: readers is None when it is public."""
+        repo_id = int(repo_id)
+        hit = self._audiences.get(repo_id)
+        now = time.monotonic()
+        if hit is not None and now - hit[1] < AUDIENCE_SECONDS:
+            self._audiences.move_to_end(repo_id)
+            return hit[0]
+        epoch = self._audience_epoch
+        found = await self._audience(repo_id)
+        if epoch == self._audience_epoch:
+            self._audiences[repo_id] = (found, now)
+            self._audiences.move_to_end(repo_id)
+            while len(self._audiences) > AUDIENCE_CACHE:
+                self._audiences.popitem(last=False)
+        return found
 
     @writes
     def create(self, conn, *, owner_id: int, name: str, description: str, visibility: str,
@@ -85,12 +140,16 @@ class RepoStore(Table):
         return _repo(conn.execute(REPO_SELECT + " WHERE r.id = :id",
                                   {"id": repo_id, "viewer": viewer}).fetchone())
 
-    @reads
-    def by_name(self, conn, owner: str, name: str, viewer: int = 0) -> dict[str, Any] | None:
+    async def by_name(self, owner: str, name: str, viewer: int = 0) -> dict[str, Any] | None:
         """One repository by owner username and name (ignoring case), as seen by viewer."""
+        return await self._by_name(owner.lower(), name.lower(), viewer)
+
+    @cached_until_write()
+    @reads
+    def _by_name(self, conn, owner: str, name: str, viewer: int) -> dict[str, Any] | None:
         return _repo(conn.execute(
             REPO_SELECT + " WHERE u.username_key = :owner AND r.name_key = :name",
-            {"owner": owner.lower(), "name": name.lower(), "viewer": viewer}).fetchone())
+            {"owner": owner, "name": name, "viewer": viewer}).fetchone())
 
     @reads
     def by_old_name(self, conn, owner: str, name: str, viewer: int = 0) -> dict[str, Any] | None:
@@ -132,6 +191,7 @@ class RepoStore(Table):
             f" AND {VISIBLE.replace(':viewer', '?')}", (*ids, viewer, viewer))
         return {row["id"] for row in rows}
 
+    @changes_audience
     @writes
     def update(self, conn, repo_id: int, fields: dict[str, Any], viewer: int) -> dict[str, Any]:
         """Change name, description, visibility or default branch."""
@@ -200,6 +260,7 @@ class RepoStore(Table):
             conn.execute("UPDATE repositories SET updated_at = ?, default_branch = ? WHERE id = ?",
                          (now_iso(), default_branch, repo_id))
 
+    @changes_audience
     @writes
     def delete(self, conn, repo_id: int) -> None:
         """Delete a repository row; its forks stay, with no parent."""
@@ -213,6 +274,7 @@ class RepoStore(Table):
 
     # Collaborators
 
+    @changes_audience
     @writes
     def set_collaborator(self, conn, repo_id: int, user_id: int, permission: str) -> bool:
         """Add or change a collaborator; True when newly added."""
@@ -225,6 +287,7 @@ class RepoStore(Table):
             (repo_id, user_id, permission, now_iso()))
         return existed is None
 
+    @changes_audience
     @writes
     def remove_collaborator(self, conn, repo_id: int, user_id: int) -> bool:
         """Remove a collaborator; True when there was one."""
@@ -244,6 +307,7 @@ class RepoStore(Table):
 
     # Stars
 
+    @changes_audience
     @writes
     def star(self, conn, repo_id: int, user_id: int, on: bool) -> tuple[bool, int]:
         """Star or unstar (idempotent); returns (changed, starCount)."""
@@ -272,8 +336,7 @@ class RepoStore(Table):
         return _page([dict(r) for r in rows], limit)
 
     @reads
-    def audience(self, conn, repo_id: int) -> tuple[set[int] | None, set[int]] | None:
-        """(readers, watchers) of a repository: readers is None when it is public."""
+    def _audience(self, conn, repo_id: int) -> tuple[set[int] | None, set[int]] | None:
         row = conn.execute("SELECT owner_id, visibility FROM repositories WHERE id = ?",
                            (repo_id,)).fetchone()
         if row is None:

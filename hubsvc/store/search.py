@@ -112,10 +112,15 @@ class SearchStore(Table):
             params = {"owner": owner, "plain": plain}
         if query is None:
             return [], False
+        # Rank and page the hits first: REPO_SELECT's per-row counts are then computed
+        # for the page only, not for every match before the sort.
         rows = conn.execute(
-            REPO_SELECT + " JOIN repositories_fts f ON f.rowid = r.id"
-            f" WHERE repositories_fts MATCH :q AND {VISIBLE}{where}"
-            " ORDER BY bm25(repositories_fts, 10.0, 1.0), r.id DESC LIMIT :limit OFFSET :offset",
+            "WITH page AS MATERIALIZED ("
+            "  SELECT r.id AS hit, bm25(repositories_fts, 10.0, 1.0) AS score"
+            "    FROM repositories_fts f JOIN repositories r ON r.id = f.rowid"
+            f"  WHERE repositories_fts MATCH :q AND {VISIBLE}{where}"
+            "   ORDER BY score, r.id DESC LIMIT :limit OFFSET :offset)"
+            + REPO_SELECT + " JOIN page h ON h.hit = r.id ORDER BY h.score, r.id DESC",
             {"q": query, "viewer": viewer, "limit": limit + 1, "offset": offset, **params}
         ).fetchall()
         return _page([_repo(r) for r in rows], limit)
@@ -128,15 +133,22 @@ class SearchStore(Table):
         query = match_query(text)
         if query is None:
             return [], False
-        # Rank on the narrow index first and limit; only the page's rows are then joined.
+        # The FTS hits come first, as their own materialized step, and each is then checked
+        # (kind, readable repository) by primary key: the planner may never walk every
+        # issue to find the few that match. Only the page's rows are joined in full.
         rows = conn.execute(
-            ISSUE_SELECT.replace("SELECT i.id,", "SELECT ru.username AS repo_owner,"
-                                 " r.name AS repo_name, i.id,", 1)
-            + " JOIN (SELECT f.rowid AS hit, bm25(issues_fts, 5.0, 1.0) AS score"
-            "        FROM issues_fts f JOIN issues k INDEXED BY issues_kind ON k.id = f.rowid"
-            "        WHERE issues_fts MATCH :q AND k.is_pull = :pull AND k.repo_id IN ("
-            f"          SELECT r.id FROM repositories r WHERE {VISIBLE})"
-            "        ORDER BY score, f.rowid DESC LIMIT :limit OFFSET :offset) h ON h.hit = i.id"
+            "WITH hits AS MATERIALIZED ("
+            "  SELECT rowid AS hit, bm25(issues_fts, 5.0, 1.0) AS score FROM issues_fts"
+            "   WHERE issues_fts MATCH :q),"
+            " page AS MATERIALIZED ("
+            "  SELECT h.hit, h.score FROM hits h"
+            "    JOIN issues k INDEXED BY issues_kind ON k.id = h.hit"
+            "    JOIN repositories r ON r.id = k.repo_id"
+            f"  WHERE k.is_pull = :pull AND {VISIBLE}"
+            "   ORDER BY h.score, h.hit DESC LIMIT :limit OFFSET :offset)"
+            + ISSUE_SELECT.replace("SELECT i.id,", "SELECT ru.username AS repo_owner,"
+                                   " r.name AS repo_name, i.id,", 1)
+            + " JOIN page h ON h.hit = i.id"
             " JOIN repositories r ON r.id = i.repo_id JOIN users ru ON ru.id = r.owner_id"
             " ORDER BY h.score, i.id DESC",
             {"q": query, "viewer": viewer, "pull": int(is_pull), "limit": limit + 1,
