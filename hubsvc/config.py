@@ -36,6 +36,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "sign_in_per_15_minutes": 10,
         "max_keys": 100000,
         "ipv6_prefix": 64,
+        # Git over HTTP of a signed-in user: a bucket per user, apart from the API's.
+        "git_per_minute": 300,
+        "git_burst": 600,
     },
     "chat": {"webhook_url": "", "webhook_secret": "", "bot_key": "", "link_token_minutes": 60,
              "retry_seconds": 2.0, "webhook_tolerance_seconds": 300,
@@ -94,6 +97,8 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("rate_limit", "burst"): (_positive, "must be a positive integer"),
     ("rate_limit", "sign_in_per_15_minutes"): (_positive, "must be a positive integer"),
     ("rate_limit", "max_keys"): (_positive, "must be a positive integer"),
+    ("rate_limit", "git_per_minute"): (_positive, "must be a positive integer"),
+    ("rate_limit", "git_burst"): (_positive, "must be a positive integer"),
     ("rate_limit", "ipv6_prefix"): (lambda v: 1 <= v <= 128, "must be an integer from 1 to 128"),
     ("chat", "webhook_url"): (_url_or_empty, "must be an http:// or https:// URL"),
     ("chat", "link_token_minutes"): (_positive, "must be a positive integer"),
