@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import tomllib
 from dataclasses import dataclass, field
@@ -189,6 +190,12 @@ def _check_type(section: str, key: str, value: Any, default: Any) -> None:
         raise ConfigError(f"{name}: {check[1]}")
 
 
+def _toml_where(exc: tomllib.TOMLDecodeError) -> str:
+    """tomllib's message with the place first: 'at line 3, column 18: Illegal character'."""
+    match = re.fullmatch(r"(.*) \((at line \d+, column \d+|at end of document)\)", str(exc), re.S)
+    return f"{match[2]}: {match[1]}" if match else f"({exc})"
+
+
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
                 env: Mapping[str, str] | None = None) -> Config:
     """Defaults, then the file, then HUBSVC_* variables, then explicit overrides."""
@@ -199,8 +206,10 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
                 data = tomllib.load(fh)
         except FileNotFoundError:
             raise ConfigError(f"config file {path}: not found") from None
+        except OSError as exc:
+            raise ConfigError(f"config file {path}: cannot be read ({exc.strerror})") from None
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {path}: invalid TOML ({exc})") from None
+            raise ConfigError(f"config file {path}: invalid TOML {_toml_where(exc)}") from None
         for section, keys in data.items():
             if section not in DEFAULTS:
                 raise ConfigError(f"{section}: unknown section")
