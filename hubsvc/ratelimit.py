@@ -138,12 +138,10 @@ def limit_key(request: web.Request) -> str:
 
 
 async def git_user_id(request: web.Request) -> int | None:
-    """The account of a git request whose credentials are already known good, else None.
-
-    A token (as Bearer, or as the Basic password) is looked up as the auth middleware
-    would; a Basic password counts only once bcrypt has accepted it (smart_http's cache),
-    so made-up usernames never earn a bucket of their own.
-    """
+    """The account of a git request whose credentials are already known good, else None."""
+    # A token (as Bearer, or as the Basic password) is looked up as the auth middleware
+    # would; a Basic password counts only once bcrypt has accepted it (smart_http's cache),
+    # so made-up usernames never earn a bucket of their own.
     header = request.headers.get("Authorization", "")
     scheme = header[:7].lower()
     if scheme == "bearer ":
