@@ -17,6 +17,7 @@ from hubsvc import admin
 from hubsvc.app import create_app, new_event_loop
 from hubsvc.config import ConfigError, load_config
 from hubsvc.logs import AccessLogger, JsonAccessLogger, setup_logging
+from hubsvc.startup import StartupError, check_data_dir, check_listen, describe
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -94,9 +95,19 @@ def main(argv: list[str] | None = None) -> int:
             "storage.data_dir": args.data_dir,
         })
         setup_logging(json_lines=config["server"]["access_log_json"])
+        # Checked before anything is said or migrated: a busy port was a traceback
+        # after "listening" (and after the database had been opened).
+        check_listen(config["server"]["host"], config["server"]["port"])
+        check_data_dir(config.data_dir)
         app = create_app(config)
     except ConfigError as exc:
         print(f"hubsvc: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except StartupError as exc:
+        print(f"hubsvc: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file in the data folder it cannot read or write
+        print(f"hubsvc: cannot start: {describe(exc)}", file=sys.stderr)
         return 2
     server = config["server"]
     logging.getLogger("hubsvc").info("listening on %s:%s, data in %s", server["host"],

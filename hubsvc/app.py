@@ -44,7 +44,8 @@ from .mail import MAILER, Mailer, mail_ctx
 from .notify.email import email_ctx
 from .notify.hub import HUB, Hub, close_sockets, hub_ctx
 from .notify.webhook import HOOKS, WEBHOOK, HookWorkers, WebhookSender, hooks_ctx, webhook_ctx
-from .ratelimit import LIMITER, SIGN_IN_LIMITER, TokenBucket, add_rate_headers, rate_limit_middleware
+from .ratelimit import (GIT_LIMITER, LIMITER, SIGN_IN_LIMITER, TokenBucket, add_rate_headers,
+                        rate_limit_middleware)
 from .pulls import MERGE_LOCKS, pull_sync_ctx
 from .pushes import push_journal_ctx
 from .repofiles import REPO_FILES, RepoFiles
@@ -184,6 +185,8 @@ def create_app(config: Config) -> web.Application:
         app[SIGN_IN_LIMITER] = TokenBucket(limits["sign_in_per_15_minutes"],
                                            limits["sign_in_per_15_minutes"] / 900,
                                            max_keys=limits["max_keys"])
+        app[GIT_LIMITER] = TokenBucket(limits["git_burst"], limits["git_per_minute"] / 60,
+                                       max_keys=limits["max_keys"])
     app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx, webhook_ctx, hooks_ctx,
                             mail_ctx, email_ctx, hub_ctx, push_journal_ctx])
     app.on_shutdown.extend([_mark_shutdown, close_sockets])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import tomllib
 from dataclasses import dataclass, field
@@ -38,6 +39,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "sign_in_per_15_minutes": 10,
         "max_keys": 100000,
         "ipv6_prefix": 64,
+        # Git over HTTP of a signed-in user: a bucket per user, apart from the API's.
+        "git_per_minute": 300,
+        "git_burst": 600,
     },
     "chat": {"webhook_url": "", "webhook_secret": "", "bot_key": "", "link_token_minutes": 60,
              "retry_seconds": 2.0, "webhook_tolerance_seconds": 300,
@@ -106,6 +110,8 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("rate_limit", "burst"): (_positive, "must be a positive integer"),
     ("rate_limit", "sign_in_per_15_minutes"): (_positive, "must be a positive integer"),
     ("rate_limit", "max_keys"): (_positive, "must be a positive integer"),
+    ("rate_limit", "git_per_minute"): (_positive, "must be a positive integer"),
+    ("rate_limit", "git_burst"): (_positive, "must be a positive integer"),
     ("rate_limit", "ipv6_prefix"): (lambda v: 1 <= v <= 128, "must be an integer from 1 to 128"),
     ("chat", "webhook_url"): (_url_or_empty, "must be an http:// or https:// URL"),
     ("chat", "link_token_minutes"): (_positive, "must be a positive integer"),
@@ -224,6 +230,12 @@ def _check_type(section: str, key: str, value: Any, default: Any) -> None:
         raise ConfigError(f"{name}: {check[1]}")
 
 
+def _toml_where(exc: tomllib.TOMLDecodeError) -> str:
+    """tomllib's message with the place first: 'at line 3, column 18: Illegal character'."""
+    match = re.fullmatch(r"(.*) \((at line \d+, column \d+|at end of document)\)", str(exc), re.S)
+    return f"{match[2]}: {match[1]}" if match else f"({exc})"
+
+
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
                 env: Mapping[str, str] | None = None) -> Config:
     """Defaults, then the file, then HUBSVC_* variables, then explicit overrides."""
@@ -234,8 +246,10 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
                 data = tomllib.load(fh)
         except FileNotFoundError:
             raise ConfigError(f"config file {path}: not found") from None
+        except OSError as exc:
+            raise ConfigError(f"config file {path}: cannot be read ({exc.strerror})") from None
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {path}: invalid TOML ({exc})") from None
+            raise ConfigError(f"config file {path}: invalid TOML {_toml_where(exc)}") from None
         for section, keys in data.items():
             if section not in DEFAULTS:
                 raise ConfigError(f"{section}: unknown section")

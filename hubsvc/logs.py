@@ -8,6 +8,8 @@ import logging
 
 from aiohttp.abc import AbstractAccessLogger
 
+from .ratelimit import client_ip
+
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
 
@@ -47,6 +49,14 @@ def setup_logging(level: int = logging.INFO, json_lines: bool = False) -> None:
     root.setLevel(level)
 
 
+def _client(request) -> str | None:
+    """The client address as the rate limits see it: X-Forwarded-For only from a trusted proxy."""
+    try:
+        return client_ip(request) or request.remote
+    except (AttributeError, KeyError):  # a request that never reached the application
+        return request.remote
+
+
 class AccessLogger(AbstractAccessLogger):
     """One line per request; the query string is left out because it may carry a token."""
 
@@ -54,7 +64,7 @@ class AccessLogger(AbstractAccessLogger):
 
     def log(self, request, response, time: float) -> None:
         entry = {
-            "remote": request.remote,
+            "remote": _client(request),
             "method": request.method,
             "path": request.path,
             "status": response.status,

@@ -69,7 +69,10 @@ def build_spec(app: web.Application) -> dict[str, Any]:
               "only a JSON integer, a string field only a string (no \"yes\", \"1\" or "
               "\"5\"); anything else is 400 naming the field, as is null where a field is "
               "not nullable. Query parameters are text and parsed: ?ignoreUnknown=true, "
-              "?limit=5."},
+              "?limit=5. Rate limits: a token bucket per client address (RateLimit-* headers, "
+              "429 with Retry-After); GET /health is never limited, and git over HTTP of a "
+              "signed-in user (a token, or a password already accepted) spends a larger "
+              "bucket of that user's own ([rate_limit] git_burst, git_per_minute)."},
     )
     spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer"})
     spec.components.security_scheme(

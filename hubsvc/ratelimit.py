@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import ipaddress
 import math
 import time
@@ -10,7 +13,7 @@ from typing import Any, Callable
 
 from aiohttp import web
 
-from .auth import bot_key_ok
+from .auth import bot_key_ok, user_for_token
 from .errors import error_response
 from .keys import CONFIG
 
@@ -62,6 +65,10 @@ class TokenBucket:
 
 LIMITER = web.AppKey("rate_limiter", TokenBucket)
 SIGN_IN_LIMITER = web.AppKey("sign_in_limiter", TokenBucket)
+GIT_LIMITER = web.AppKey("git_limiter", TokenBucket)
+# Smart-HTTP routes (hubsvc/api/smart_http.py), by the pattern they were registered with.
+GIT_ROUTES = frozenset(f"/{{owner}}/{{name}}/{tail}"
+                       for tail in ("info/refs", "git-upload-pack", "git-receive-pack"))
 
 
 def _trusted(addr: str, proxies: list[str]) -> bool:
@@ -130,6 +137,44 @@ def limit_key(request: web.Request) -> str:
     return "ip:" + client_group(request)
 
 
+async def git_user_id(request: web.Request) -> int | None:
+    """The account of a git request whose credentials are already known good, else None."""
+    # A token (as Bearer, or as the Basic password) is looked up as the auth middleware
+    # would; a Basic password counts only once bcrypt has accepted it (smart_http's cache),
+    # so made-up usernames never earn a bucket of their own.
+    header = request.headers.get("Authorization", "")
+    scheme = header[:7].lower()
+    if scheme == "bearer ":
+        found = await user_for_token(request.app, header[7:].strip())
+        return found[0]["id"] if found else None
+    if scheme[:6] != "basic ":
+        return None
+    try:
+        username, _, secret = base64.b64decode(header[6:].strip()).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    if not username or not secret:
+        return None
+    found = await user_for_token(request.app, secret)
+    if found is not None:
+        return found[0]["id"] if found[0]["username"].lower() == username.lower() else None
+    from .api.smart_http import BASIC_CACHE  # it imports this module
+    hit = request.app[BASIC_CACHE].get(
+        hashlib.sha256(f"{username.lower()}\0{secret}".encode()).digest())
+    return hit[0]["id"] if hit else None
+
+
+async def _bucket(request: web.Request, limiter: TokenBucket) -> tuple[TokenBucket, str]:
+    """Git traffic of a signed-in user spends that user's git budget; the rest limit_key's."""
+    git = request.app.get(GIT_LIMITER)
+    if git is not None and request.match_info.route.resource is not None \
+            and request.match_info.route.resource.canonical in GIT_ROUTES:
+        user_id = await git_user_id(request)
+        if user_id is not None:
+            return git, f"user:{user_id}"
+    return limiter, limit_key(request)
+
+
 def _headers(limiter: TokenBucket, tokens: float) -> dict[str, str]:
     return {
         "RateLimit-Limit": str(int(limiter.capacity)),
@@ -149,9 +194,12 @@ def too_many(retry_after: float, headers: dict[str, str] | None = None) -> web.R
 async def rate_limit_middleware(request: web.Request, handler):
     """Spend a token per request; the headers go on every answer, streamed ones included."""
     limiter = request.app.get(LIMITER)
-    if limiter is None or request.method == "OPTIONS":
+    if limiter is None or request.method == "OPTIONS" or (
+            request.path == "/health" and request.method in ("GET", "HEAD")):
+        # /health is for load balancers and monitors, which poll it from one address.
         return await handler(request)
-    allowed, tokens, wait = limiter.take(limit_key(request))
+    limiter, key = await _bucket(request, limiter)
+    allowed, tokens, wait = limiter.take(key)
     headers = _headers(limiter, tokens)
     if not allowed:
         return too_many(wait, headers)

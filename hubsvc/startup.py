@@ -1,0 +1,60 @@
+"""Checks run before the server says it listens: each failure is one line naming the setting."""
+
+from __future__ import annotations
+
+import errno
+import socket
+import tempfile
+from pathlib import Path
+
+
+class StartupError(Exception):
+    """The server cannot start; the message says what to change."""
+
+
+def check_listen(host: str, port: int) -> None:
+    """Bind host:port once, as aiohttp will, so a busy port is reported before anything runs."""
+    where = "(set [server] host or --host)"
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise StartupError(f"host {host} cannot be resolved: {exc.strerror} {where}") from None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as sock:
+            # asyncio's create_server sets both, so a socket left in TIME_WAIT by the
+            # previous run is no reason to refuse, and IPv6 leaves IPv4 to its own socket.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise StartupError(
+                        f"port {port} is in use (set [server] port or --port)") from None
+                if exc.errno == errno.EACCES:
+                    raise StartupError(f"port {port} needs root or CAP_NET_BIND_SERVICE "
+                                       "(set [server] port or --port)") from None
+                if exc.errno == errno.EADDRNOTAVAIL:
+                    raise StartupError(
+                        f"host {host} is not an address of this machine {where}") from None
+                raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
+def check_data_dir(path: Path) -> None:
+    """Create the data folder if needed and write a scratch file in it."""
+    where = "(set [storage] data_dir or --data-dir)"
+    if path.exists() and not path.is_dir():
+        raise StartupError(f"data folder {path} is not a folder {where}")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise StartupError(f"data folder {path} is not writable: {exc.strerror} {where}") from None
+
+
+def describe(exc: OSError) -> str:
+    """An OSError as one line: the file and the reason, without the errno."""
+    return f"{exc.filename}: {exc.strerror}" if exc.filename else (exc.strerror or str(exc))
