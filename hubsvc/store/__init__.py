@@ -16,8 +16,8 @@ from .users import UserStore
 class Store:
     """The database and the per-aggregate stores over it."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.db = Database(path)
+    def __init__(self, path: str | Path, write_timeout_ms: int = 5000) -> None:
+        self.db = Database(path, write_timeout_ms=write_timeout_ms)
         self.users = UserStore(self.db)
         self.repos = RepoStore(self.db)
         self.issues = IssueStore(self.db)
