@@ -199,10 +199,11 @@ class Database:
                     state = "error"
                 self._probe = (state, time.monotonic())
             state, at = self._probe
-        # A probe can succeed into WAL space already allocated while real writes, which
-        # grow the file, fail: a failure of a real write since the probe counts too.
+        # A write that ended after the probe is newer news, either way: a probe can
+        # succeed into WAL space already allocated while real writes, which grow the
+        # file, fail; and a write that succeeds ends a fault the probe saw.
         last, last_at = self.last_write
-        return last if state == "ok" and last != "ok" and last_at > at else state
+        return last if last_at > at else state
 
     async def ping(self) -> bool:
         """True when the database answers a trivial query."""
