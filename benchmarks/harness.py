@@ -75,7 +75,8 @@ class Server:
     def __init__(self, settings: dict[str, dict[str, Any]] | None = None, *,
                  command: Sequence[str] | None = None, ready_path: str = "/health",
                  cpus: str | None = None, name: str = "hubsvc",
-                 start_timeout: float = 30.0, root: Path = ROOT) -> None:
+                 start_timeout: float = 30.0, root: Path = ROOT,
+                 env: dict[str, str] | None = None) -> None:
         self.settings = {section: dict(values) for section, values in BENCH_SETTINGS.items()}
         for section, values in (settings or {}).items():
             self.settings.setdefault(section, {}).update(values)
@@ -85,6 +86,7 @@ class Server:
         self.name = name
         self.start_timeout = start_timeout
         self.root = Path(root)  # another checkout (an older commit) runs its own run.py
+        self.extra_env = dict(env or {})  # set after the HUBSVC_* filter, on purpose
         self.port = 0
         self.url = ""
         self.proc: subprocess.Popen | None = None
@@ -137,6 +139,7 @@ class Server:
         env = {**os.environ, "PYTHONPATH": str(self.root)}
         # The environment must not change the settings under test.
         env = {k: v for k, v in env.items() if not k.startswith("HUBSVC_")}
+        env.update(self.extra_env)
         self.proc = subprocess.Popen(self._argv(), stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, cwd=self.root, env=env)
         deadline = time.monotonic() + self.start_timeout

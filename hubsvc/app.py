@@ -36,12 +36,15 @@ from .api import ws as ws_api
 from .auth import PAT_TOUCHED, TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
 from .config import Config, ensure_secret
 from .datadir import tighten
+from .deadlines import body_deadline
 from .errors import error_middleware
 from .events import EventBus
+from .gitslots import make_slots
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
 from .logs import request_id_var
 from .mail import MAILER, Mailer, mail_ctx
 from .notify.email import email_ctx
+from .maintenance import maintenance_ctx
 from .notify.hub import HUB, Hub, close_sockets, hub_ctx
 from .notify.webhook import HOOKS, WEBHOOK, HookWorkers, WebhookSender, hooks_ctx, webhook_ctx
 from .ratelimit import (GIT_LIMITER, LIMITER, SIGN_IN_LIMITER, TokenBucket, add_rate_headers,
@@ -157,16 +160,22 @@ def create_app(config: Config) -> web.Application:
     )
     app = web.Application(
         client_max_size=config["server"]["max_body_bytes"],
-        middlewares=[request_context, rate_limit_middleware, error_middleware,
+        middlewares=[request_context, body_deadline, rate_limit_middleware, error_middleware,
                      session_middleware(cookie), auth_middleware],
         # aiohttp's 8190-byte request line is shorter than the documented query limits
         # (a 4096-character path plus a branch, percent-encoded): those must reach us.
-        handler_args={"max_line_size": 65536},
+        # aiohttp has no header read timeout of its own, but its keep-alive timer runs
+        # from the connection's start and from each answer until a whole request head
+        # is in, and closes the connection when it fires: that is the header deadline.
+        # Set here rather than in run.py so the tests' servers get it too.
+        handler_args={"max_line_size": 65536,
+                      "keepalive_timeout": config["server"]["header_timeout_seconds"]},
     )
     app[CONFIG] = config
     app[STATE] = {}
     app[STORE] = Store(config.data_dir / "hubsvc.db",
-                       read_timeout_ms=config["database"]["read_timeout_ms"])
+                       read_timeout_ms=config["database"]["read_timeout_ms"],
+                       write_timeout_ms=config["database"]["write_timeout_ms"])
     app[BUS] = EventBus()
     app[BACKGROUND] = Background()
     app[TOKEN_CACHE] = TokenCache()
@@ -178,6 +187,7 @@ def create_app(config: Config) -> web.Application:
     app[HOOKS] = HookWorkers(app)
     app[MAILER] = Mailer(app)
     app[HUB] = Hub(app)
+    make_slots(app)
     limits = config["rate_limit"]
     if limits["enabled"]:
         app[LIMITER] = TokenBucket(limits["burst"], limits["per_minute"] / 60,
@@ -188,7 +198,8 @@ def create_app(config: Config) -> web.Application:
         app[GIT_LIMITER] = TokenBucket(limits["git_burst"], limits["git_per_minute"] / 60,
                                        max_keys=limits["max_keys"])
     app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx, webhook_ctx, hooks_ctx,
-                            mail_ctx, email_ctx, hub_ctx, push_journal_ctx])
+                            mail_ctx, email_ctx, hub_ctx, push_journal_ctx,
+                            maintenance_ctx])
     app.on_shutdown.extend([_mark_shutdown, close_sockets])
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.

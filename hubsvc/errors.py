@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import re
+import sqlite3
+from collections import Counter
 from typing import Any
 
 from aiohttp import web
 from marshmallow import ValidationError
 
-from .keys import REQUEST_ID
+from .keys import REQUEST_ID, STATE
 
 log = logging.getLogger("hubsvc.errors")
 
@@ -61,6 +64,74 @@ class Unavailable(ApiError):
     status = 503
 
 
+class DiskFull(ApiError):
+    """The disk under the data folder is full: 507, as WebDAV servers say it."""
+
+    status = 507
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__("the server's disk is full")
+        self.detail = detail
+
+
+class DatabaseBusy(ApiError):
+    """A write gave up waiting for the database lock: 503, to be retried."""
+
+    status = 503
+    retry_after = 1
+
+    def __init__(self, waited: float = 0.0) -> None:
+        super().__init__("the database is busy, try again")
+        self.waited = waited
+        self.headers["Retry-After"] = str(self.retry_after)
+
+
+class BodyTimeout(TimeoutError):
+    """The client sent nothing of a request body for too long (set on the body stream)."""
+
+    # A TimeoutError, so that aiohttp's own drain of an unread body after the answer
+    # treats it as the end of lingering, not as an unhandled exception.
+
+
+_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
+
+
+def fault_of(exc: BaseException) -> str | None:
+    """"full" for a full disk, "busy" for a locked database, else None."""
+    if isinstance(exc, DiskFull):
+        return "full"
+    if isinstance(exc, DatabaseBusy):
+        return "busy"
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        primary = code & 0xFF if isinstance(code, int) else None
+        text = str(exc).lower()
+        if primary == sqlite3.SQLITE_FULL or "disk is full" in text:
+            return "full"
+        if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "database is locked" in text:
+            return "busy"
+        return None
+    if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+        return "full"
+    return None
+
+
+def fault_counts(app: web.Application) -> Counter:
+    """How many answers each fault ("full", "busy", "disconnect") caused since start."""
+    return app[STATE].setdefault("faults", Counter())
+
+
+def _client_gone(request: web.Request, exc: BaseException) -> bool:
+    """True when exc comes from the client having closed its connection."""
+    transport = request.transport
+    return isinstance(exc, ConnectionError) and (transport is None or transport.is_closing())
+
+
+def _gone_response() -> web.Response:
+    # Nobody reads it: it is what the access log records, 499 as nginx logs it.
+    return web.Response(status=499, reason="Client Closed Request")
+
+
 def validation_message(messages: Any, prefix: str = "") -> str:
     """Flatten marshmallow's nested messages into one line naming the field."""
     if isinstance(messages, dict):
@@ -100,6 +171,7 @@ _REASONS = {
     404: "not found",
     405: "method not allowed",
     409: "conflict",
+    408: "request timeout",
     413: "request body too large",
     415: "unsupported media type",
     429: "too many requests",
@@ -114,6 +186,8 @@ async def error_middleware(request: web.Request, handler):
     plain = GIT_PATH.match(request.path) is not None
     try:
         return await handler(request)
+    except (DiskFull, DatabaseBusy) as exc:
+        return _fault_response(request, exc, plain)
     except ApiError as exc:
         return error_response(exc.status, exc.message, exc.headers, plain, **exc.extra)
     except ValidationError as exc:
@@ -132,7 +206,37 @@ async def error_middleware(request: web.Request, handler):
         headers = {k: v for k, v in exc.headers.items()
                    if k.lower() in ("allow", "retry-after", "www-authenticate")}
         return error_response(exc.status, message, headers, plain)
-    except Exception:
+    except BodyTimeout:
+        log.info("closed a request whose body stalled [request %s]", request.get(REQUEST_ID, "-"))
+        return error_response(408, "the request body arrived too slowly",
+                              {"Connection": "close"}, plain)
+    except Exception as exc:
+        if _client_gone(request, exc):
+            fault_counts(request.app)["disconnect"] += 1
+            log.info("client closed the connection [request %s]", request.get(REQUEST_ID, "-"))
+            return _gone_response()
+        if fault_of(exc) is not None:
+            return _fault_response(request, exc, plain)
         # The trace goes to the log with the request id; the body says nothing of it.
         log.exception("unexpected error [request %s]", request.get(REQUEST_ID, "-"))
         return error_response(500, "internal server error", plain=plain)
+
+
+def _fault_response(request: web.Request, exc: Exception, plain: bool) -> web.Response:
+    """507 for a full disk, 503 with Retry-After for a busy database; one log line each."""
+    rid = request.get(REQUEST_ID, "-")
+    fault = fault_of(exc)
+    fault_counts(request.app)[fault] += 1
+    if fault == "full":
+        detail = getattr(exc, "detail", "") or str(exc)
+        # No traceback: the operator needs to free space, not read Python.
+        log.error("disk full: a write failed (%s); free space under the data folder "
+                  "[request %s]", detail, rid)
+        error = exc if isinstance(exc, DiskFull) else DiskFull(str(exc))
+    else:
+        waited = getattr(exc, "waited", 0.0)
+        log.warning("database busy: a write gave up after waiting %.1f s for the lock "
+                    "(database.write_timeout_ms); something holds a long write transaction "
+                    "[request %s]", waited, rid)
+        error = exc if isinstance(exc, DatabaseBusy) else DatabaseBusy(waited)
+    return error_response(error.status, error.message, error.headers, plain)

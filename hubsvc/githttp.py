@@ -18,8 +18,8 @@ from typing import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
+from .errors import ApiError, BadRequest, BodyTimeout, PayloadTooLarge
 from .pktline import Framer, error_packet, pkt_line
-from .errors import ApiError, BadRequest, PayloadTooLarge
 
 log = logging.getLogger("hubsvc.githttp")
 
@@ -347,6 +347,8 @@ async def _serve_rpc(request: web.Request, service: str, path: Path, limit: int 
             task.cancel()
         await asyncio.gather(feeder, first_read, return_exceptions=True)
         await _reap(proc)
+        if isinstance(exc, BodyTimeout) and not resp.prepared:
+            raise  # the client's body stalled: 408 from the error middleware, not git's 504
         if resp.prepared and isinstance(exc, ConnectionError):
             # Not a server error: nothing more can reach this client.
             log.info("client closed the connection during %s", service)

@@ -2,35 +2,94 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import shutil
+
 from aiohttp import web
 from marshmallow import fields
 
 from schemas.common import Base
 
 from .. import __version__
-from ..keys import STATE, STORE
+from ..errors import fault_counts
+from ..keys import CONFIG, STATE, STORE
 from ..openapi import build_spec, doc
 from ..rest import json_response
 
+log = logging.getLogger("hubsvc.health")
 routes = web.RouteTableDef()
 
 
+class DiskSchema(Base):
+    freeBytes = fields.Integer(required=True)
+    totalBytes = fields.Integer(required=True)
+    minFreeBytes = fields.Integer(required=True, metadata={
+        "description": "server.min_free_mb in bytes"})
+    low = fields.Boolean(required=True, metadata={"description": "freeBytes < minFreeBytes"})
+
+
+class FaultsSchema(Base):
+    diskFull = fields.Integer(required=True, metadata={"description": "507 answers since start"})
+    databaseBusy = fields.Integer(required=True, metadata={
+        "description": "503 'the database is busy' answers since start"})
+    clientClosed = fields.Integer(required=True, metadata={
+        "description": "requests whose client hung up mid-way (logged as 499)"})
+
+
 class HealthSchema(Base):
-    status = fields.String(required=True, metadata={"enum": ["ok", "unavailable"]})
+    status = fields.String(required=True, metadata={"enum": ["ok", "degraded", "unavailable"]})
     version = fields.String(required=True)
-    database = fields.String(required=True)
+    database = fields.String(required=True, metadata={
+        "enum": ["ok", "busy", "full", "error", "unavailable"]})
+    disk = fields.Nested(DiskSchema, required=True)
+    faults = fields.Nested(FaultsSchema, required=True)
+    warnings = fields.List(fields.String(), required=True)
 
 
 @routes.get("/health")
-@doc("Liveness and database check; 503 while shutting down", public=True, tag="health",
-     responses={200: HealthSchema, 503: HealthSchema})
+@doc("Liveness, and whether a write can succeed", public=True, tag="health",
+     responses={200: HealthSchema, 503: HealthSchema},
+     description="`database` comes from a one-row write probe (at most every 5 s) and the "
+                 "last write's outcome: `ok`, `busy` (a write waited database.write_timeout_ms "
+                 "for the lock and gave up), `full` (the disk is full), `error`, or "
+                 "`unavailable` (shutting down, or the database does not answer). Anything "
+                 "but `ok` answers 503 with `status` `degraded` (`unavailable` while "
+                 "shutting down). `disk` is the free space under the data folder; below "
+                 "server.min_free_mb it is `low` and a warning, still 200 while writes work. "
+                 "`faults` counts the 507 and busy-503 answers and the clients that hung up.")
 async def health(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    database = "ok" if not state.get("shutting_down") and await request.app[STORE].db.ping() \
-        else "unavailable"
-    ok = database == "ok" and not state.get("shutting_down")
-    body = {"status": "ok" if ok else "unavailable", "version": __version__, "database": database}
-    return json_response(body, status=200 if ok else 503)
+    app = request.app
+    state = app[STATE]
+    db = app[STORE].db
+    if state.get("shutting_down") or not await db.ping():
+        database = "unavailable"
+    else:
+        database = await db.write_state()
+    data_dir = app[CONFIG].data_dir
+    usage = await asyncio.to_thread(shutil.disk_usage, data_dir)
+    min_free = app[CONFIG]["server"]["min_free_mb"] << 20
+    low = usage.free < min_free
+    warnings = []
+    if low:
+        warnings.append(f"free space under the data folder is {usage.free >> 20} MB, below "
+                        f"server.min_free_mb ({min_free >> 20} MB)")
+    if low != state.get("disk_low", False):
+        state["disk_low"] = low
+        if low:
+            log.warning("disk low: %s", warnings[0])
+        else:
+            log.info("disk space under the data folder is back above server.min_free_mb")
+    counts = fault_counts(app)
+    status = "ok" if database == "ok" else (
+        "unavailable" if database == "unavailable" else "degraded")
+    body = {"status": status, "version": __version__, "database": database,
+            "disk": {"freeBytes": usage.free, "totalBytes": usage.total,
+                     "minFreeBytes": min_free, "low": low},
+            "faults": {"diskFull": counts["full"], "databaseBusy": counts["busy"],
+                       "clientClosed": counts["disconnect"]},
+            "warnings": warnings}
+    return json_response(body, status=200 if status == "ok" else 503)
 
 
 @routes.get("/api/openapi.json")

@@ -21,6 +21,7 @@ from ..auth import (Identity, TokenCache, check_password, current_user, password
                     user_for_token)
 from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..githttp import SERVICES, advertise, parse_ref_updates, serve_rpc
+from ..gitslots import git_slot
 from ..keys import AUTH, CONFIG, STORE
 from ..openapi import doc
 from ..permissions import load_repo
@@ -117,34 +118,40 @@ def _service(request: web.Request, given: str | None) -> str:
      responses={200: {"description": "pkt-line ref advertisement", "content": {
          f"application/x-{service}-advertisement": {"schema": {"type": "string"}}
          for service in ("git-upload-pack", "git-receive-pack")}}},
-     errors=(400, 401, 403, 404),
+     errors=(400, 401, 403, 404, 503),
      description="`service` is git-upload-pack or git-receive-pack. An anonymous request for a "
                  "private or missing repository gets 401 with a Basic challenge. Errors on the "
                  "git routes are text/plain, the only kind git prints to its user. "
                  "receive-pack advertises push options (`git push -o`) and refuses any update "
                  "under refs/pull/ (the server's namespace, as on GitHub); upload-pack serves "
                  "partial clones (`--filter=blob:none`) and lazy fetches of objects reachable "
-                 "from a ref.")
+                 "from a ref. Each of the three git routes holds one of server.git_processes "
+                 "slots (server.git_processes_per_client per client) while git runs; past "
+                 "either cap the answer is 503 with Retry-After.")
 async def info_refs(request: web.Request) -> web.StreamResponse:
     service = _service(request, request.query.get("service"))
     repo = await _git_repo(request, "write" if service == "git-receive-pack" else "read")
-    return await advertise(request, service, request.app[REPO_FILES].path(repo["id"]),
-                           request.app[CONFIG]["git"]["timeout_seconds"])
+    with git_slot(request):
+        return await advertise(request, service, request.app[REPO_FILES].path(repo["id"]),
+                               request.app[CONFIG]["git"]["timeout_seconds"])
 
 
 @routes.post(GIT_BASE + "/git-upload-pack")
 @doc("Smart-HTTP fetch (clone and fetch)", public=True, tag="git-http", plain_errors=True,
-     errors=(401, 403, 404, 408, 504),
+     errors=(401, 403, 404, 408, 503, 504),
      description="git runs at most `[git] timeout_seconds`: a request body that has not "
                  "arrived by then gets 408, git still busy 504, and an answer already under "
-                 "way is cut by closing the connection.",
+                 "way is cut by closing the connection. 503 with Retry-After when "
+                 "server.git_processes (or the per-client cap) git processes already run.",
      body={"application/x-git-upload-pack-request": {"type": "string", "format": "binary"}},
      responses={200: {"description": "pack stream", "content": {
          "application/x-git-upload-pack-result": {"schema": {"type": "string"}}}}})
 async def upload_pack(request: web.Request) -> web.StreamResponse:
     repo = await _git_repo(request, "read")
-    resp, _ = await serve_rpc(request, "git-upload-pack", request.app[REPO_FILES].path(repo["id"]),
-                              timeout=request.app[CONFIG]["git"]["timeout_seconds"])
+    with git_slot(request):
+        resp, _ = await serve_rpc(request, "git-upload-pack",
+                                  request.app[REPO_FILES].path(repo["id"]),
+                                  timeout=request.app[CONFIG]["git"]["timeout_seconds"])
     return resp
 
 
@@ -162,12 +169,13 @@ async def lfs(request: web.Request) -> web.Response:
 
 @routes.post(GIT_BASE + "/git-receive-pack")
 @doc("Smart-HTTP push (write access)", public=True, tag="git-http", plain_errors=True,
-     errors=(401, 403, 404, 408, 413, 504),
+     errors=(401, 403, 404, 408, 413, 503, 504),
      description="A push bringing a file over `[git] max_object_bytes` is refused whole (no "
                  "ref moves); git prints `remote: error: <path> is … MiB; this server refuses "
                  "files over … MiB` and `pre-receive hook declined`. A push over "
                  "`[limits] push_bytes` is refused too. git runs at most `[git] "
-                 "timeout_seconds` (408 / 504 as for git-upload-pack).",
+                 "timeout_seconds` (408 / 504 as for git-upload-pack); 503 with Retry-After "
+                 "when server.git_processes (or the per-client cap) git processes run.",
      body={"application/x-git-receive-pack-request": {"type": "string", "format": "binary"}},
      responses={200: {"description": "report-status stream", "content": {
          "application/x-git-receive-pack-result": {"schema": {"type": "string"}}}}})
@@ -207,11 +215,13 @@ async def receive_pack(request: web.Request) -> web.StreamResponse:
     config = request.app[CONFIG]
     try:
         # The pre-receive hook refuses files over max_object_bytes before any ref moves.
-        resp, _ = await serve_rpc(request, "git-receive-pack", files.path(repo["id"]),
-                                  config["limits"]["push_bytes"], before_eof=record,
-                                  hooks=files.hooks, timeout=config["git"]["timeout_seconds"],
-                                  env={"HUBSVC_PUSH_LOG": str(spool),
-                                       "HUBSVC_MAX_OBJECT_BYTES": str(config["git"]["max_object_bytes"])})
+        with git_slot(request):
+            resp, _ = await serve_rpc(
+                request, "git-receive-pack", files.path(repo["id"]),
+                config["limits"]["push_bytes"], before_eof=record, hooks=files.hooks,
+                timeout=config["git"]["timeout_seconds"],
+                env={"HUBSVC_PUSH_LOG": str(spool),
+                     "HUBSVC_MAX_OBJECT_BYTES": str(config["git"]["max_object_bytes"])})
     finally:
         if spool.exists():
             # The answer failed after git applied the updates (a client that hung up):

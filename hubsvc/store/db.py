@@ -16,7 +16,7 @@ from typing import Any, Callable, TypeVar
 import aiosqlite
 
 from ..datadir import FILE_MODE, private_file
-from ..errors import Unavailable
+from ..errors import DatabaseBusy, DiskFull, Unavailable, fault_of
 
 log = logging.getLogger("hubsvc.store")
 
@@ -25,14 +25,29 @@ T = TypeVar("T")
 PING_FRESH_SECONDS = 1.0
 
 
-def _configure(conn: sqlite3.Connection) -> None:
+# Each connection's page cache, in KiB (negative cache_size); SQLite's default is 2 MiB,
+# named here so the memory a connection may hold is a stated bound, not a surprise.
+CACHE_KIB = 2048
+
+
+def _configure(conn: sqlite3.Connection, busy_ms: int = 5000) -> None:
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA foreign_keys = ON")
-    conn.execute("PRAGMA busy_timeout = 5000")
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
     conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
 
 
-def _transaction(conn: sqlite3.Connection, fn: Callable[..., T], args, kwargs) -> T:
+def _transaction(conn: sqlite3.Connection, fn: Callable[..., T], args, kwargs,
+                 deadline: float) -> T:
+    # busy_timeout applies per statement, and only BEGIN IMMEDIATE waits for the lock:
+    # it gets what is left of the write's one deadline, counted from when the write was
+    # asked for, so writes queued behind a stuck one give up with it instead of each
+    # waiting its own 5 s in turn.
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise sqlite3.OperationalError("database is locked (write deadline passed in the queue)")
+    conn.execute(f"PRAGMA busy_timeout = {max(1, int(left * 1000))}")
     conn.execute("BEGIN IMMEDIATE")
     try:
         result = fn(conn, *args, **kwargs)
@@ -113,13 +128,19 @@ def apply_migrations(conn: sqlite3.Connection, sql_dir: Path = SQL_DIR) -> list[
     return applied
 
 
+def _probe_write(conn: sqlite3.Connection) -> None:
+    conn.execute("INSERT OR REPLACE INTO health_probe (id, at) VALUES (1, ?)",
+                 (int(time.time()),))
+
+
 class Database:
     """Writes go through one connection under BEGIN IMMEDIATE; reads use the others."""
 
     def __init__(self, path: str | Path, readers: int = 2,
-                 read_timeout_ms: int = READ_TIMEOUT_MS) -> None:
+                 read_timeout_ms: int = READ_TIMEOUT_MS, write_timeout_ms: int = 5000) -> None:
         self.path = str(path)
         self.read_timeout_ms = read_timeout_ms
+        self.write_timeout = write_timeout_ms / 1000
         self._reader_count = readers
         self._writer: aiosqlite.Connection | None = None
         self._readers: list[aiosqlite.Connection] = []
@@ -129,6 +150,11 @@ class Database:
         # Told of events once the transaction that wrote them has committed.
         self.event_listeners: list[Callable[[list], None]] = []
         self._ping_ok_at = float("-inf")
+        # How the last write ended ("ok", "busy", "full", "error") and when (monotonic),
+        # for /health; the probe is a write of its own, cached for PROBE_SECONDS.
+        self.last_write: tuple[str, float] = ("ok", 0.0)
+        self._probe: tuple[str, float] | None = None
+        self._probe_lock = asyncio.Lock()
 
     async def open(self) -> None:
         """Open the connections, turn on WAL and apply the migrations."""
@@ -143,11 +169,11 @@ class Database:
                 os.chmod(self.path + suffix, FILE_MODE)
         for _ in range(self._reader_count):
             reader = await aiosqlite.connect(self.path, isolation_level=None)
-            await self._call(reader, _configure)
+            await self._call(reader, _configure, int(self.write_timeout * 1000))
             self._readers.append(reader)
 
     def _setup_writer(self, conn: sqlite3.Connection) -> None:
-        _configure(conn)
+        _configure(conn, int(self.write_timeout * 1000))
         conn.execute("PRAGMA journal_mode = WAL")
         apply_migrations(conn)
 
@@ -174,8 +200,23 @@ class Database:
     async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run fn(conn, ...) in one BEGIN IMMEDIATE transaction on the write connection."""
         assert self._writer is not None, "database is not open"
+        return await self._write(fn, args, kwargs, time.monotonic() + self.write_timeout)
+
+    async def _write(self, fn: Callable[..., T], args: Any, kwargs: Any, deadline: float) -> T:
+        assert self._writer is not None, "database is not open"
         try:
-            return await self._call(self._writer, _transaction, fn, args, kwargs)
+            result = await self._call(self._writer, _transaction, fn, args, kwargs, deadline)
+        except sqlite3.Error as exc:
+            fault = fault_of(exc) or "error"
+            self.last_write = (fault, time.monotonic())
+            if fault == "busy":
+                raise DatabaseBusy(waited=self.write_timeout) from exc
+            if fault == "full":
+                raise DiskFull(str(exc)) from exc
+            raise
+        else:
+            self.last_write = ("ok", time.monotonic())
+            return result
         finally:
             self.generation += 1
 
@@ -191,6 +232,30 @@ class Database:
         conn = self._readers[next(self._next_reader)]
         return await self._call(conn, _read_with_deadline, functools.partial(fn, **kwargs),
                                 self.read_timeout_ms, *args)
+
+    PROBE_SECONDS = 5.0
+
+    async def write_state(self) -> str:
+        """Whether a write can succeed now: "ok", "busy", "full" or "error" (cached briefly)."""
+        async with self._probe_lock:
+            now = time.monotonic()
+            if self._probe is None or now - self._probe[1] >= self.PROBE_SECONDS:
+                try:
+                    # A probe waits at most a second: /health must answer while writes queue.
+                    await self._write(_probe_write, (), {}, now + min(self.write_timeout, 1.0))
+                    state = "ok"
+                except (DatabaseBusy, DiskFull) as exc:
+                    state = "busy" if isinstance(exc, DatabaseBusy) else "full"
+                except Exception:
+                    log.exception("the /health write probe failed")
+                    state = "error"
+                self._probe = (state, time.monotonic())
+            state, at = self._probe
+        # A write that ended after the probe is newer news, either way: a probe can
+        # succeed into WAL space already allocated while real writes, which grow the
+        # file, fail; and a write that succeeds ends a fault the probe saw.
+        last, last_at = self.last_write
+        return last if last_at > at else state
 
     async def ping(self) -> bool:
         """True when the database answers a trivial query (a success is trusted for 1 s)."""

@@ -240,10 +240,18 @@ class UserStore(Table):
 
     @writes
     def add_token(self, conn, user_id: int, digest: bytes, expires_at: int) -> None:
-        """Record a new token digest; expired ones are pruned on the way."""
-        conn.execute("DELETE FROM tokens WHERE expires_at <= ?", (int(time.time()),))
+        """Record a new token digest (prune_tokens removes the expired ones)."""
         conn.execute("INSERT INTO tokens (hash, user_id, created_at, expires_at)"
                      " VALUES (?, ?, ?, ?)", (digest, user_id, now_iso(), expires_at))
+
+    @writes
+    def prune_tokens(self, conn, now: int | None = None) -> int:
+        """Delete expired sign-in tokens; returns how many went."""
+        # Expired personal access tokens stay: their owners see them listed as expired,
+        # as on GitHub, until they delete them.
+        cursor = conn.execute("DELETE FROM tokens WHERE expires_at <= ?",
+                              (int(time.time()) if now is None else now,))
+        return cursor.rowcount
 
     @reads
     def token_owner(self, conn, digest: bytes) -> tuple[dict[str, Any], int] | None:
