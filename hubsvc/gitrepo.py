@@ -40,7 +40,7 @@ from dulwich.diff_tree import (
     tree_changes,
 )
 from dulwich.objects import S_ISGITLINK, Blob, Commit, Tree, hex_to_filename
-from dulwich.pack import DELTA_TYPES, OFS_DELTA, REF_DELTA, Pack
+from dulwich.pack import OFS_DELTA, REF_DELTA, Pack
 from dulwich.patch import unified_diff
 from dulwich.refs import check_ref_format
 from dulwich.repo import Repo

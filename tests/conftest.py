@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import subprocess
 from typing import Any
 
 import pytest
@@ -108,3 +110,18 @@ async def alice(client) -> User:
 @pytest.fixture
 async def bob(client) -> User:
     return await sign_up(client, "bob")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 6 MB tmpfs mounted under tmp_path (root only), unmounted afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small filesystem needs root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)

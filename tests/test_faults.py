@@ -7,10 +7,7 @@ import base64
 import logging
 import os
 import sqlite3
-import subprocess
 from pathlib import Path
-
-import pytest
 
 from hubsvc.app import create_app
 from hubsvc.keys import STORE
@@ -87,21 +84,6 @@ async def test_a_held_lock_answers_503_busy_once_then_health_recovers(aiohttp_cl
 
 
 # --- a full disk -----------------------------------------------------------------------
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 6 MB tmpfs mounted under tmp_path (root only), unmounted afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small filesystem needs root")
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
-
 
 def _fill(folder: Path) -> Path:
     """Write a file until the filesystem has no room left; returns it."""

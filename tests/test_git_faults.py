@@ -4,27 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 
-import pytest
 
 from .gitcli import git
 from .server import ServerProcess
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 6 MiB tmpfs: a real full disk (root only)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)],
-                          capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 async def test_a_push_that_fills_the_disk_fails_as_a_git_error(small_disk, tmp_path):
