@@ -148,6 +148,23 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
+def _sessions_when_used(middleware):
+    """aiohttp-session's middleware, only for requests that carry the cookie or may set it.
+
+    Sessions are read only from a `session` cookie and written only by /auth/ (sign-up,
+    sign-in, sign-out); every other request (bearer clients, git, /health) would pay for
+    wrapping its answer for nothing, about an eighth of a small request's time.
+    """
+
+    @web.middleware
+    async def sessions(request: web.Request, handler):
+        if "session" in request.cookies or request.path.startswith("/auth/"):
+            return await middleware(request, handler)
+        return await handler(request)
+
+    return sessions
+
+
 def create_app(config: Config) -> web.Application:
     """Build the application: middlewares, routes, background tasks."""
     tighten(config.data_dir)  # also fixes the modes of an older install's files
@@ -161,7 +178,7 @@ def create_app(config: Config) -> web.Application:
     app = web.Application(
         client_max_size=config["server"]["max_body_bytes"],
         middlewares=[request_context, body_deadline, rate_limit_middleware, error_middleware,
-                     session_middleware(cookie), auth_middleware],
+                     _sessions_when_used(session_middleware(cookie)), auth_middleware],
         # aiohttp's 8190-byte request line is shorter than the documented query limits
         # (a 4096-character path plus a branch, percent-encoded): those must reach us.
         # aiohttp has no header read timeout of its own, but its keep-alive timer runs

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import time
+from typing import Any
 
 from aiohttp import web
 from marshmallow import fields
@@ -47,6 +49,20 @@ class HealthSchema(Base):
     warnings = fields.List(fields.String(), required=True)
 
 
+DISK_SECONDS = 1.0  # free space read at most this often: a poller hammering /health
+                    # must not cost a thread hop per request
+
+
+async def _disk_usage(app: web.Application) -> Any:
+    """shutil.disk_usage of the data folder, read off the loop and kept for DISK_SECONDS."""
+    cached = app[STATE].get("disk_usage")
+    now = time.monotonic()
+    if cached is None or now - cached[1] >= DISK_SECONDS:
+        cached = (await asyncio.to_thread(shutil.disk_usage, app[CONFIG].data_dir), now)
+        app[STATE]["disk_usage"] = cached
+    return cached[0]
+
+
 @routes.get("/health")
 @doc("Liveness, and whether a write can succeed", public=True, tag="health",
      responses={200: HealthSchema, 503: HealthSchema},
@@ -66,8 +82,7 @@ async def health(request: web.Request) -> web.Response:
         database = "unavailable"
     else:
         database = await db.write_state()
-    data_dir = app[CONFIG].data_dir
-    usage = await asyncio.to_thread(shutil.disk_usage, data_dir)
+    usage = await _disk_usage(app)
     min_free = app[CONFIG]["server"]["min_free_mb"] << 20
     low = usage.free < min_free
     warnings = []
