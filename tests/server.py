@@ -100,3 +100,13 @@ class ServerProcess:
     def __exit__(self, *exc) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.stop()
+
+
+def seed_owner(server: ServerProcess, repo: str = "proj") -> tuple[dict[str, str], str]:
+    """Sign up `owner` (password 12345678) with a public repository: (headers, git URL)."""
+    status, body = server.request("POST", "/auth/sign-up", {
+        "email": "o@example.com", "username": "owner", "password": "12345678", "name": "O"})
+    assert status == 201, body
+    headers = {"Authorization": f"Bearer {body['token']}"}
+    assert server.request("POST", "/api/repositories", {"name": repo}, headers)[0] == 201
+    return headers, server.url.replace("http://", "http://owner:12345678@") + f"/owner/{repo}.git"

@@ -7,7 +7,7 @@ import os
 
 
 from .gitcli import git
-from .server import ServerProcess
+from .server import ServerProcess, seed_owner
 
 
 async def test_a_push_that_fills_the_disk_fails_as_a_git_error(small_disk, tmp_path):
@@ -15,17 +15,12 @@ async def test_a_push_that_fills_the_disk_fails_as_a_git_error(small_disk, tmp_p
     server.log_path = tmp_path / "server.log"
     await asyncio.to_thread(server.start)
     try:
-        status, body = await asyncio.to_thread(server.request, "POST", "/auth/sign-up", {
-            "email": "o@example.com", "username": "owner", "password": "12345678", "name": "O"})
-        headers = {"Authorization": f"Bearer {body['token']}"}
-        assert (await asyncio.to_thread(server.request, "POST", "/api/repositories",
-                                        {"name": "proj"}, headers))[0] == 201
+        headers, url = await asyncio.to_thread(seed_owner, server)
         work = tmp_path / "w"
         await git("init", "-q", "-b", "main", str(work))
         (work / "big.bin").write_bytes(os.urandom(9 * 1024 * 1024))
         await git("add", "-A", cwd=work)
         await git("commit", "-qm", "too big for the disk", cwd=work)
-        url = server.url.replace("http://", "http://owner:12345678@") + "/owner/proj.git"
         code, _, err = await git("push", url, "main", cwd=work, check=False)
         assert code != 0
         assert "No space left on device" in err or "the server failed" in err, err

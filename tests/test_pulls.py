@@ -307,17 +307,13 @@ async def test_a_merge_racing_a_close_has_one_winner(client, alice, tmp_path):
 async def test_two_processes_merging_one_pull_request_merge_it_once(tmp_path):
     # The claim lives in the database, not in a process's lock: two servers over one data
     # folder, one merge request to each at once, exactly one merge.
-    from .server import ServerProcess
+    from .server import ServerProcess, seed_owner
 
     first = ServerProcess(tmp_path / "data")
     await asyncio.to_thread(first.start)
     second = ServerProcess(tmp_path / "data", first.settings)
     try:
-        status, body = await asyncio.to_thread(first.request, "POST", "/auth/sign-up", {
-            "email": "o@example.com", "username": "owner", "password": "12345678", "name": "O"})
-        headers = {"Authorization": f"Bearer {body['token']}"}
-        assert (await asyncio.to_thread(first.request, "POST", "/api/repositories",
-                                        {"name": "proj"}, headers))[0] == 201
+        headers, url = await asyncio.to_thread(seed_owner, first)
         work = tmp_path / "w"
         await git("init", "-q", "-b", "main", str(work))
         (work / "a.txt").write_text("a\n")
@@ -327,7 +323,6 @@ async def test_two_processes_merging_one_pull_request_merge_it_once(tmp_path):
         (work / "b.txt").write_text("b\n")
         await git("add", "-A", cwd=work)
         await git("commit", "-qm", "topic", cwd=work)
-        url = first.url.replace("http://", "http://owner:12345678@") + "/owner/proj.git"
         await git("push", "-q", url, "main", "topic", cwd=work)
         assert (await asyncio.to_thread(first.request, "POST", "/api/repositories/owner/proj/pulls",
                                         {"title": "T", "head": "topic"}, headers))[0] == 201

@@ -14,7 +14,7 @@ from hubsvc.repofiles import REPO_FILES
 
 from .conftest import make_config, sign_up
 from .gitcli import git, remote
-from .server import ServerProcess
+from .server import ServerProcess, seed_owner
 from .test_repos import create
 
 
@@ -64,12 +64,7 @@ def test_abandoned_quarantines_are_removed(tmp_path):
 async def test_sigkill_during_pushes_loses_no_push_event(tmp_path):
     server = ServerProcess(tmp_path / "data")
     await asyncio.to_thread(server.start)
-    status, body = await asyncio.to_thread(server.request, "POST", "/auth/sign-up", {
-        "email": "o@example.com", "username": "owner", "password": "12345678", "name": "O"})
-    headers = {"Authorization": f"Bearer {body['token']}"}
-    assert (await asyncio.to_thread(server.request, "POST", "/api/repositories",
-                                    {"name": "proj"}, headers))[0] == 201
-    url = server.url.replace("http://", "http://owner:12345678@") + "/owner/proj.git"
+    headers, url = await asyncio.to_thread(seed_owner, server)
     work = tmp_path / "w"
     await git("init", "-q", "-b", "main", str(work))
     script = "".join(
