@@ -47,6 +47,17 @@ limit; the hard limit too when running as root) before the servers start, and th
 servers, started with subprocess, inherit it; the output shows each process's limit as
 read from /proc/<pid>/limits.
 
+Writers (`--writers N`, issue 14's "while 50 clients create issues in a busy
+repository"): during each server's measured events, N more accounts create issues (or
+publish, on the baseline) one after another, each as soon as its last one was answered.
+`--writers-repo busy` (default): in a private repository of their own, `wsowner/busy`,
+where each writer is a collaborator and holds a socket of its own, so every write is an
+event the hub must check access for and deliver, beside the measured repository.
+`--writers-repo live`: in the measured repository itself, so every write is also sent
+to all `--clients` sockets: a saturation test (N closed-loop writers offer as many
+broadcasts as the server can make), whose latency is the length of the queue, for the
+baseline as much as for hubsvc.
+
 Targets (absolute): last-client latency p99 ≤ 100 ms; RSS per connected client < 50 KiB.
 Exit code 0 when both are met, 1 when one is not.
 """
@@ -87,15 +98,16 @@ def baseline_server(argv: list[str]) -> int:
     """`bench_ws.py _baseline --port P`: the bare broadcaster, the denominator.
 
     GET /health; GET /ws (sends {"type": "connected"}, answers subscribe with subscribed,
-    and only subscribed sockets get broadcasts); POST /publish (answers 202 first, then
-    sends the body, as is, to every subscribed socket in one loop and records how long
-    the loop took); GET /stats → {"loops_ms": [...]}. No access log, no heartbeat.
+    and only subscribed sockets get broadcasts); POST /publish[?channel=NAME] (answers
+    202 first, then sends the body, as is, to every socket subscribed to repository NAME,
+    default `live`, in one loop and records how long the loop took for `live`); GET /stats → {"loops_ms": [...]}. No access log, no heartbeat.
     """
     parser = argparse.ArgumentParser(prog="bench_ws.py _baseline")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
-    subscribed: set[web.WebSocketResponse] = set()
+    # Sockets by the repository name they subscribed to: /publish?channel= picks one.
+    subscribed: defaultdict[str, set[web.WebSocketResponse]] = defaultdict(set)
     loops_ms: list[float] = []
     routes = web.RouteTableDef()
 
@@ -109,37 +121,44 @@ def baseline_server(argv: list[str]) -> int:
         await ws.prepare(request)
         await ws.send_str(json.dumps({"type": "connected", "userId": "0",
                                       "username": "baseline"}))
+        channels: set[str] = set()
         try:
             async for msg in ws:
                 if msg.type != WSMsgType.TEXT:
                     continue
                 message = json.loads(msg.data)
                 if message.get("type") == "subscribe":
-                    subscribed.add(ws)
+                    channel = (message.get("repository") or {}).get("name", "")
+                    channels.add(channel)
+                    subscribed[channel].add(ws)
                     await ws.send_str(json.dumps({"type": "subscribed",
                                                   "repository": message.get("repository")}))
         finally:
-            subscribed.discard(ws)
+            for channel in channels:
+                subscribed[channel].discard(ws)
         return ws
 
     @routes.post("/publish")
     async def publish(request: web.Request) -> web.StreamResponse:
         text = await request.text()
+        channel = request.query.get("channel", REPO)
         resp = web.Response(status=202)
         await resp.prepare(request)
         await resp.write_eof()  # the answer is on the wire before the first send
         start = time.perf_counter()
-        for ws in list(subscribed):
+        for ws in list(subscribed[channel]):
             try:
                 await ws.send_str(text)
             except (ConnectionResetError, RuntimeError):
                 pass
+        if channel != REPO:
+            return resp  # a --writers message: not one of the timed loops
         loops_ms.append((time.perf_counter() - start) * 1000)
         return resp
 
     @routes.get("/stats")
     async def stats(request: web.Request) -> web.Response:
-        return web.json_response({"loops_ms": loops_ms, "subscribed": len(subscribed)})
+        return web.json_response({"loops_ms": loops_ms, "subscribed": len(subscribed[REPO])})
 
     app = web.Application()
     app.router.add_routes(routes)
@@ -225,8 +244,10 @@ class Fleet:
     the list of perf_counter() times, one per client that read it.
     """
 
-    def __init__(self, name: str, ws_url: str, tokens: list[str], compress: int = 0) -> None:
+    def __init__(self, name: str, ws_url: str, tokens: list[str], compress: int = 0,
+                 repo: str = REPO) -> None:
         self.name = name
+        self.repo = repo
         self.compress = compress
         self.ws_url = ws_url
         self.tokens = tokens
@@ -259,7 +280,7 @@ class Fleet:
                 if hello.get("type") != "connected":
                     raise RuntimeError(f"{self.name}: first message {hello}")
                 await ws.send_json({"type": "subscribe",
-                                    "repository": {"owner": OWNER, "name": REPO}})
+                                    "repository": {"owner": OWNER, "name": self.repo}})
                 while True:
                     reply = await ws.receive_json(timeout=30)
                     if reply.get("type") == "subscribed":
@@ -334,6 +355,9 @@ class Target:
         self.server_cpu_s = 0.0
         self.client_cpu_s = 0.0
         self.events_done = 0
+        # --writers: write(i, title) makes writer i's event; their own sockets, if any.
+        self.write: Callable[[int, str], Awaitable[None]] | None = None
+        self.writer_fleet: Fleet | None = None
 
     async def event(self, record: bool = True) -> None:
         """Publish one event and wait until every client has it; record its latencies."""
@@ -397,9 +421,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pin", action="store_true",
                         help="servers on CPU 0 (taskset), this client process on CPU 1")
     parser.add_argument("--writers", type=int, default=0,
-                        help="clients creating issues in the same repository, one after "
-                             "another each, while hubsvc's events are measured (issue 14: "
-                             "50); their notifications reach every socket too")
+                        help="clients creating issues one after another each while a "
+                             "server's events are measured (issue 14: 50)")
+    parser.add_argument("--writers-repo", default="busy",
+                        help="where the writers create issues: `busy` (default), a private "
+                             "repository of their own that the writers watch with a socket "
+                             "each; `live`, the measured clients' repository, so that every "
+                             "write is also sent to all of them")
     args = parser.parse_args(argv)
     if args.clients < 1 or args.events < 1 or args.users < 1:
         parser.error("--clients, --events and --users must be positive")
@@ -407,12 +435,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def seed(url: str, users: int) -> tuple[str, list[str]]:
-    """The owner's token (with its public repository) and `users` other tokens."""
+def seed(url: str, users: int, writers: int, writers_repo: str
+         ) -> tuple[str, list[str], list[str]]:
+    """The owner's token (with its public repository), `users` tokens, `writers` tokens.
+
+    With writers in their own repository, that one is private and every writer is a
+    collaborator: its events reach the writers' own sockets after a read-access check,
+    and none of the measured clients.
+    """
     owner = harness.sign_up(url, OWNER)
     harness.expect(*harness.request_json(url + "/api/repositories", "POST", {"name": REPO},
                                          harness.bearer(owner)), 201)
-    return owner, [harness.sign_up(url, f"wsuser{i}") for i in range(users)]
+    tokens = [harness.sign_up(url, f"wsuser{i}") for i in range(users)]
+    writer_tokens = [harness.sign_up(url, f"wswriter{i}") for i in range(writers)]
+    if writers and writers_repo != REPO:
+        harness.expect(*harness.request_json(
+            url + "/api/repositories", "POST", {"name": writers_repo, "visibility": "private"},
+            harness.bearer(owner)), 201)
+        for i in range(writers):
+            harness.expect(*harness.request_json(
+                f"{url}/api/repositories/{OWNER}/{writers_repo}/collaborators/wswriter{i}",
+                "PUT", {"permission": "write"}, harness.bearer(owner)), 200, 201, 204)
+    return owner, tokens, writer_tokens
 
 
 def show_rss(target: Target) -> None:
@@ -422,21 +466,21 @@ def show_rss(target: Target) -> None:
 
 async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Server | None
               ) -> int:
-    owner, tokens = seed(hub.url, args.users)
+    owner, tokens, writer_tokens = seed(hub.url, args.users, args.writers, args.writers_repo)
     ws_hub = hub.url.replace("http://", "ws://") + "/ws"
-    post_session = aiohttp.ClientSession()
-    issues_url = f"{hub.url}/api/repositories/{OWNER}/{REPO}/issues"
+    post_session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
 
-    async def post_hub(title: str) -> None:
-        async with post_session.post(issues_url, json={"title": title},
-                                     headers=harness.bearer(owner)) as resp:
+    async def post_hub(title: str, repo: str = REPO, token: str = owner) -> None:
+        async with post_session.post(f"{hub.url}/api/repositories/{OWNER}/{repo}/issues",
+                                     json={"title": title},
+                                     headers=harness.bearer(token)) as resp:
             body = await resp.read()
             if resp.status != 201:
                 raise RuntimeError(f"POST issues answered {resp.status}: {body[:300]!r}")
 
-    writes = {"done": 0}
+    writes: defaultdict[str, int] = defaultdict(int)
 
-    def busy() -> Callable[[], Awaitable[None]] | None:
+    def busy(target: Target) -> Callable[[], Awaitable[None]] | None:
         """Start --writers issue creators; returns the coroutine function that stops them."""
         if not args.writers:
             return None
@@ -446,8 +490,8 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
             n = 0
             while not stop.is_set():
                 n += 1
-                await post_hub(f"{BUSY}{i} {n}")
-                writes["done"] += 1
+                await target.write(i, f"{BUSY}{i} {n}")
+                writes[target.label] += 1
 
         tasks = [asyncio.create_task(writer(i)) for i in range(args.writers)]
 
@@ -459,15 +503,17 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
     targets: list[Target] = []
     compress = 15 if args.compress else 0
     hub_target = Target("hubsvc", hub, Fleet("hubsvc", ws_hub, tokens, compress), post_hub)
+    hub_target.write = lambda i, title: post_hub(title, args.writers_repo, writer_tokens[i])
     targets.append(hub_target)
     template: dict[str, Any] = {}
 
     if base is not None:
-        async def post_base(title: str) -> None:
+        async def post_base(title: str, channel: str = REPO) -> None:
             message = json.loads(json.dumps(template))
             message["notification"]["id"] = uuid.uuid4().hex
             message["notification"]["data"]["issue"]["title"] = title
-            async with post_session.post(base.url + "/publish", data=json.dumps(message),
+            async with post_session.post(base.url + "/publish", params={"channel": channel},
+                                         data=json.dumps(message),
                                          headers={"Content-Type": "application/json"}) as resp:
                 body = await resp.read()
                 if resp.status != 202:
@@ -475,7 +521,16 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
 
         ws_base = base.url.replace("http://", "ws://") + "/ws"
         base_fleet = Fleet("bare aiohttp", ws_base, ["-"], compress)
-        targets.append(Target("bare aiohttp", base, base_fleet, post_base))
+        base_target = Target("bare aiohttp", base, base_fleet, post_base)
+        base_target.write = lambda i, title: post_base(title, args.writers_repo)
+        targets.append(base_target)
+    if args.writers and args.writers_repo != REPO:
+        # The writers watch their own repository: its events have an audience too.
+        hub_target.writer_fleet = Fleet("hubsvc writers", ws_hub, writer_tokens, compress,
+                                        repo=args.writers_repo)
+        if base is not None:
+            base_target.writer_fleet = Fleet("bare aiohttp writers", ws_base, ["-"], compress,
+                                             repo=args.writers_repo)
 
     try:
         for target in targets:  # hubsvc first: the baseline copies its notification
@@ -500,6 +555,11 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
                   f"{target.connect_s:.1f} s; server open files: "
                   f"{len(os.listdir(f'/proc/{target.server.pid}/fd'))}; permessage-deflate "
                   f"on {deflate}", flush=True)
+            if target.writer_fleet is not None:
+                # After "after clients": the writers' sockets are not in the per-client
+                # figure when connected, and only add to the after-the-events one.
+                await target.writer_fleet.open()
+                await target.writer_fleet.connect(args.writers)
         print(f"# notification size: {len(hub_target.fleet.sample_text)} bytes "
               f"(the baseline broadcasts a copy of it)", flush=True)
 
@@ -513,7 +573,7 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
         for r, n in enumerate(per_round):
             order = targets if r % 2 == 0 else targets[::-1]
             for target in order:
-                await target.events(n, args.gap, busy if target is hub_target else None)
+                await target.events(n, args.gap, lambda: busy(target))
                 p50, worst = target.rounds[-1]
                 print(f"# round {r + 1} {target.label}: {n} events, last client p50 "
                       f"{p50:.1f} ms, max {worst:.1f} ms", flush=True)
@@ -527,6 +587,8 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
     finally:
         for target in targets:
             await target.fleet.shutdown()
+            if target.writer_fleet is not None:
+                await target.writer_fleet.shutdown()
         await post_session.close()
 
     # --- figures ---
@@ -534,8 +596,12 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
     for target in targets:
         show_rss(target)
     if args.writers:
-        print(f"# {args.writers} writers created {writes['done']} issues in {OWNER}/{REPO} "
-              f"while hubsvc's events were measured", flush=True)
+        where = (f"{OWNER}/{REPO}, sent to every measured client too" if args.writers_repo == REPO
+                 else f"{OWNER}/{args.writers_repo} (private, watched by the writers' "
+                      f"{args.writers} sockets)")
+        for target in targets:
+            print(f"# {target.label}: {args.writers} writers made {writes[target.label]} "
+                  f"events in {where} while its events were measured", flush=True)
     dropped = hub_target.fleet.closed_early
     print(f"# hubsvc sockets closed by the server during the run: {dropped}", flush=True)
 
@@ -554,6 +620,14 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
     if b is not None:
         first += f", bare aiohttp {pct(b.first_ms, 50):.1f} ms"
     print(f"# {first} (from t0 to the first socket written and read)", flush=True)
+    for target in targets:
+        early = sum(1 for ms in target.first_ms if ms < 0)
+        if early:
+            # t0 is when this process read the POST's answer; a saturated client loop
+            # reads it after it read some of the notification's copies.
+            print(f"# {target.label}: in {early} of {len(target.first_ms)} events clients read "
+                  f"the notification before this process read the POST's answer (t0): "
+                  f"this process is saturated, the latencies understate the wait", flush=True)
     p99 = pct(h.last_ms, 99)
     for who, attr in (("median-client", "median_ms"), ("last-client", "last_ms")):
         for p in (50, 99):
@@ -613,7 +687,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# command: {shlex.join([sys.executable, *sys.argv])}", flush=True)
     print(f"# effective: --clients {args.clients} --events {args.events} --rounds "
           f"{args.rounds} --gap {args.gap:g} --users {args.users} --baseline {args.baseline}"
-          f"{' --compress' if args.compress else ''}{' --pin' if args.pin else ''}", flush=True)
+          f"{' --compress' if args.compress else ''}{' --pin' if args.pin else ''}"
+          f"{f' --writers {args.writers} --writers-repo {args.writers_repo}' if args.writers else ''}",
+          flush=True)
     servers = 2 if args.baseline == "on" else 1
     soft, hard = raise_nofile(servers * args.clients + 256)
     print(f"# load average at start: {loadavg()}", flush=True)
