@@ -85,6 +85,7 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     # The bus reads the log, and hears of each commit that wrote events to it.
     app[BUS].attach(store.events.after, await store.events.last_id())
     store.db.event_listeners.append(app[BUS].publish)
+    store.db.pacers.append(app[BUS].paced)
     await asyncio.to_thread(app[REPO_FILES].prepare)
     # security.admins names accounts that exist now; a later sign-up of a listed name
     # must not inherit the rights, so the names become the database flag here, once.

@@ -44,15 +44,22 @@ BATCH = 500
 # Committed events handed straight to a subscriber that is caught up, so the common case
 # costs no read of the log; past this many unhandled ones it reads the log instead.
 PENDING_MAX = 1000
+# The longest a write waits for a paced subscriber to catch up (EventBus.paced): a stuck
+# one slows writers down, never stops them.
+PACE_WAIT_MAX = 1.0
 
 
 class _Subscriber:
     """A consumer with a cursor in the log: it reads every event after it, at its own pace."""
 
-    def __init__(self, name: str, handler: Handler, cursor: int) -> None:
+    def __init__(self, name: str, handler: Handler, cursor: int, pace: int | None = None
+                 ) -> None:
         self.name = name
         self.handler = handler
         self.cursor = cursor
+        # Paced: writers wait while more than `pace` committed events are ahead of it.
+        self.pace = pace
+        self.waiters: list[tuple[int, asyncio.Future]] = []
         self.wake = asyncio.Event()
         self.idle = asyncio.Event()
         self.task: asyncio.Task | None = None
@@ -103,7 +110,31 @@ class _Subscriber:
                     except Exception:
                         log.exception("subscriber %s failed on event %s", self.name, event.id)
                     self.cursor = int(event.id)
+                    if self.waiters:
+                        self._release()
             self.idle.set()
+
+    def _release(self) -> None:
+        """Wake the writers waiting for the cursor to reach their mark."""
+        still = []
+        for mark, waiter in self.waiters:
+            if self.cursor >= mark:
+                if not waiter.done():
+                    waiter.set_result(None)
+            else:
+                still.append((mark, waiter))
+        self.waiters = still
+
+    async def caught_up_to(self, mark: int, timeout: float) -> None:
+        """Return once the cursor reaches mark, or after timeout seconds."""
+        if self.cursor >= mark:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiters.append((mark, waiter))
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except asyncio.TimeoutError:
+            pass
 
 
 class EventBus:
@@ -134,11 +165,15 @@ class EventBus:
             sub.idle.clear()
             sub.wake.set()
 
-    def subscribe(self, handler: Handler, name: str = "", after: int | None = None
-                  ) -> Callable[[], None]:
-        """Deliver events after `after` (default: from now on) to handler, in log order."""
+    def subscribe(self, handler: Handler, name: str = "", after: int | None = None,
+                  pace: int | None = None) -> Callable[[], None]:
+        """Deliver events after `after` (default: from now on) to handler, in log order.
+
+        With pace=N, a write that makes events waits (see paced) while this subscriber
+        has more than N committed events left to handle.
+        """
         sub = _Subscriber(name or getattr(handler, "__qualname__", "subscriber"), handler,
-                          self.last_id if after is None else after)
+                          self.last_id if after is None else after, pace)
         read = self._read
         if read is None:
             raise RuntimeError("the event bus has no log to read")
@@ -157,6 +192,18 @@ class EventBus:
                 sub.task.cancel()
 
         return unsubscribe
+
+    async def paced(self) -> None:
+        """Hold a writer back while a paced subscriber is more than its pace behind.
+
+        The live WebSocket fan-out is paced: writers that commit faster than it can send
+        would otherwise queue every watcher's notifications behind theirs. Waiting here
+        moves that wait to the writers, as a broadcaster that sends before it answers
+        does, for at most PACE_WAIT_MAX seconds.
+        """
+        for sub in self._subscribers:
+            if sub.pace is not None and self.last_id - sub.cursor > sub.pace:
+                await sub.caught_up_to(self.last_id - sub.pace, PACE_WAIT_MAX)
 
     async def drain(self, timeout: float = 5.0) -> None:
         """Wait until every subscriber has handled every event committed so far."""

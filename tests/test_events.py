@@ -111,3 +111,47 @@ async def test_events_get_increasing_log_ids_and_the_api_shape(client, alice):
     data = written[0].to_dict()
     assert set(data) == {"id", "type", "repository", "actor", "data", "createdAt"}
     assert data["createdAt"].endswith("Z") and data["id"] == str(ids[0])
+
+
+async def _writer(store, repo_id: int, n: int, done: list[int]) -> None:
+    for i in range(n):
+        await store.events.append([_event(i, repo_id)])
+        done.append(i)
+
+
+async def test_a_paced_subscriber_holds_writers_back_until_it_catches_up(client, alice):
+    store, bus, repo_id = await _store_with_repo(client, alice)
+    gate, seen, done = asyncio.Event(), [], []
+
+    async def slow(event):
+        await gate.wait()
+        seen.append(event.data["n"])
+
+    bus.subscribe(slow, name="paced", pace=2)
+    writer = asyncio.create_task(_writer(store, repo_id, 10, done))
+    await asyncio.sleep(0.3)
+    # Two events may wait for it; the third write commits, then waits for the first.
+    assert done == [0, 1] and not writer.done()
+    assert await store.events.last_id() == bus.last_id and seen == []
+    gate.set()
+    await asyncio.wait_for(writer, 10)
+    await bus.drain()
+    assert done == seen == list(range(10))
+
+
+async def test_a_stuck_paced_subscriber_slows_writers_but_never_stops_them(client, alice,
+                                                                             monkeypatch):
+    monkeypatch.setattr("hubsvc.events.PACE_WAIT_MAX", 0.05)
+    store, bus, repo_id = await _store_with_repo(client, alice)
+    release, seen, done = asyncio.Event(), [], []
+
+    async def stuck(event):
+        await release.wait()
+        seen.append(event.data["n"])
+
+    bus.subscribe(stuck, name="stuck", pace=1)
+    await asyncio.wait_for(_writer(store, repo_id, 6, done), 10)
+    assert done == list(range(6)) and seen == []
+    release.set()
+    await bus.drain()
+    assert seen == list(range(6))

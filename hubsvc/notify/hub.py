@@ -20,6 +20,9 @@ REVOKED = 4001  # close code of a socket whose credential was revoked
 # process did not make itself (run.py reset-password, an expiry): the token cache's life.
 SWEEP_SECONDS = 5.0
 REPLAY_BATCH = 500
+# Writers wait while the fan-out has more than this many committed events left to send,
+# so a burst of writes delays the writers, not every watcher's notifications.
+PACE = 4
 
 
 class Client:
@@ -312,7 +315,7 @@ HUB = web.AppKey("ws_hub", Hub)
 async def hub_ctx(app: web.Application) -> AsyncIterator[None]:
     """Subscribe the hub to the bus for the life of the app."""
     app[HUB].cursor = app[BUS].last_id
-    unsubscribe = app[BUS].subscribe(app[HUB].on_event, name="websocket-hub")
+    unsubscribe = app[BUS].subscribe(app[HUB].on_event, name="websocket-hub", pace=PACE)
     sweeper = asyncio.get_running_loop().create_task(app[HUB].sweep_loop())
     yield
     sweeper.cancel()

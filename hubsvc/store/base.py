@@ -43,6 +43,8 @@ def writes(fn: Callable[..., Any]) -> Callable[..., Any]:
 
         result, events = await self.db.write(with_events, *args, **kwargs)
         self.db.committed(events)
+        if events:
+            await self.db.paced()
         return result
 
     method.sync = fn

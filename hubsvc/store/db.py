@@ -11,7 +11,7 @@ import re
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 import aiosqlite
 
@@ -149,6 +149,9 @@ class Database:
         self.generation = 0
         # Told of events once the transaction that wrote them has committed.
         self.event_listeners: list[Callable[[list], None]] = []
+        # Awaited after a write that made events, before its caller goes on (the bus
+        # holds a writer back while the live fan-out is far behind).
+        self.pacers: list[Callable[[], Awaitable[None]]] = []
         self._ping_ok_at = float("-inf")
         # How the last write ended ("ok", "busy", "full", "error") and when (monotonic),
         # for /health; the probe is a write of its own, cached for PROBE_SECONDS.
@@ -225,6 +228,11 @@ class Database:
         if events:
             for listener in self.event_listeners:
                 listener(events)
+
+    async def paced(self) -> None:
+        """After events committed: wait while a pacer says their consumers are far behind."""
+        for pacer in self.pacers:
+            await pacer()
 
     async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run fn(conn, ...) on a read connection."""

@@ -49,6 +49,8 @@ class EventStore(Table):
         """Events that are a change of their own (an inbound webhook, a fork made on disk)."""
         written = await self.db.write(append_events, events)
         self.db.committed(written)
+        if written:
+            await self.db.paced()
         return written
 
     @reads
