@@ -21,6 +21,7 @@ from .api import auth as auth_api
 from .api import docs as docs_api
 from .api import events as events_api
 from .api import chat as chat_api
+from .api import chat_notices as chat_notices_api
 from .api import compare as compare_api
 from .api import git as git_api
 from .api import hooks as hooks_api
@@ -43,6 +44,7 @@ from .gitslots import make_slots
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
 from .logs import request_id_var
 from .mail import MAILER, Mailer, mail_ctx
+from .notify.chat_dm import CHAT_NOTICES, Doorbell, chat_dm_ctx, wake_polls
 from .notify.email import email_ctx
 from .maintenance import maintenance_ctx
 from .notify.hub import HUB, Hub, close_sockets, hub_ctx
@@ -112,13 +114,15 @@ UPKEEP_SECONDS = 3600
 
 
 async def _upkeep(app: web.Application) -> None:
-    """Hourly: prune finished deliveries and expired sessions, then PRAGMA optimize."""
+    """Hourly: prune finished deliveries, stale chat notices and expired sessions; optimize."""
     days = app[CONFIG]["events"]["retention_days"]
     store = app[STORE]
     while True:
         await asyncio.sleep(UPKEEP_SECONDS)
         try:
-            await store.upkeep.prune_deliveries(iso(time.time() - days * 86400))
+            before = iso(time.time() - days * 86400)
+            await store.upkeep.prune_deliveries(before)
+            await store.upkeep.prune_chat_notices(before)
             await store.upkeep.prune_sessions(int(time.time()))
             await store.upkeep.optimize()
         except Exception:
@@ -205,6 +209,7 @@ def create_app(config: Config) -> web.Application:
     app[HOOKS] = HookWorkers(app)
     app[MAILER] = Mailer(app)
     app[HUB] = Hub(app)
+    app[CHAT_NOTICES] = Doorbell()
     make_slots(app)
     limits = config["rate_limit"]
     if limits["enabled"]:
@@ -216,14 +221,14 @@ def create_app(config: Config) -> web.Application:
         app[GIT_LIMITER] = TokenBucket(limits["git_burst"], limits["git_per_minute"] / 60,
                                        max_keys=limits["max_keys"])
     app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx, webhook_ctx, hooks_ctx,
-                            mail_ctx, email_ctx, hub_ctx, push_journal_ctx,
+                            mail_ctx, email_ctx, chat_dm_ctx, hub_ctx, push_journal_ctx,
                             maintenance_ctx])
-    app.on_shutdown.extend([_mark_shutdown, close_sockets])
+    app.on_shutdown.extend([_mark_shutdown, close_sockets, wake_polls])
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
     for module in (meta_api, docs_api, events_api, auth_api, account_api, users_api, admin_api,
-                   repos_api, issues_api, pulls_api, search_api, chat_api, webhooks_api,
-                   hooks_api, ws_api, git_api, compare_api, smart_http):
+                   repos_api, issues_api, pulls_api, search_api, chat_api, chat_notices_api,
+                   webhooks_api, hooks_api, ws_api, git_api, compare_api, smart_http):
         app.router.add_routes(module.routes)
     _setup_cors(app, config)
     return app

@@ -264,6 +264,12 @@ def bot_key_ok(request: web.Request) -> bool:
     return bool(configured and given) and hmac.compare_digest(given.encode(), configured.encode())
 
 
+def require_bot(request: web.Request) -> None:
+    """401 unless the request carries the chat bot's key."""
+    if not bot_key_ok(request):
+        raise Unauthorized("chat bot key required")
+
+
 async def _bot_identity(request: web.Request) -> Identity | None:
     """The chat bot's credential: the bot key, and X-Chat-User-Id acting as its verified link."""
     if BOT_KEY_HEADER not in request.headers:

@@ -158,6 +158,11 @@ def _config(ids: dict) -> str:
          {"parameters": {"name": "demo.git"}}),
         ({"include-name": "POST /api/chat/link/generate"},
          {"headers": {"X-Chat-Bot-Key": BOT_KEY}}),
+        # The bot's notices; a poll that waits would hold each example up to 30 s.
+        ({"include-name": "GET /api/chat/notifications"},
+         {"headers": {"X-Chat-Bot-Key": BOT_KEY}, "parameters": {"wait": 0}}),
+        ({"include-name": "POST /api/chat/notifications/ack"},
+         {"headers": {"X-Chat-Bot-Key": BOT_KEY}}),
         # Sign-out revokes a token of its own, never the one the rest of the run uses.
         ({"include-name": "POST /auth/sign-out"},
          {"headers": {"Authorization": f"Bearer {ids['sign_out_token']}"}}),

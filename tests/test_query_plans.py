@@ -120,7 +120,13 @@ async def test_hot_queries_use_indexes(client, app, tmp_path):
         == [pull["number"]]
     assert await store.repos.audience(repo["id"]) == (None, {int(alice.id), int(bob.id)})
     assert await store.users.token_owner(token_digest("no such token")) is None
+    notice = {"user_id": int(bob.id), "repo_id": repo["id"], "type": "issue", "number": 1,
+              "title": "crash", "reason": "you were assigned issue #1", "actor": "alice",
+              "created_at": iso(time.time())}
+    await store.chat_notices.queue(1, [notice], "chat-notify")
+    await store.chat_notices.pending(0, 50)
     await store.upkeep.prune_deliveries(iso(time.time()))
+    await store.upkeep.prune_chat_notices(iso(time.time()))
     await store.upkeep.prune_sessions(int(time.time()))
     await store.events.prune(iso(time.time() - 86400))
     await store.users.delete(int(bob.id))

@@ -64,6 +64,7 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/chat/link/generate"): {"chatId": "chat-1", "serviceEmail": "alice@example.com"},
     ("POST", "/api/chat/link/verify"): {"token": "0" * 64, "serviceUserId": "1"},
     ("POST", "/api/chat/link/unlink"): {"chatId": "chat-1"},
+    ("POST", "/api/chat/notifications/ack"): {"through": 1},
     ("POST", "/api/users/me/password"): {"currentPassword": PASSWORD,
                                          "newPassword": "another horse"},
     ("POST", "/api/users/me/tokens"): {"name": "ci", "expiresAt": "2099-01-01T00:00:00Z"},
@@ -212,8 +213,8 @@ async def test_every_body_field_refuses_every_other_json_type(client, world, eve
     for (method, path), content in sorted(operations.items()):
         pull = "/pulls/" in path
         url = path.format(**PATH_VALUES, number="2" if pull else "1", id="2" if pull else "1")
-        headers = {**owner.headers, "X-Chat-Bot-Key": BOT_KEY} if path.endswith("/generate") \
-            else owner.headers
+        headers = {**owner.headers, "X-Chat-Bot-Key": BOT_KEY} \
+            if path.endswith(("/generate", "/ack")) else owner.headers
         walked = list(_properties(spec, content["schema"]))
         assert walked, (method, path)
         for prop_path, prop in walked:

@@ -16,9 +16,9 @@ from schemas.chat import (GenerateResultSchema, GenerateSchema, LinkPageQuerySch
                           VerifySchema)
 
 from .. import present
-from ..auth import bot_key_ok, current_user, require_user, token_digest
+from ..auth import bot_key_ok, current_user, require_bot, require_user, token_digest
 from ..config import Config
-from ..errors import Forbidden, NotFound, Unauthorized
+from ..errors import Forbidden, NotFound
 from ..keys import CONFIG, STORE
 from ..mail import MAILER
 from ..openapi import doc
@@ -39,11 +39,6 @@ def _link_url(config: Config, token: str) -> str:
     return f"{config.base_url}/chat/link?token={token}"
 
 
-def _require_bot(request: web.Request) -> None:
-    if not bot_key_ok(request):
-        raise Unauthorized("chat bot key required")
-
-
 @routes.post("/api/chat/link/generate")
 @doc("Create a one-time link token for a chat user (chat bot only)", body=GenerateSchema,
      responses={200: GenerateResultSchema},
@@ -52,7 +47,7 @@ def _require_bot(request: web.Request) -> None:
      "e-mailed the verification link, and only that account may redeem the token; the "
      "answer is the same whether or not such an account exists.")
 async def generate(request: web.Request) -> web.Response:
-    _require_bot(request)
+    require_bot(request)
     data = await read_json(request, GenerateSchema())
     config = request.app[CONFIG]
     token = secrets.token_hex(32)

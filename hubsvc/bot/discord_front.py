@@ -3,12 +3,14 @@
 Needs discord.py (`pip install -e '.[bot]'`). Nothing here decides what a command does:
 it registers COMMANDS as application commands, runs them through `run_command` for the
 invoking Discord user, and turns each Reply into a `discord.Embed` within Discord's
-limits, sent privately (ephemeral) when the Reply says so.
+limits, sent privately (ephemeral) when the Reply says so. Alongside, a notices.Pump
+sends the service's chat notices as direct messages.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import sys
@@ -20,6 +22,7 @@ from discord import app_commands
 
 from .client import ApiClient
 from .commands import COMMANDS, MAX_PAGE, Command, Reply, run_command
+from .notices import Pump, Undeliverable, notice_reply
 
 log = logging.getLogger("hubsvc.bot")
 
@@ -131,6 +134,7 @@ class HubBot(discord.Client):
         super().__init__(intents=discord.Intents(guilds=True), application_id=application_id)
         self.api_base, self.bot_key, self.guild_id = api_base, bot_key, guild_id
         self.api: ApiClient | None = None
+        self.pump: asyncio.Task | None = None
         self.tree = app_commands.CommandTree(self)
         for command in COMMANDS.values():
             self.tree.add_command(slash_command(command, self.answer))
@@ -152,11 +156,31 @@ class HubBot(discord.Client):
         else:
             synced = await self.tree.sync()
             log.info("synced %d global commands", len(synced))
+        if self.bot_key:  # the notices are the bot's alone: without its key, none to send
+            self.pump = asyncio.get_running_loop().create_task(
+                Pump(self.api, self.send_notice).run())
+
+    async def send_notice(self, notice: dict[str, Any]) -> None:
+        """Send one chat notice as a direct message to its Discord user."""
+        try:
+            user_id = int(notice["chatId"])
+        except ValueError:
+            raise Undeliverable("the chat id is not a Discord user id") from None
+        try:
+            user = await self.fetch_user(user_id)
+            await user.send(embed=to_embed(notice_reply(notice)))
+        except (discord.Forbidden, discord.NotFound) as exc:
+            # Direct messages closed, no shared server, or no such user: for good.
+            raise Undeliverable(f"{type(exc).__name__}: {exc}") from exc
 
     async def on_ready(self) -> None:
         log.info("connected to Discord as %s, serving %s", self.user, self.api_base)
 
     async def close(self) -> None:
+        if self.pump is not None:
+            self.pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.pump
         if self.api is not None:
             await self.api.close()
         await super().close()

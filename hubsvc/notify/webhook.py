@@ -244,12 +244,10 @@ async def webhook_ctx(app: web.Application) -> AsyncIterator[None]:
     """Start the sender and its bus subscription; stop both on shutdown."""
     sender = app[WEBHOOK]
     await sender.start()
-    cursor = await app[STORE].events.cursor(CURSOR) if sender.enabled else None
-    if sender.enabled and cursor is None:
-        # A webhook newly configured starts from now, and from then on its position is
-        # durable: a crash before its first message leaves nothing behind.
-        cursor = app[BUS].last_id
-        await app[STORE].events.set_cursor(CURSOR, cursor)
+    # A webhook newly configured starts from now, and from then on its position is
+    # durable: a crash before its first message leaves nothing behind.
+    cursor = await app[STORE].events.start_cursor(CURSOR, app[BUS].last_id) \
+        if sender.enabled else None
     unsubscribe = app[BUS].subscribe(sender.on_event, name=CURSOR, after=cursor)
     try:
         yield

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .chat import ChatStore
+from .chat_notices import ChatNoticeStore
 from .db import READ_TIMEOUT_MS, Database
 from .events import EventStore
 from .hooks import HookStore
@@ -28,6 +29,7 @@ class Store:
         self.issues = IssueStore(self.db)
         self.search = SearchStore(self.db)
         self.chat = ChatStore(self.db)
+        self.chat_notices = ChatNoticeStore(self.db)
         self.outbox = OutboxStore(self.db)
         self.events = EventStore(self.db)
         self.hooks = HookStore(self.db)

@@ -70,6 +70,14 @@ class EventStore(Table):
         """Move a durable consumer's position."""
         move_cursor(conn, name, event_id)
 
+    @writes
+    def start_cursor(self, conn, name: str, head: int) -> int:
+        """A durable consumer's position; one that never read any starts at head, for good."""
+        conn.execute("INSERT OR IGNORE INTO event_cursors (name, event_id) VALUES (?, ?)",
+                     (name, head))
+        return conn.execute("SELECT event_id FROM event_cursors WHERE name = ?",
+                            (name,)).fetchone()[0]
+
     @reads
     def pruned_through(self, conn) -> int:
         """Events up to this id were pruned: a cursor below it has missed some."""

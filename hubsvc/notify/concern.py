@@ -1,0 +1,70 @@
+"""Whom an event concerns and why: issue assignees and @mentions, for e-mail and chat notices.
+
+Both notifiers ask the same question; only the preference they honour differs
+(`notifications.email`, `notifications.chat`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..events import Event
+from ..present import preferences
+
+MENTION = re.compile(r"(?<![\w@/.])@([A-Za-z0-9](?:[A-Za-z0-9_.-]{0,38}[A-Za-z0-9])?)")
+MAX_MENTIONS = 20  # a message naming hundreds of people notifies none past this
+
+
+def mentions(*texts: str | None) -> list[str]:
+    """The @usernames in the texts, in order, once each (case kept as written)."""
+    seen: dict[str, str] = {}
+    for text in texts:
+        for name in MENTION.findall(text or ""):
+            seen.setdefault(name.lower(), name)
+    return list(seen.values())[:MAX_MENTIONS]
+
+
+def reasons(event: Event) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """The issue or pull request of an event, and {username: why} for whom to tell."""
+    data = event.data
+    item = data.get("issue") or data.get("pullRequest")
+    if event.type not in ("issue", "pull_request") or not item:
+        return None, {}
+    action, why = data.get("action"), {}
+    kind = "pull request" if event.type == "pull_request" else "issue"
+    if action == "opened" or (action == "edited" and "assignees" in data.get("changes", ())):
+        for person in item.get("assignees") or []:
+            why[person["username"]] = f"you were assigned {kind} #{item['number']}"
+    texts = [item.get("title"), item.get("body")] if action == "opened" else []
+    if action == "commented":
+        texts = [(data.get("comment") or {}).get("body")]
+    for name in mentions(*texts):
+        why.setdefault(name, f"you were mentioned in {kind} #{item['number']}")
+    return item, why
+
+
+def wants(user: dict[str, Any], channel: str) -> bool:
+    """Whether an account takes notifications on channel ("email", "chat") now."""
+    return not user.get("disabled") and preferences(user)["notifications"][channel]
+
+
+async def concerned(store: Any, event: Event, channel: str
+                    ) -> tuple[dict[str, Any] | None, list[tuple[dict[str, Any], str]]]:
+    """The event's issue or pull request (None: it names nobody) and [(user, why)] to tell.
+
+    Only users who may read the repository now, who did not cause the event, and who
+    take notifications on channel.
+    """
+    item, why = reasons(event)
+    if not why or event.repo_id is None:
+        return None, []
+    actor = (event.actor or {}).get("username", "").lower()
+    audience = await store.repos.audience(int(event.repo_id))
+    if audience is None:
+        return item, []  # the repository is gone
+    readers = audience[0]
+    users = await store.users.by_usernames([n for n in why if n.lower() != actor])
+    by_key = {name.lower(): text for name, text in why.items()}
+    return item, [(user, by_key[user["username"].lower()]) for user in users.values()
+                  if (readers is None or user["id"] in readers) and wants(user, channel)]
