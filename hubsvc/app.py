@@ -39,7 +39,7 @@ from .config import Config, ensure_secret
 from .datadir import tighten
 from .deadlines import body_deadline
 from .errors import error_middleware
-from .events import EventBus
+from .events import EventBus, paced_seconds
 from .gitslots import make_slots
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
 from .logs import request_id_var
@@ -72,6 +72,7 @@ async def request_context(request: web.Request, handler):
         f"{random.getrandbits(64):016x}"
     request[REQUEST_ID] = rid
     request_id_var.set(rid)
+    paced_seconds.set(0.0)  # a keep-alive connection's requests share one task's context
     return await handler(request)
 
 
@@ -79,6 +80,11 @@ async def _add_request_id(request: web.Request, response: web.StreamResponse) ->
     rid = request.get(REQUEST_ID)
     if rid:
         response.headers["X-Request-Id"] = rid
+    paced = paced_seconds.get()
+    if paced:
+        # How long the answer waited for the live fan-out to catch up (EventBus.paced).
+        response.headers["Server-Timing"] = f'fanout;dur={paced * 1000:.1f};desc="waited for ' \
+                                            'the WebSocket fan-out"'
 
 
 async def _store_ctx(app: web.Application) -> AsyncIterator[None]:

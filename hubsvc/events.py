@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -47,6 +49,9 @@ PENDING_MAX = 1000
 # The longest a write waits for a paced subscriber to catch up (EventBus.paced): a stuck
 # one slows writers down, never stops them.
 PACE_WAIT_MAX = 1.0
+# Seconds the current request's writes waited in EventBus.paced (a Server-Timing header).
+paced_seconds: contextvars.ContextVar[float] = contextvars.ContextVar("paced_seconds",
+                                                                     default=0.0)
 
 
 class _Subscriber:
@@ -203,7 +208,9 @@ class EventBus:
         """
         for sub in self._subscribers:
             if sub.pace is not None and self.last_id - sub.cursor > sub.pace:
+                start = time.monotonic()
                 await sub.caught_up_to(self.last_id - sub.pace, PACE_WAIT_MAX)
+                paced_seconds.set(paced_seconds.get() + time.monotonic() - start)
 
     async def drain(self, timeout: float = 5.0) -> None:
         """Wait until every subscriber has handled every event committed so far."""

@@ -72,7 +72,12 @@ def build_spec(app: web.Application) -> dict[str, Any]:
               "?limit=5. Rate limits: a token bucket per client address (RateLimit-* headers, "
               "429 with Retry-After); GET /health is never limited, and git over HTTP of a "
               "signed-in user (a token, or a password already accepted) spends a larger "
-              "bucket of that user's own ([rate_limit] git_burst, git_per_minute)."},
+              "bucket of that user's own ([rate_limit] git_burst, git_per_minute). "
+              "A write that makes events (an issue, a comment, a star…) answers once they "
+              "are stored; while the live WebSocket fan-out has more than 4 of them left to "
+              "send, the answer waits for it to catch up, at most 1 s, and then carries "
+              "Server-Timing: fanout;dur=<ms>: a burst of writes slows the writers, not "
+              "every watcher's notifications."},
     )
     spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer"})
     spec.components.security_scheme(

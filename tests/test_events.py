@@ -155,3 +155,25 @@ async def test_a_stuck_paced_subscriber_slows_writers_but_never_stops_them(clien
     release.set()
     await bus.drain()
     assert seen == list(range(6))
+
+
+async def test_an_answer_that_waited_for_the_fan_out_says_so(client, alice, monkeypatch):
+    monkeypatch.setattr("hubsvc.events.PACE_WAIT_MAX", 0.05)
+    await create(client, alice, "proj")
+    url = "/api/repositories/alice/proj/issues"
+    resp = await client.post(url, headers=alice.headers, json={"title": "quick"})
+    assert resp.status == 201 and "Server-Timing" not in resp.headers
+    release = asyncio.Event()
+
+    async def stuck(event):
+        await release.wait()
+
+    client.app[BUS].subscribe(stuck, name="stuck", pace=0)
+    resp = await client.post(url, headers=alice.headers, json={"title": "waits"})
+    assert resp.status == 201
+    timing = resp.headers["Server-Timing"]
+    assert timing.startswith("fanout;dur=") and float(timing.split("=")[1].split(";")[0]) >= 40
+    # The next request on the same connection starts from nothing again.
+    resp = await client.get(url, headers=alice.headers)
+    assert "Server-Timing" not in resp.headers
+    release.set()
