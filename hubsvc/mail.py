@@ -124,13 +124,24 @@ class Mailer:
 
     async def send(self, to: str, subject: str, body: str) -> None:
         """Queue a message and make its first attempt now (no SMTP host: the outbox folder)."""
-        config = self.app[CONFIG]
+        await self.send_all([(to, subject, body)])
+
+    async def send_all(self, messages: list[tuple[str, str, str]],
+                       cursor: tuple[str, int] | None = None) -> None:
+        """Queue (to, subject, body)s and try each now; with cursor (name, event id), the
+        consumer's mark moves in the transaction that queues them: none is queued twice."""
+        config, store = self.app[CONFIG], self.app[STORE]
         if not config["mail"]["smtp_host"]:
-            await send_mail(config, to, subject, body)
+            for to, subject, body in messages:
+                await send_mail(config, to, subject, body)
+            if cursor is not None:
+                await store.events.set_cursor(*cursor)
             return
-        raw = _Unshown(build_message(config, to, subject, body).as_bytes())
-        mail_id = await self.app[STORE].mail.enqueue(to, subject, raw)
-        await self.attempt({"id": mail_id, "recipient": to, "message": raw, "attempts": 0})
+        raws = [(to, subject, _Unshown(build_message(config, to, subject, body).as_bytes()))
+                for to, subject, body in messages]
+        ids = await store.mail.enqueue(raws, cursor)
+        for mail_id, (to, _, raw) in zip(ids, raws):
+            await self.attempt({"id": mail_id, "recipient": to, "message": raw, "attempts": 0})
 
     async def attempt(self, row: dict) -> str:
         """One try at a queued message; records the outcome."""

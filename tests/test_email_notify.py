@@ -51,3 +51,27 @@ async def test_assignment_and_mentions_are_mailed_to_readers_who_want_them(clien
     await client.post("/api/repositories/alice/proj/issues/1/comments", headers=bob.headers,
                       json={"body": "@alice again"})
     assert len(await _mails(smtp, 3, timeout=0.5)) == 2
+
+
+async def test_an_edit_of_the_assignees_tells_only_those_it_added(client, smtp, alice,  # noqa: F811
+                                                                    bob):
+    await create(client, alice, "proj")
+    await sign_up(client, "carol")
+    url = "/api/repositories/alice/proj/issues"
+    await client.post(url, headers=alice.headers, json={"title": "Triage", "assignees": ["bob"]})
+    assert [m["To"] for m in await _mails(smtp, 1)] == ["bob@example.com"]
+    resp = await client.patch(url + "/1", headers=alice.headers,
+                              json={"assignees": ["bob", "carol"]})
+    assert resp.status == 200
+    mails = await _mails(smtp, 2)
+    assert [m["To"] for m in mails] == ["bob@example.com", "carol@example.com"]
+    assert "you were assigned issue #1 by alice" in mails[1].get_content()
+    # Taking someone off, or closing with the same assignees, tells nobody.
+    await client.patch(url + "/1", headers=alice.headers,
+                       json={"assignees": ["carol"], "state": "closed"})
+    assert len(await _mails(smtp, 3, timeout=0.5)) == 2
+    feed = await (await client.get("/api/repositories/alice/proj/events",
+                                   headers=alice.headers)).json()
+    edits = [e["data"] for e in feed["events"] if e["data"].get("action") != "opened"]
+    assert [(e["changes"], e["assigneesAdded"]) for e in edits] == [
+        (["assignees"], ["carol"]), (["assignees", "state"], [])]

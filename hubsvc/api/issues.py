@@ -60,6 +60,16 @@ def state_action(before: dict, after: dict) -> str:
     return "edited"
 
 
+def edit_changes(before: dict, after: dict, data: dict) -> dict:
+    """An edit event's `changes` (the fields sent) and, for assignees, who was added."""
+    changes: dict = {"changes": sorted(data)}
+    if "assignees" in data:
+        had = {a["username"] for a in before["assignees"]}
+        changes["assigneesAdded"] = [a["username"] for a in after["assignees"]
+                                     if a["username"] not in had]
+    return changes
+
+
 async def load_issue(request: web.Request, repo: dict, is_pull: bool) -> dict:
     """The issue or pull request of the path, else 404."""
     item = await request.app[STORE].issues.get(repo["id"], number_of(request), is_pull)
@@ -206,7 +216,7 @@ async def patch_issue(request: web.Request) -> web.Response:
     row = await request.app[STORE].issues.update(
         item["id"], data, ids, emit=lambda row: [event(request, repo, "issue", {
             "action": state_action(item, row), "issue": _issue(request, repo, row),
-            "changes": sorted(data)})])
+            **edit_changes(item, row, data)})])
     return json_response({"issue": _issue(request, repo, row)})
 
 

@@ -24,8 +24,9 @@ from ..repofiles import REPO_FILES
 from ..gitrepo import RANGE_COMMITS, RANGE_FILES
 from ..rest import json_response, read_json, read_query
 from .issues import (COMMENT_DELETE_DOC, COMMENT_EDIT_DOC, LIST_DESCRIPTION, add_comment,
-                     check_edit, delete_comment, edit_comment, list_comments, list_filters,
-                     list_query, load_issue, pulls_for_caller, show_with_comments, state_action)
+                     check_edit, delete_comment, edit_changes, edit_comment, list_comments,
+                     list_filters, list_query, load_issue, pulls_for_caller, show_with_comments,
+                     state_action)
 
 routes = web.RouteTableDef()
 PULLS = "/api/repositories/{owner}/{name}/pulls"
@@ -192,7 +193,7 @@ async def patch_pull(request: web.Request) -> web.Response:
     row = await request.app[STORE].issues.update(
         item["id"], data, emit=lambda row: [event(request, repo, "pull_request", {
             "action": state_action(item, row), "pullRequest": _pull(request, repo, row),
-            "changes": sorted(data)})])
+            **edit_changes(item, row, data)})])
     if "base" in data or data.get("state") == "open":
         row = await pulls.refresh(request.app, row)
     [body] = await pulls_for_caller(request, repo, [row])

@@ -33,9 +33,14 @@ def reasons(event: Event) -> tuple[dict[str, Any] | None, dict[str, str]]:
         return None, {}
     action, why = data.get("action"), {}
     kind = "pull request" if event.type == "pull_request" else "issue"
-    if action == "opened" or (action == "edited" and "assignees" in data.get("changes", ())):
-        for person in item.get("assignees") or []:
-            why[person["username"]] = f"you were assigned {kind} #{item['number']}"
+    assigned = [p["username"] for p in item.get("assignees") or []]
+    if action != "opened":
+        # An edit (closing or reopening included) tells only those it added; an event
+        # logged before assigneesAdded existed names every assignee.
+        assigned = (data.get("assigneesAdded", assigned)
+                    if "assignees" in data.get("changes", ()) else [])
+    for name in assigned:
+        why[name] = f"you were assigned {kind} #{item['number']}"
     texts = [item.get("title"), item.get("body")] if action == "opened" else []
     if action == "commented":
         texts = [(data.get("comment") or {}).get("body")]

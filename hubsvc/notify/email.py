@@ -31,7 +31,7 @@ class EmailNotifier:
     async def on_event(self, event: Event) -> None:
         item, people = await concerned(self.app[STORE], event, "email")
         repo = f"{event.repository['owner']}/{event.repository['name']}"
-        sent = 0
+        messages = []
         for user, reason in people:
             if not user.get("email"):
                 continue
@@ -39,12 +39,11 @@ class EmailNotifier:
             body = (f"{reason} by {event.actor['username'] if event.actor else 'someone'} "
                     f"in {repo}.\n\n{item['title']}\n{item.get('url', '')}\n\n"
                     "You get this because notifications.email is on in your preferences.\n")
-            await self.app[MAILER].send(user["email"], subject, body)
-            sent += 1
-        if sent:
-            # Events that mailed no one need no mark: read again after a restart, they
-            # still mail no one.
-            await self.app[STORE].events.set_cursor(CURSOR, int(event.id))
+            messages.append((user["email"], subject, body))
+        if messages:
+            # Queued with the mark, so a restart neither loses nor repeats one. Events that
+            # mail no one need no mark: read again after a restart, they still mail no one.
+            await self.app[MAILER].send_all(messages, (CURSOR, int(event.id)))
 
 
 async def email_ctx(app: web.Application) -> AsyncIterator[None]:

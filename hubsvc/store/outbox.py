@@ -96,12 +96,16 @@ class MailStore(Table):
     """Outgoing e-mail, retried until sent or given up; failures stay visible."""
 
     @writes
-    def enqueue(self, conn, recipient: str, subject: str, message: bytes) -> int:
-        """Queue a message for sending now."""
-        return conn.execute(
+    def enqueue(self, conn, messages: list[tuple[str, str, bytes]],
+                cursor: tuple[str, int] | None = None) -> list[int]:
+        """Queue (recipient, subject, message)s for sending now; with cursor, mark it read."""
+        if cursor is not None:
+            move_cursor(conn, *cursor)
+        return [conn.execute(
             "INSERT INTO mail_deliveries (recipient, subject, message, next_attempt_at,"
             " created_at) VALUES (?, ?, ?, ?, ?)",
             (recipient, subject, message, time.time(), now_iso())).lastrowid
+            for recipient, subject, message in messages]
 
     @reads
     def due(self, conn, now: float) -> list[dict[str, Any]]:
