@@ -119,15 +119,21 @@ async def _writer(store, repo_id: int, n: int, done: list[int]) -> None:
         done.append(i)
 
 
-async def test_a_paced_subscriber_holds_writers_back_until_it_catches_up(client, alice):
-    store, bus, repo_id = await _store_with_repo(client, alice)
-    gate, seen, done = asyncio.Event(), [], []
+def _gated(bus, pace: int) -> tuple[asyncio.Event, list[int]]:
+    """A paced subscriber that handles nothing until the gate opens; what it handled."""
+    gate, seen = asyncio.Event(), []
 
-    async def slow(event):
+    async def gated(event):
         await gate.wait()
         seen.append(event.data["n"])
 
-    bus.subscribe(slow, name="paced", pace=2)
+    bus.subscribe(gated, name="gated", pace=pace)
+    return gate, seen
+
+
+async def test_a_paced_subscriber_holds_writers_back_until_it_catches_up(client, alice):
+    store, bus, repo_id = await _store_with_repo(client, alice)
+    (gate, seen), done = _gated(bus, pace=2), []
     writer = asyncio.create_task(_writer(store, repo_id, 10, done))
     await asyncio.sleep(0.3)
     # Two events may wait for it; the third write commits, then waits for the first.
@@ -143,13 +149,7 @@ async def test_a_stuck_paced_subscriber_slows_writers_but_never_stops_them(clien
                                                                              monkeypatch):
     monkeypatch.setattr("hubsvc.events.PACE_WAIT_MAX", 0.05)
     store, bus, repo_id = await _store_with_repo(client, alice)
-    release, seen, done = asyncio.Event(), [], []
-
-    async def stuck(event):
-        await release.wait()
-        seen.append(event.data["n"])
-
-    bus.subscribe(stuck, name="stuck", pace=1)
+    (release, seen), done = _gated(bus, pace=1), []
     await asyncio.wait_for(_writer(store, repo_id, 6, done), 10)
     assert done == list(range(6)) and seen == []
     release.set()
