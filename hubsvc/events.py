@@ -195,6 +195,10 @@ class EventBus:
                 self._subscribers.remove(sub)
             if sub.task is not None:
                 sub.task.cancel()
+            for _, waiter in sub.waiters:  # writers paced by it need not wait any more
+                if not waiter.done():
+                    waiter.set_result(None)
+            sub.waiters.clear()
 
         return unsubscribe
 

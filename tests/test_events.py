@@ -177,3 +177,21 @@ async def test_an_answer_that_waited_for_the_fan_out_says_so(client, alice, monk
     resp = await client.get(url, headers=alice.headers)
     assert "Server-Timing" not in resp.headers
     release.set()
+
+
+async def test_unsubscribing_a_paced_subscriber_frees_its_waiting_writers(client, alice,
+                                                                           monkeypatch):
+    monkeypatch.setattr("hubsvc.events.PACE_WAIT_MAX", 30.0)
+    store, bus, repo_id = await _store_with_repo(client, alice)
+    gate = asyncio.Event()
+
+    async def stuck(event):
+        await gate.wait()
+
+    unsubscribe = bus.subscribe(stuck, name="stuck", pace=0)
+    writer = asyncio.create_task(store.events.append([_event(0, repo_id)]))
+    await asyncio.sleep(0.1)
+    assert not writer.done()
+    unsubscribe()
+    await asyncio.wait_for(writer, 5)  # not the 30 s of PACE_WAIT_MAX
+    gate.set()
