@@ -18,6 +18,7 @@ import bcrypt
 from aiohttp import web
 from aiohttp_session import get_session
 
+from .botscope import bot_may
 from .errors import BadRequest, Forbidden, Unauthorized
 from .keys import AUTH, CONFIG, STORE
 
@@ -246,6 +247,8 @@ async def auth_middleware(request: web.Request, handler):
                 raise Forbidden("cross-origin request refused")
     if identity is None:
         identity = await _bot_identity(request)
+        if identity is not None and not bot_may(request):
+            raise Forbidden(BOT_SCOPE_REFUSAL)
     request[AUTH] = identity
     return await handler(request)
 
@@ -255,6 +258,9 @@ CHAT_USER_HEADER = "X-Chat-User-Id"
 # The link endpoints take the chat id they act on from the body or the path, so there
 # the bot key alone is the credential, whether or not X-Chat-User-Id is linked yet.
 CHAT_LINK_PATHS = "/api/chat/link/"
+BOT_SCOPE_REFUSAL = ("outside the chat bot's scope: with X-Chat-Bot-Key the bot may read, search, "
+                     "fork, open issues and comment for a linked user; sign in as the user "
+                     "for anything else")
 
 
 def bot_key_ok(request: web.Request) -> bool:

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from aiohttp import web
 
-from .auth import bot_key_ok, user_for_token
+from .auth import CHAT_LINK_PATHS, bot_key_ok, user_for_token
 from .errors import error_response
 from .keys import CONFIG
 
@@ -128,11 +128,15 @@ def sign_in_key(request: web.Request, login: str, user: dict[str, Any] | None) -
 
 
 def limit_key(request: web.Request) -> str:
-    """Bot-key requests count per chat user; every other request per client address."""
+    """Bot-key requests count per chat user (link endpoints per bot key); others per address."""
     chat_user = request.headers.get("X-Chat-User-Id")
     # Only a valid bot key earns a per-chat-user bucket; otherwise rotating the header
     # would dodge the per-address limit.
-    if chat_user and bot_key_ok(request):
+    if bot_key_ok(request):
+        # The link endpoints need no linked chat id, so a made-up one per request would
+        # be a fresh bucket each time: they share the bot key's one budget.
+        if request.path.startswith(CHAT_LINK_PATHS) or not chat_user:
+            return "bot"
         return "chat:" + chat_user[:200]
     return "ip:" + client_group(request)
 

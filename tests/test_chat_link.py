@@ -305,11 +305,12 @@ async def test_bot_credential_acts_as_the_linked_user(client, alice):
     resp = await client.get("/api/users/me", headers=as_chat("c1"))
     assert resp.status == 200
     assert (await resp.json())["user"]["username"] == "alice"
-    # A write as alice; the cookie Origin check does not apply to the bot.
-    resp = await client.post("/api/repositories", json={"name": "from-chat"},
+    # A write as alice, within the bot's scope; the cookie Origin check does not apply.
+    await client.post("/api/repositories", json={"name": "proj"}, headers=alice.headers)
+    resp = await client.post("/api/repositories/alice/proj/issues", json={"title": "from chat"},
                              headers={**as_chat("c1"), "Origin": "https://elsewhere.example"})
     assert resp.status == 201, await resp.text()
-    assert (await resp.json())["repo"]["owner"]["username"] == "alice"
+    assert (await resp.json())["issue"]["author"]["username"] == "alice"
 
     assert (await client.get("/api/users/me", headers=as_chat("c1", "wrong"))).status == 401
     assert (await client.get("/api/users/me", headers=as_chat("nobody"))).status == 401

@@ -28,7 +28,8 @@ routes = web.RouteTableDef()
      body=PasswordChangeSchema, responses={204: "changed"}, errors=(403,), tag="users",
      description="A wrong currentPassword answers 403 (not 401: the caller's token is fine, "
                  "and a client must not take the answer for a sign-out). Every other sign-in "
-                 "session and every personal access token of the user is revoked, their "
+                 "session, every personal access token and every chat link of the user is "
+                 "ended (the bot must link again), their "
                  "WebSockets closed with 4001; the credential of this request stays valid. "
                  "GitHub keeps personal access tokens on a password change; hubsvc ends them, "
                  "since a password is changed when it may have leaked, and whoever had it "

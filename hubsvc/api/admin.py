@@ -67,8 +67,8 @@ async def create_user(request: web.Request) -> web.Response:
      body=AdminUserPatchSchema, responses={200: AdminUserEnvelopeSchema},
      errors=(403, 404, 409), tag="admin",
      description="A disabled account's tokens, sessions, git credentials and WebSockets stop "
-                 "working at once (sockets close with 4001); enabling it again brings back "
-                 "its unexpired tokens. The last enabled administrator cannot be demoted or "
+                 "working at once (sockets close with 4001) and its chat links end; enabling "
+                 "it again brings back its unexpired tokens, not the chat links. The last enabled administrator cannot be demoted or "
                  "disabled (409). The ghost account answers 409.")
 async def patch_user(request: web.Request) -> web.Response:
     require_admin(request)

@@ -19,7 +19,7 @@ from .. import present
 from ..auth import bot_key_ok, current_user, require_bot, require_user, token_digest
 from ..config import Config
 from ..errors import Forbidden, NotFound
-from ..keys import CONFIG, STORE
+from ..keys import AUTH, CONFIG, STORE
 from ..mail import MAILER
 from ..openapi import doc
 from ..rest import json_response, read_json, read_query
@@ -90,11 +90,19 @@ async def _mail_link(app: web.Application, user: dict[str, Any] | None, chat_id:
 @routes.post("/api/chat/link/verify")
 @doc("Redeem a link token: link its chat id to the signed-in user", body=VerifySchema,
      responses={200: VerifyResultSchema}, errors=(403,),
-     description="serviceUserId must be the signed-in user's id (else 403). A bad, used or "
+     description="Needs a signed-in session (the cookie, or the sign-in token as Bearer); a "
+     "personal access token or the bot key is 403. "
+     "serviceUserId must be the signed-in user's id (else 403). A bad, used or "
      "expired token is 400; a token e-mailed to another account is 403. An earlier link "
      "of the same chat id is replaced.")
 async def verify(request: web.Request) -> web.Response:
     user = require_user(request)
+    identity = request[AUTH]
+    # A link lets the bot act as the user, so it is granted as a credential is: by the
+    # user in a signed-in session, never by a personal access token a script holds.
+    if identity.personal or identity.via not in ("cookie", "bearer"):
+        raise Forbidden("verifying a chat link needs a signed-in session, "
+                        "not a personal access token")
     data = await read_json(request, VerifySchema())
     if data["serviceUserId"] != str(user["id"]):
         raise Forbidden("serviceUserId: must be the signed-in user")

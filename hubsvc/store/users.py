@@ -122,12 +122,14 @@ class UserStore(Table):
     @writes
     def set_password(self, conn, user_id: int, password_hash: str,
                      keep: bytes | None = None) -> None:
-        """Replace the password hash; revoke every session and personal token but keep."""
+        """Replace the password hash; end every credential (tokens, chat links) but keep."""
         conn.execute("UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?",
                      (password_hash, now_iso(), user_id))
         conn.execute("DELETE FROM tokens WHERE user_id = ? AND hash IS NOT ?", (user_id, keep))
         conn.execute("DELETE FROM personal_tokens WHERE user_id = ? AND hash IS NOT ?",
                      (user_id, keep))
+        # A chat link lets the bot act as the user: it is a credential, and ends like one.
+        conn.execute("DELETE FROM chat_links WHERE user_id = ?", (user_id,))
 
     def _keep_an_admin(self, conn, user_id: int) -> None:
         """409 when user_id is the last administrator who can act."""
@@ -152,6 +154,8 @@ class UserStore(Table):
         """Disable or enable an account; the last administrator stays enabled (409)."""
         if disabled:
             self._keep_an_admin(conn, user_id)
+            # Enabling again does not bring the bot back: the user links anew.
+            conn.execute("DELETE FROM chat_links WHERE user_id = ?", (user_id,))
         conn.execute("UPDATE users SET disabled = ?, updated_at = ? WHERE id = ?",
                      (int(disabled), now_iso(), user_id))
         return self.by_id.sync(self, conn, user_id)
