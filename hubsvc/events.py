@@ -28,6 +28,9 @@ class Event:
     createdAt: str = field(default_factory=now_iso)
     # Not part of the JSON shape: the repository's id, so subscribers can check access.
     repo_id: str | None = None
+    # Whether the repository was public when it happened (set when the log writes it):
+    # a private-period event stays with those who could read the repository then.
+    public: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """The event as JSON-ready data."""
@@ -38,6 +41,7 @@ class Event:
             "actor": self.actor,
             "data": self.data,
             "createdAt": self.createdAt,
+            "public": self.public,
         }
 
 

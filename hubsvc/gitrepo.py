@@ -636,6 +636,21 @@ class GitRepo:
         """Write the commit-graph so later `git log --skip` walks stay fast."""
         _run_git(str(self.path), "commit-graph", "write", "--reachable")
 
+    def prune_unreachable(self) -> None:
+        """Delete every object no ref reaches (before a private repository goes public).
+
+        A branch pushed and deleted while private leaves commits any reader could open
+        by oid; once public, everyone could. Blocking; pushes must be held off meanwhile.
+        """
+        git_dir = str(self.path)
+        _run_git(git_dir, "reflog", "expire", "--expire=now", "--expire-unreachable=now",
+                 "--all")
+        # -a -d rewrites every pack with the reachable objects only; prune takes the
+        # loose ones; the commit-graph is rewritten so it names no pruned commit.
+        _run_git(git_dir, "repack", "-a", "-d", "-q")
+        _run_git(git_dir, "prune", "--expire=now")
+        self.write_commit_graph()
+
     # -- one commit's diff ------------------------------------------------------
 
     @_locked

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, AsyncIterator, Callable, TypeVar
 
 from aiohttp import web
 
@@ -35,6 +36,10 @@ class RepoFiles:
         # A pool of their own: a huge tree or diff then queues behind other git reads,
         # never in front of password hashing or anything else on the default pool.
         self._pool: ThreadPoolExecutor | None = None
+        # Pushes running per repository, and repositories being pruned: a prune must not
+        # take objects a push has stored but not yet pointed a ref at.
+        self._pushes: dict[int, int] = {}
+        self._quiet: dict[int, asyncio.Event] = {}
 
     def prepare(self) -> None:
         """Create the hooks and the spool folder the git services use."""
@@ -85,6 +90,41 @@ class RepoFiles:
     async def run(self, repo_id: int, fn: Callable[..., T], *args: Any) -> T:
         """Call fn(GitRepo, *args) in a git worker thread."""
         return await self._thread(lambda: fn(self.get(repo_id), *args))
+
+    @contextlib.asynccontextmanager
+    async def pushing(self, repo_id: int) -> AsyncIterator[None]:
+        """Held while a push runs; waits while the repository is held quiet."""
+        while repo_id in self._quiet:
+            await self._quiet[repo_id].wait()
+        self._pushes[repo_id] = self._pushes.get(repo_id, 0) + 1
+        try:
+            yield
+        finally:
+            self._pushes[repo_id] -= 1
+            if not self._pushes[repo_id]:
+                del self._pushes[repo_id]
+
+    @contextlib.asynccontextmanager
+    async def quiet(self, repo_id: int) -> AsyncIterator[None]:
+        """No push runs or starts in the repository while this is held (this process)."""
+        while repo_id in self._quiet:
+            await self._quiet[repo_id].wait()
+        done = self._quiet[repo_id] = asyncio.Event()
+        try:
+            while self._pushes.get(repo_id):
+                await asyncio.sleep(0.05)
+            yield
+        finally:
+            del self._quiet[repo_id]
+            done.set()
+
+    async def prune_unreachable(self, repo_id: int) -> None:
+        """Delete the objects no ref reaches; call it holding quiet(repo_id)."""
+        def prune() -> None:
+            self.forget(repo_id)  # its packs are replaced: reopen afterwards
+            with GitRepo(self.path(repo_id)) as git:
+                git.prune_unreachable()
+        await self._thread(prune)
 
     async def create(self, repo_id: int, default_branch: str) -> None:
         """A new empty bare repository."""

@@ -29,6 +29,10 @@ class EventSchema(Base):
     data = Dict(required=True, metadata={"description": "what happened; data.action names it "
                                                         "(absent for push and fork)"})
     createdAt = Str(required=True)
+    public = Bool(required=True, metadata={
+        "description": "whether the repository was public when it happened (GitHub's "
+                       "`public`): events of a private period are shown only to its owner "
+                       "and to collaborators granted before the event, even once it is public"})
 
 
 class EventFeedSchema(Base):

@@ -317,7 +317,10 @@ async def edit_comment(request: web.Request, is_pull: bool) -> web.Response:
 async def delete_comment(request: web.Request, is_pull: bool) -> web.Response:
     """Shared by issues and pull requests: the author or an admin deletes a comment."""
     repo, found = await _changeable_comment(request, is_pull)
+    # The event names what went, not what it said: the log outlives the comment, and
+    # may be read by people the body was never meant for (GitHub's deleted events too).
     before = comment_json(request.app[CONFIG].base_url, found)
+    before.pop("body", None)
     item = await request.app[STORE].issues.delete_comment(
         found["id"], emit=lambda item: [] if item is None else _comment_events(
             request, repo, is_pull, "comment_deleted", item, before))
@@ -331,7 +334,7 @@ COMMENT_EDIT_DOC = ("The comment's author or a repository admin (or owner); othe
                     "{event} event has action comment_edited.")
 COMMENT_DELETE_DOC = ("The comment's author or a repository admin (or owner); other readers "
                       "get 403. The {event} event has action comment_deleted and the "
-                      "comment as it was.")
+                      "comment without its body (id, author, times).")
 
 
 @routes.patch(ISSUES + "/{number}/comments/{id}")

@@ -97,6 +97,9 @@ async def get_repo(request: web.Request) -> web.Response:
 @routes.patch(REPO)
 @doc("Change name, description, visibility or default branch (owner only)",
      description="A fork of a private repository stays private: making it public is 409. "
+                 "Making a repository public first deletes the git objects no ref reaches "
+                 "(a branch pushed and deleted while private), and its private-period events "
+                 "stay with those who could read it then (events carry `public`). "
                  "After a rename the old name keeps answering, as on GitHub: API paths with "
                  "301 (308 for other methods than GET) to the new path, query kept; git clone, "
                  "fetch and push of the old URL work as before. Only readers of the repository "
@@ -115,7 +118,15 @@ async def patch_repo(request: web.Request) -> web.Response:
             raise BadRequest("defaultBranch: no such branch")
         await request.app[REPO_FILES].run(
             repo["id"], lambda g: g.set_default_branch(data["defaultBranch"]))
-    row = await request.app[STORE].repos.update(repo["id"], data, _viewer_id(request))
+    if data.get("visibility") == "public" and repo["visibility"] != "public":
+        # What was pushed and deleted while private must not become readable by oid:
+        # the objects no ref reaches go before anyone else may read the repository.
+        files = request.app[REPO_FILES]
+        async with files.quiet(repo["id"]):
+            await files.prune_unreachable(repo["id"])
+            row = await request.app[STORE].repos.update(repo["id"], data, _viewer_id(request))
+    else:
+        row = await request.app[STORE].repos.update(repo["id"], data, _viewer_id(request))
     if data.get("visibility") == "private" and repo["visibility"] != "private":
         await _recheck(request, row)
     row["role"] = repo["role"]

@@ -215,13 +215,15 @@ async def receive_pack(request: web.Request) -> web.StreamResponse:
     config = request.app[CONFIG]
     try:
         # The pre-receive hook refuses files over max_object_bytes before any ref moves.
-        with git_slot(request):
-            resp, _ = await serve_rpc(
-                request, "git-receive-pack", files.path(repo["id"]),
-                config["limits"]["push_bytes"], before_eof=record, hooks=files.hooks,
-                timeout=config["git"]["timeout_seconds"],
-                env={"HUBSVC_PUSH_LOG": str(spool),
-                     "HUBSVC_MAX_OBJECT_BYTES": str(config["git"]["max_object_bytes"])})
+        # pushing: a repository going public is pruned with no push half-way.
+        async with files.pushing(repo["id"]):
+            with git_slot(request):
+                resp, _ = await serve_rpc(
+                    request, "git-receive-pack", files.path(repo["id"]),
+                    config["limits"]["push_bytes"], before_eof=record, hooks=files.hooks,
+                    timeout=config["git"]["timeout_seconds"],
+                    env={"HUBSVC_PUSH_LOG": str(spool),
+                         "HUBSVC_MAX_OBJECT_BYTES": str(config["git"]["max_object_bytes"])})
     finally:
         if spool.exists():
             # The answer failed after git applied the updates (a client that hung up):

@@ -68,8 +68,7 @@ async def concerned(store: Any, event: Event, channel: str
     audience = await store.repos.audience(int(event.repo_id))
     if audience is None:
         return item, []  # the repository is gone
-    readers = audience[0]
     users = await store.users.by_usernames([n for n in why if n.lower() != actor])
     by_key = {name.lower(): text for name, text in why.items()}
     return item, [(user, by_key[user["username"].lower()]) for user in users.values()
-                  if (readers is None or user["id"] in readers) and wants(user, channel)]
+                  if audience.may_read(user["id"], event) and wants(user, channel)]

@@ -12,6 +12,7 @@ from aiohttp import WSCloseCode, web
 
 from ..events import Event
 from ..keys import BUS, STORE
+from ..store.repos import Audience
 
 log = logging.getLogger("hubsvc.ws")
 QUEUE_SIZE = 256
@@ -74,12 +75,12 @@ class Client:
                 self.sending = False
 
 
-def _wants(client: Client, event: Event, audience: tuple[set[int] | None, set[int]]) -> bool:
+def _wants(client: Client, event: Event, audience: Audience) -> bool:
     """Whether a client watches or subscribed to the event's repository and may read it."""
-    readers, watchers = audience
     return (client.web
-            and (client.user_id in watchers or int(event.repo_id) in client.subscriptions)
-            and (readers is None or client.user_id in readers))
+            and (client.user_id in audience.watchers
+                 or int(event.repo_id) in client.subscriptions)
+            and audience.may_read(client.user_id, event))
 
 
 class Hub:
@@ -241,15 +242,15 @@ class Hub:
             else:
                 self._offer(client, text)
 
-    def _targets(self, event: Event, audience: tuple[set[int] | None, set[int]]) -> set[Client]:
+    def _targets(self, event: Event, audience: Audience) -> set[Client]:
         """The live clients an event goes to: watchers and subscribers who may read it."""
         repo_id = int(event.repo_id)
-        readers, watchers = audience
         targets: set[Client] = set(self.by_repo.get(repo_id, ()))
-        for user_id in watchers:
+        for user_id in audience.watchers:
             targets |= self.by_user.get(user_id, set())
-        if readers is not None:  # private: checked against access as it is now
-            targets = {c for c in targets if c.user_id in readers}
+        if audience.readers is not None or not event.public:
+            # Private now, or then: checked against access as it is now (and was then).
+            targets = {c for c in targets if audience.may_read(c.user_id, event)}
         return {c for c in targets if c.live and c.web}
 
     def resume(self, client: Client, after: int) -> None:

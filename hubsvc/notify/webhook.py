@@ -166,8 +166,9 @@ class WebhookSender:
         if not self.enabled:
             return
         repo = await self.app[STORE].repos.by_id(int(event.repo_id)) if event.repo_id else None
-        if repo is None or repo["visibility"] != "public":
-            # The chat channel is shared; private repositories never reach it.
+        if repo is None or repo["visibility"] != "public" or not event.public:
+            # The chat channel is shared; private repositories, and what happened while
+            # a repository was private, never reach it.
             return
         body = json.dumps(chat_message(event, self.app[CONFIG].base_url))
         # The outbox row and the cursor move together: after a crash the sender goes on

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..events import Event
 from .base import Table, reads, writes
-from .repos import VISIBLE
+from .repos import READ_THEN, VISIBLE
 
 
 def append_events(conn: sqlite3.Connection, events: list[Event]) -> list[Event]:
@@ -18,13 +18,19 @@ def append_events(conn: sqlite3.Connection, events: list[Event]) -> list[Event]:
     for event in events:
         payload = event.to_dict()
         payload.pop("id")
+        payload.pop("public")  # the column says it
+        repo_id = int(event.repo_id) if event.repo_id else None
+        # Read in the change's own transaction: what the repository is as it happens.
+        row = repo_id and conn.execute("SELECT visibility FROM repositories WHERE id = ?",
+                                       (repo_id,)).fetchone()
+        public = not row or row[0] == "public"
         cur = conn.execute(
-            "INSERT INTO events (type, action, repo_id, actor_id, payload, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (event.type, event.data.get("action"), int(event.repo_id) if event.repo_id else None,
+            "INSERT INTO events (type, action, repo_id, actor_id, payload, created_at, public)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (event.type, event.data.get("action"), repo_id,
              (event.actor or {}).get("id") and int(event.actor["id"]),
-             json.dumps(payload, separators=(",", ":")), event.createdAt))
-        out.append(dataclasses.replace(event, id=str(cur.lastrowid)))
+             json.dumps(payload, separators=(",", ":")), event.createdAt, int(public)))
+        out.append(dataclasses.replace(event, id=str(cur.lastrowid), public=public))
     return out
 
 
@@ -39,7 +45,8 @@ def _event(row: sqlite3.Row) -> Event:
     payload = json.loads(row["payload"])
     return Event(type=payload["type"], repository=payload["repository"], actor=payload["actor"],
                  data=payload["data"], id=str(row["id"]), createdAt=payload["createdAt"],
-                 repo_id=str(row["repo_id"]) if row["repo_id"] is not None else None)
+                 repo_id=str(row["repo_id"]) if row["repo_id"] is not None else None,
+                 public=bool(row["public"]))
 
 
 class EventStore(Table):
@@ -93,11 +100,16 @@ class EventStore(Table):
     @reads
     def visible_after(self, conn, viewer: int, cursor: int, limit: int,
                       repo_id: int | None = None) -> tuple[list[Event], bool]:
-        """Events of repositories the viewer may read now, oldest first, after cursor."""
+        """Events the viewer may read, oldest first, after cursor.
+
+        A public-period event: while the viewer may read the repository now. A private-
+        period one: only for the owner and collaborators granted before it happened.
+        """
         where = "e.repo_id = :repo" if repo_id is not None else "1"
         rows = conn.execute(
             "SELECT e.* FROM events e JOIN repositories r ON r.id = e.repo_id"
-            f" WHERE e.id > :cursor AND {where} AND {VISIBLE} ORDER BY e.id LIMIT :limit",
+            f" WHERE e.id > :cursor AND {where} AND CASE WHEN e.public = 1 THEN {VISIBLE}"
+            f" ELSE {READ_THEN} END ORDER BY e.id LIMIT :limit",
             {"cursor": cursor, "viewer": viewer, "repo": repo_id, "limit": limit + 1}).fetchall()
         return [_event(r) for r in rows[:limit]], len(rows) > limit
 

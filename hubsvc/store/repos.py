@@ -6,9 +6,10 @@ import functools
 import json
 import time
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from ..errors import Conflict, NotFound
+from ..events import Event
 from ..timeutil import now_iso
 from .base import Table, cached_until_write, reads, row_dict, writes
 
@@ -39,6 +40,26 @@ SELECT r.id, r.owner_id, r.name, r.description, r.visibility, r.default_branch,
 # The one definition of "the viewer may read r", used by every list and search.
 VISIBLE = """(r.visibility = 'public' OR r.owner_id = :viewer OR EXISTS (
     SELECT 1 FROM collaborators vc WHERE vc.repo_id = r.id AND vc.user_id = :viewer))"""
+# Who could read a private-period event e of r then, and may still: the owner, and
+# collaborators whose grant came before it (a grant does not open the private past).
+READ_THEN = """(r.owner_id = :viewer OR EXISTS (
+    SELECT 1 FROM collaborators tc WHERE tc.repo_id = r.id AND tc.user_id = :viewer
+    AND tc.since_event < e.id))"""
+
+
+class Audience(NamedTuple):
+    """Who may read a repository's events, and who watches it."""
+
+    readers: set[int] | None  # None: it is public
+    watchers: set[int]
+    # Owner and collaborators -> the newest event id before their grant (owner: 0).
+    since: dict[int, int]
+
+    def may_read(self, user_id: int, event: Event) -> bool:
+        """Whether user_id may read event: now, and for a private-period one, then too."""
+        if event.public:
+            return self.readers is None or user_id in self.readers
+        return int(event.id) > self.since.get(user_id, 1 << 62)
 
 
 def _repo(row: Any) -> dict[str, Any] | None:
@@ -90,8 +111,8 @@ class RepoStore(Table):
         else:
             self._audiences.pop(int(repo_id), None)
 
-    async def audience(self, repo_id: int) -> tuple[set[int] | None, set[int]] | None:
-        """(readers, watchers) of a repository: readers is None when it is public."""
+    async def audience(self, repo_id: int) -> Audience | None:
+        """Readers, watchers and grants of a repository (readers None: it is public)."""
         repo_id = int(repo_id)
         hit = self._audiences.get(repo_id)
         now = time.monotonic()
@@ -281,9 +302,9 @@ class RepoStore(Table):
         existed = conn.execute("SELECT 1 FROM collaborators WHERE repo_id = ? AND user_id = ?",
                                (repo_id, user_id)).fetchone()
         conn.execute(
-            "INSERT INTO collaborators (repo_id, user_id, permission, created_at)"
-            " VALUES (?, ?, ?, ?) ON CONFLICT (repo_id, user_id) DO UPDATE"
-            " SET permission = excluded.permission",
+            "INSERT INTO collaborators (repo_id, user_id, permission, created_at, since_event)"
+            " VALUES (?, ?, ?, ?, (SELECT COALESCE(MAX(id), 0) FROM events))"
+            " ON CONFLICT (repo_id, user_id) DO UPDATE SET permission = excluded.permission",
             (repo_id, user_id, permission, now_iso()))
         return existed is None
 
@@ -336,14 +357,15 @@ class RepoStore(Table):
         return _page([dict(r) for r in rows], limit)
 
     @reads
-    def _audience(self, conn, repo_id: int) -> tuple[set[int] | None, set[int]] | None:
+    def _audience(self, conn, repo_id: int) -> Audience | None:
         row = conn.execute("SELECT owner_id, visibility FROM repositories WHERE id = ?",
                            (repo_id,)).fetchone()
         if row is None:
             return None
-        collaborators = {r[0] for r in conn.execute(
-            "SELECT user_id FROM collaborators WHERE repo_id = ?", (repo_id,))}
+        since = {r[0]: r[1] for r in conn.execute(
+            "SELECT user_id, since_event FROM collaborators WHERE repo_id = ?", (repo_id,))}
+        since[row["owner_id"]] = 0
         stargazers = {r[0] for r in conn.execute(
             "SELECT user_id FROM stars WHERE repo_id = ?", (repo_id,))}
-        readers = None if row["visibility"] == "public" else {row["owner_id"], *collaborators}
-        return readers, {row["owner_id"], *collaborators, *stargazers}
+        readers = None if row["visibility"] == "public" else set(since)
+        return Audience(readers, {*since, *stargazers}, since)
