@@ -10,6 +10,7 @@ from hubsvc.keys import BUS
 from .conftest import sign_up
 from .gitcli import git, remote
 from .test_repos import create
+from .test_ws import connect, next_of
 
 API = "/api/repositories"
 
@@ -140,3 +141,25 @@ async def test_a_reader_may_fork_a_private_repository_but_the_fork_stays_private
     assert resp.status == 409
     carol = await sign_up(client, "carol")
     assert (await client.get(f"{API}/bob/secret", headers=carol.headers)).status == 404
+
+
+async def test_the_fork_event_names_a_private_fork_to_nobody(client, alice, bob):
+    await create(client, alice, "secret", visibility="private", autoInit=True)
+    carol = await sign_up(client, "carol")
+    for who in ("bob", "carol"):
+        await client.put(f"{API}/alice/secret/collaborators/{who}", json={"permission": "read"},
+                         headers=alice.headers)
+    ws = await connect(client, carol)  # carol watches alice/secret as a collaborator
+    resp = await client.post(f"{API}/alice/secret/fork", headers=bob.headers,
+                             json={"name": "bobs-plan", "description": "acquire the company"})
+    assert resp.status == 201
+    # carol reads the parent, not bob's private fork: the event names bob, not the fork.
+    note = (await next_of(ws, "notification"))["notification"]
+    await ws.close()
+    resp = await client.get(f"{API}/alice/secret/events?after=0", headers=carol.headers)
+    [event] = [e for e in (await resp.json())["events"] if e["type"] == "fork"]
+    for seen in (note, event):
+        assert seen["type"] == "fork" and seen["data"]["forkee"] is None
+        assert seen["data"]["forker"]["username"] == "bob"
+        assert "bobs-plan" not in str(seen) and "acquire" not in str(seen)
+    assert (await client.get(f"{API}/bob/bobs-plan", headers=carol.headers)).status == 404

@@ -209,7 +209,10 @@ async def _recheck(request: web.Request, repo: dict) -> None:
 
 @routes.post(REPO + "/fork")
 @doc("Fork into the caller's namespace with the full history", body=ForkSchema,
-     responses={201: RepoEnvelopeSchema}, errors=(404, 409), tag="forks")
+     responses={201: RepoEnvelopeSchema}, errors=(404, 409), tag="forks",
+     description="The parent's `fork` event carries `{forkee, forker}`; a private fork is "
+                 "`forkee: null` there, since the parent's readers, hooks and watchers may "
+                 "not read it.")
 async def fork_repo(request: web.Request) -> web.Response:
     user = require_user(request)
     source = await load_repo(request)
@@ -223,8 +226,11 @@ async def fork_repo(request: web.Request) -> web.Response:
         private_lineage=source["visibility"] == "private" or bool(source["private_lineage"]))
     await _create_on_disk(request, row, lambda: files.fork(source["id"], row["id"]))
     fork = _repo_json(request, row)
-    # The fork is made when its files are: its event is written once they exist.
-    await publish(request, source, "fork", {"forkee": fork, "forker": fork["owner"]})
+    # The fork is made when its files are: its event is written once they exist. The
+    # event goes to every reader of the parent, its hooks and watchers, who need not be
+    # able to read a private fork: then it names the forker only (forkee null).
+    forkee = fork if fork["visibility"] == "public" else None
+    await publish(request, source, "fork", {"forkee": forkee, "forker": fork["owner"]})
     return json_response({"repo": fork, "isOwner": True}, status=201)
 
 

@@ -157,7 +157,7 @@ def _fork(msg: Message, event: Event, site: SiteUrl) -> None:
     forker = event.data.get("forker") or event.actor
     full_name = str(forkee.get("fullName") or "?")
     msg.headline = f"Forked by {_who(forker)}"
-    msg.text = f"New fork: {full_name}"
+    msg.text = f"New fork: {full_name}" if forkee else "New private fork"
     if _FULL_NAME.match(full_name):
         msg.url = site.repo(*full_name.split("/"))
     msg.colour = FORK_GREEN
