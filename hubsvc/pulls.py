@@ -30,14 +30,41 @@ def _pull_ref(number: int) -> str:
     return f"refs/pull/{number}/head"
 
 
-async def resolve_heads(files: RepoFiles, pull: dict[str, Any]) -> Heads:
+async def shares_fork(app: web.Application, pull: dict[str, Any]) -> bool:
+    """Whether a fork's new commits may enter the base repository now.
+
+    The fork is public; or the base is private and either the pull request's author may
+    write to the fork (their own work, which they chose to share) or every reader of
+    the base may read the fork anyway.
+    """
+    if pull.get("head_repo_visibility") == "public":
+        return True
+    if pull.get("base_visibility") != "private":
+        return False
+    if pull.get("author_writes_head"):
+        return True
+    return await readers_cover(app, pull["repo_id"], pull["head_repo_id"])
+
+
+async def readers_cover(app: web.Application, base_id: int, head_id: int) -> bool:
+    """Whether everyone who may read base_id may read head_id too."""
+    base = await app[STORE].repos.audience(base_id)
+    head = await app[STORE].repos.audience(head_id)
+    if base is None or head is None:
+        return False
+    if head.readers is None:
+        return True
+    return base.readers is not None and base.readers <= head.readers
+
+
+async def resolve_heads(app: web.Application, pull: dict[str, Any]) -> Heads:
     """Both branch tips; refs/pull/N/head follows the head (fetched first from a fork).
 
-    A fork's commits enter the base repository only while every reader of the base may
-    read the fork (it is public, or the base is private and its owner took the pull
-    request in); otherwise the head stays where it was last shared, so a fork made
-    private never leaks later work through a public base.
+    A fork's commits enter the base repository only while shares_fork holds, checked
+    at every sync; otherwise the head stays at its last shared commit, so a fork made
+    private, or an author who lost write access to it, leaks no later work.
     """
+    files = app[REPO_FILES]
     repo_id = pull["repo_id"]
     head_repo = pull["head_repo_id"]
     base_oid = await files.run(repo_id, lambda g: g.branch_oid(pull["base"]))
@@ -47,7 +74,7 @@ async def resolve_heads(files: RepoFiles, pull: dict[str, Any]) -> Heads:
         head_oid = await files.run(repo_id, lambda g: g.branch_oid(pull["head"]))
         if head_oid is not None:
             await files.run(repo_id, lambda g: g.set_pull_ref(pull["number"], head_oid))
-    elif pull.get("head_repo_visibility") == "public" or pull.get("base_visibility") == "private":
+    elif await shares_fork(app, pull):
         head_oid = await files.run(head_repo, lambda g: g.branch_oid(pull["head"]))
         if head_oid is not None:
             source = files.path(head_repo)
@@ -69,7 +96,7 @@ async def check_mergeable(files: RepoFiles, repo_id: int, heads: Heads) -> bool 
 async def refresh(app: web.Application, pull: dict[str, Any]) -> dict[str, Any]:
     """Recompute and store mergeable for the pull request's current tips."""
     files = app[REPO_FILES]
-    heads = await resolve_heads(files, pull)
+    heads = await resolve_heads(app, pull)
     mergeable = await check_mergeable(files, pull["repo_id"], heads)
     await app[STORE].issues.set_mergeable(pull["id"], heads.head, heads.base, mergeable)
     return {**pull, "head_oid": heads.head, "base_oid": heads.base,
@@ -89,7 +116,7 @@ async def merge(app: web.Application, pull: dict[str, Any], user: dict[str, Any]
     files = app[REPO_FILES]
     repo_id = pull["repo_id"]
     async with app[MERGE_LOCKS][repo_id]:
-        heads = await resolve_heads(files, pull)
+        heads = await resolve_heads(app, pull)
         if heads.head is None:
             raise Conflict("the head branch no longer exists")
         if heads.base is None:

@@ -163,3 +163,62 @@ async def test_the_fork_event_names_a_private_fork_to_nobody(client, alice, bob)
         assert seen["data"]["forker"]["username"] == "bob"
         assert "bobs-plan" not in str(seen) and "acquire" not in str(seen)
     assert (await client.get(f"{API}/bob/bobs-plan", headers=carol.headers)).status == 404
+
+
+async def _private_fork(client, alice, bob, tmp_path):
+    """alice/proj private with readers bob and dave; bob's private fork with branch feat."""
+    await create(client, alice, "proj", visibility="private")
+    dave = await sign_up(client, "dave")
+    carol = await sign_up(client, "carol")
+    for who in ("bob", "carol", "dave"):
+        await client.put(f"{API}/alice/proj/collaborators/{who}", json={"permission": "read"},
+                         headers=alice.headers)
+    work = tmp_path / "w"
+    await git("init", "-q", "-b", "main", str(work))
+    await _commit(work, "a.txt", "a\n", "base")
+    await git("push", "-q", remote(client, alice, "alice", "proj"), "main", cwd=work)
+    resp = await client.post(f"{API}/alice/proj/fork", json={}, headers=bob.headers)
+    assert resp.status == 201 and (await resp.json())["repo"]["visibility"] == "private"
+    await git("checkout", "-qb", "feat", cwd=work)
+    shared = await _commit(work, "feat.txt", "shared work\n", "shared work")
+    await git("push", "-q", remote(client, bob, "bob", "proj"), "feat", cwd=work)
+    return work, shared, carol, dave
+
+
+PULL = {"title": "From the fork", "head": "feat", "headRepository": {"owner": "bob", "name": "proj"}}
+
+
+async def test_a_reader_of_a_private_fork_may_not_open_a_pull_request_from_it(
+        client, alice, bob, tmp_path):
+    _, _, carol, dave = await _private_fork(client, alice, bob, tmp_path)
+    await client.put(f"{API}/bob/proj/collaborators/carol", json={"permission": "read"},
+                     headers=bob.headers)
+    resp = await client.post(f"{API}/alice/proj/pulls", json=PULL, headers=carol.headers)
+    assert resp.status == 403 and "write access" in (await resp.json())["error"]
+    resp = await client.get(f"{API}/alice/proj/pulls?state=all", headers=dave.headers)
+    assert (await resp.json())["pullRequests"] == []
+    # Its writers may: bob himself.
+    resp = await client.post(f"{API}/alice/proj/pulls", json=PULL, headers=bob.headers)
+    assert resp.status == 201, await resp.text()
+
+
+async def test_the_head_freezes_when_its_author_loses_write_access(client, alice, bob, tmp_path):
+    work, shared, carol, dave = await _private_fork(client, alice, bob, tmp_path)
+    await client.put(f"{API}/bob/proj/collaborators/carol", json={"permission": "write"},
+                     headers=bob.headers)
+    resp = await client.post(f"{API}/alice/proj/pulls", json=PULL, headers=carol.headers)
+    assert resp.status == 201, await resp.text()
+    # carol may no longer write to the fork; bob pushes more work there.
+    await client.delete(f"{API}/bob/proj/collaborators/carol", headers=bob.headers)
+    later = await _commit(work, "later.txt", "bob's private work\n", "bob's private work")
+    await git("push", "-q", remote(client, bob, "bob", "proj"), "feat", cwd=work)
+    await client.app[BUS].drain()
+    for path in ("", "/commits", "/files", ".diff"):
+        resp = await client.get(f"{API}/alice/proj/pulls/1{path}", headers=dave.headers)
+        assert resp.status == 200, (path, await resp.text())
+        text = await resp.text()
+        assert later not in text and "private work" not in text, path
+    resp = await client.get(f"{API}/alice/proj/pulls/1/commits", headers=dave.headers)
+    assert [c["oid"] for c in (await resp.json())["commits"]] == [shared]
+    assert (await client.get(f"{API}/alice/proj/commits/{later}/diff",
+                             headers=dave.headers)).status == 404

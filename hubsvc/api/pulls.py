@@ -14,10 +14,10 @@ from schemas.issues import (CommentCreateSchema, CommentEnvelopeSchema, CommentL
 
 from .. import present, pulls
 from ..auth import require_user
-from ..errors import ApiError, BadRequest, Conflict, NotFound
+from ..errors import ApiError, BadRequest, Conflict, Forbidden, NotFound
 from ..keys import CONFIG, STORE
 from ..openapi import doc
-from ..permissions import load_repo
+from ..permissions import allows, load_repo
 from ..publish import event
 from ..pushes import push_data
 from ..repofiles import REPO_FILES
@@ -63,14 +63,24 @@ async def _head_repo(request: web.Request, base: dict, ref: dict | None) -> dict
         # Its commits would become readable to everyone through the public base.
         raise BadRequest("headRepository: a private fork cannot open a pull request "
                          "into a public repository")
+    if (head["visibility"] == "private" and not allows(head["role"], "write")
+            and not await pulls.readers_cover(request.app, base["id"], head["id"])):
+        # The base's readers would see the fork's commits through the pull request; a
+        # mere reader of the fork may not share them (its writers may).
+        raise Forbidden("headRepository: opening a pull request from a private fork needs "
+                        "write access to it")
     return head
 
 
 @routes.post(PULLS)
 @doc("Open a pull request from a branch of this repository or of a fork",
-     body=PullCreateSchema, responses={201: PullEnvelopeSchema}, errors=(404, 409),
+     body=PullCreateSchema, responses={201: PullEnvelopeSchema}, errors=(403, 404, 409),
      tag="pulls", description="A missing branch is 400; an open pull request with the same "
-                              "head and base is 409. mergeable comes from a real three-way merge.")
+                              "head and base is 409. mergeable comes from a real three-way merge. "
+                              "From a private fork it needs write access to the fork (403), "
+                              "unless every reader of the base may read the fork; at every "
+                              "sync the head follows the fork only while that still holds, "
+                              "else it stays at its last shared commit.")
 async def create_pull(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
@@ -106,7 +116,7 @@ async def _range(request: web.Request, repo: dict, item: dict) -> tuple[str, str
     if item["merged"] and item["base_oid"] and item["head_oid"]:
         return item["base_oid"], item["head_oid"]
     files = request.app[REPO_FILES]
-    heads = await pulls.resolve_heads(files, item)
+    heads = await pulls.resolve_heads(request.app, item)
     head = heads.head or await files.run(repo["id"], lambda g: g.pull_ref(item["number"]))
     if head is None or heads.base is None:
         raise NotFound("the pull request's head or base branch no longer exists")

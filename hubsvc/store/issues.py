@@ -19,7 +19,10 @@ SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
        p.merged_at, p.merge_commit, p.merged_by,
        mu.username AS merger_username, mu.name AS merger_name, mu.avatar_hash AS merger_avatar_hash,
        hr.name AS head_repo_name, hu.username AS head_repo_owner,
-       hr.visibility AS head_repo_visibility, br.visibility AS base_visibility
+       hr.visibility AS head_repo_visibility, br.visibility AS base_visibility,
+       (hr.owner_id = i.author_id OR EXISTS (
+           SELECT 1 FROM collaborators hw WHERE hw.repo_id = hr.id AND hw.user_id = i.author_id
+              AND hw.permission IN ('write', 'admin'))) AS author_writes_head
   FROM issues i
   JOIN repositories br ON br.id = i.repo_id
   LEFT JOIN users au ON au.id = i.author_id
