@@ -52,6 +52,10 @@ class Conflict(ApiError):
     status = 409
 
 
+class Unprocessable(ApiError):
+    status = 422
+
+
 class PayloadTooLarge(ApiError):
     status = 413
 

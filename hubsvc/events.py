@@ -31,6 +31,9 @@ class Event:
     # Whether the repository was public when it happened (set when the log writes it):
     # a private-period event stays with those who could read the repository then.
     public: bool = True
+    # Posted to /api/webhooks/chat, not made by the server: labelled wherever it shows,
+    # and never a reason to e-mail or message anyone.
+    inbound: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The event as JSON-ready data."""
@@ -42,6 +45,7 @@ class Event:
             "data": self.data,
             "createdAt": self.createdAt,
             "public": self.public,
+            "inbound": self.inbound,
         }
 
 

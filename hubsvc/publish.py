@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from aiohttp import web
@@ -32,7 +33,10 @@ def event(request: web.Request, repo: dict[str, Any], type_: str, data: dict[str
 
 
 async def publish(request: web.Request, repo: dict[str, Any], type_: str, data: dict[str, Any],
-                  actor: dict[str, Any] | None = None) -> Event:
+                  actor: dict[str, Any] | None = None, inbound: bool = False) -> Event:
     """Write an event that is a change of its own (no other row changes with it)."""
-    [written] = await request.app[STORE].events.append([event(request, repo, type_, data, actor)])
+    made = event(request, repo, type_, data, actor)
+    if inbound:
+        made = dataclasses.replace(made, inbound=True)
+    [written] = await request.app[STORE].events.append([made])
     return written

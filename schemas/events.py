@@ -33,6 +33,9 @@ class EventSchema(Base):
         "description": "whether the repository was public when it happened (GitHub's "
                        "`public`): events of a private period are shown only to its owner "
                        "and to collaborators granted before the event, even once it is public"})
+    inbound = Bool(required=True, metadata={
+        "description": "posted to /api/webhooks/chat rather than made by the server: "
+                       "chat messages say so, and it never sends e-mail or chat notices"})
 
 
 class EventFeedSchema(Base):

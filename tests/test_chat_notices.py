@@ -50,13 +50,17 @@ def settle(server: ServerProcess, acknowledge: bool = True) -> list[dict]:
     that notice is queued, every earlier event has been read.
     """
     mention(server, server.users["alice"], "alice/sentinel", "@zed ping")
+    # A settle that did not acknowledge left its sentinel queued: wait for a sentinel
+    # newer than any seen before, not just for the first one in the queue.
+    seen = getattr(server, "last_sentinel", 0)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         status, page = notices(server, limit=100, wait=2)
         assert status == 200 and not page["hasMore"], page
         found = page["notifications"]
-        mark = [n for n in found if n["repository"]["name"] == "sentinel"]
-        if mark:
+        mark = [n["id"] for n in found if n["repository"]["name"] == "sentinel"]
+        if mark and max(mark) > seen:
+            server.last_sentinel = max(mark)
             if acknowledge:
                 assert ack(server, found[-1]["id"])[0] == 200
             return [n for n in found if n["repository"]["name"] != "sentinel"]

@@ -109,7 +109,7 @@ async def test_events_get_increasing_log_ids_and_the_api_shape(client, alice):
     ids = [int(e.id) for e in written]
     assert ids == sorted(ids) and len(set(ids)) == 3
     data = written[0].to_dict()
-    assert set(data) == {"id", "type", "repository", "actor", "data", "createdAt", "public"}
+    assert set(data) == {"id", "type", "repository", "actor", "data", "createdAt", "public", "inbound"}
     assert data["createdAt"].endswith("Z") and data["id"] == str(ids[0])
 
 

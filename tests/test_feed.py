@@ -39,7 +39,7 @@ async def test_the_feed_shows_only_what_the_caller_may_read(client, alice, bob):
     status, repo_feed = await _feed(client, "/api/repositories/alice/secret/events", alice)
     assert status == 200 and len(repo_feed["events"]) == 2
     event = mine["events"][0]
-    assert set(event) == {"id", "type", "repository", "actor", "data", "createdAt", "public"}
+    assert set(event) == {"id", "type", "repository", "actor", "data", "createdAt", "public", "inbound"}
     assert event["type"] == "issue" and event["data"]["action"] == "opened"
 
 

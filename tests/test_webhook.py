@@ -275,7 +275,8 @@ async def test_inbound_data_is_checked_by_type_before_the_202(hooked, receiver):
         assert resp.status == 202, await resp.text()
     requests = await receiver.wait_for(2)
     titles = [r["json"]["embeds"][0]["title"] for r in requests]
-    assert titles == ["[boss/proj] pushed 1 new commit to main", "[boss/proj] Forked by ann"]
+    assert titles == ["[boss/proj] Inbound event: pushed 1 new commit to main",
+                      "[boss/proj] Inbound event: Forked by ann"]
 
 
 async def test_inbound_signed_requests_expire_and_cannot_be_replayed(hooked, receiver):

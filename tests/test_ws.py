@@ -71,7 +71,7 @@ async def test_owner_and_stargazer_get_events_strangers_do_not(client, alice, bo
     note = (await next_of(ws_alice, "notification"))["notification"]
     assert note["type"] == "star" and note["data"]["action"] == "added"
     assert note["repository"] == {"owner": "alice", "name": "proj"}
-    assert set(note) == {"id", "type", "repository", "actor", "data", "createdAt", "public"}
+    assert set(note) == {"id", "type", "repository", "actor", "data", "createdAt", "public", "inbound"}
     assert (await next_of(ws_bob, "notification"))["notification"]["id"] == note["id"]
     await nothing_for(ws_carol)
     # Carol may subscribe to a public repository she does not watch.

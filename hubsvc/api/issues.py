@@ -15,7 +15,7 @@ from schemas.issues import (CommentCreateSchema, CommentEnvelopeSchema, CommentL
 
 from .. import present
 from ..auth import current_user, require_user
-from ..errors import BadRequest, Forbidden, NotFound
+from ..errors import BadRequest, Forbidden, NotFound, Unprocessable
 from ..keys import CONFIG, STORE
 from ..openapi import doc
 from ..names import path_username
@@ -35,12 +35,20 @@ def number_of(request: web.Request) -> int:
     return int(raw)
 
 
-async def assignee_ids(request: web.Request, usernames: list[str]) -> list[int]:
-    """Ids of the named users; 400 naming the first that does not exist."""
-    found = await request.app[STORE].users.by_usernames(usernames)
+async def assignee_ids(request: web.Request, repo: dict, usernames: list[str]) -> list[int]:
+    """Ids of the named users; 400 naming one that does not exist, 422 those who can't read."""
+    store = request.app[STORE]
+    found = await store.users.by_usernames(usernames)
     for name in usernames:
         if name.lower() not in found:
             raise BadRequest(f"assignees: no user named {name}")
+    # An assignee is told by e-mail and chat: nobody who may not read the repository.
+    audience = await store.repos.audience(repo["id"])
+    readers = audience.readers if audience is not None else set()
+    if readers is not None:
+        outside = [name for name in usernames if found[name.lower()]["id"] not in readers]
+        if outside:
+            raise Unprocessable("assignees: cannot read this repository: " + ", ".join(outside))
     return [found[name.lower()]["id"] for name in usernames]
 
 
@@ -142,15 +150,16 @@ async def list_issues(request: web.Request) -> web.Response:
 
 @routes.post(ISSUES)
 @doc("Open an issue (any signed-in reader); labels and assignees need write access",
-     body=IssueCreateSchema, responses={201: IssueEnvelopeSchema}, errors=(403, 404),
-     tag="issues")
+     body=IssueCreateSchema, responses={201: IssueEnvelopeSchema}, errors=(403, 404, 422),
+     tag="issues", description="Assignees must exist (400) and may read the repository "
+                               "(else 422 naming them): nobody else is notified of it.")
 async def create_issue(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
     data = await read_json(request, IssueCreateSchema())
     if (data["labels"] or data["assignees"]) and not allows(repo["role"], "write"):
         raise Forbidden("write access is required to set labels or assignees")
-    ids = await assignee_ids(request, data["assignees"])
+    ids = await assignee_ids(request, repo, data["assignees"])
     row = await request.app[STORE].issues.create(
         repo_id=repo["id"], author_id=user["id"], title=data["title"], body=data["body"],
         labels=data["labels"], assignee_ids=ids,
@@ -204,15 +213,15 @@ async def show_with_comments(request: web.Request, is_pull: bool) -> web.Respons
 
 @routes.patch(ISSUES + "/{number}")
 @doc("Edit title, body, state (author or writers), labels and assignees (writers)",
-     body=IssueUpdateSchema, responses={200: IssueEnvelopeSchema}, errors=(403, 404),
-     tag="issues")
+     body=IssueUpdateSchema, responses={200: IssueEnvelopeSchema}, errors=(403, 404, 422),
+     tag="issues", description="Assignees as on create: existing users who may read it.")
 async def patch_issue(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
     item = await load_issue(request, repo, False)
     data = await read_json(request, IssueUpdateSchema())
     check_edit(repo, item, user, data)
-    ids = await assignee_ids(request, data["assignees"]) if "assignees" in data else None
+    ids = await assignee_ids(request, repo, data["assignees"]) if "assignees" in data else None
     row = await request.app[STORE].issues.update(
         item["id"], data, ids, emit=lambda row: [event(request, repo, "issue", {
             "action": state_action(item, row), "issue": _issue(request, repo, row),

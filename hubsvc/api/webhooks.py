@@ -68,7 +68,9 @@ def _secret_may_post_to(request: web.Request, repo: dict) -> bool:
          "and to the private ones listed in chat.webhook_repositories; any other → 404, as "
          "for a missing one. Without a secret the caller must be signed in with write access. "
          "data is checked by type (see its schema) before the 202 → else 400. Accepted events "
-         "go to the outbox and the WebSocket."))
+         "go to the outbox, the feed and the WebSocket with `inbound: true` (chat messages "
+         "say so); they never send e-mail or chat notices, and every link in what the server "
+         "sends is built by the server, never taken from the event."))
 async def inbound(request: web.Request) -> web.Response:
     raw = await request.read()
     secret = request.app[CONFIG]["chat"]["webhook_secret"]
@@ -93,7 +95,8 @@ async def inbound(request: web.Request) -> web.Response:
             raise Conflict("this signed request was already accepted (a replay)")
     else:
         repo = await load_repo(request, "write", owner=ref["owner"], name=ref["name"])
-    event = await publish(request, repo, data["type"], data["data"], actor=current_user(request))
+    event = await publish(request, repo, data["type"], data["data"], actor=current_user(request),
+                          inbound=True)
     return json_response({"accepted": True, "id": event.id}, status=202)
 
 

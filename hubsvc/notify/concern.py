@@ -61,6 +61,8 @@ async def concerned(store: Any, event: Event, channel: str
     Only users who may read the repository now, who did not cause the event, and who
     take notifications on channel.
     """
+    if event.inbound:
+        return None, []  # what a webhook poster says happened makes the server tell no one
     item, why = reasons(event)
     if not why or event.repo_id is None:
         return None, []

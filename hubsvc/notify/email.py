@@ -14,7 +14,7 @@ from typing import AsyncIterator
 from aiohttp import web
 
 from ..events import Event
-from ..keys import BUS, STORE
+from ..keys import BUS, CONFIG, STORE
 from ..mail import MAILER
 from .concern import concerned
 
@@ -30,14 +30,18 @@ class EmailNotifier:
 
     async def on_event(self, event: Event) -> None:
         item, people = await concerned(self.app[STORE], event, "email")
-        repo = f"{event.repository['owner']}/{event.repository['name']}"
+        owner, name = event.repository["owner"], event.repository["name"]
+        repo = f"{owner}/{name}"
         messages = []
+        # The link is built here from the event's place, never taken from its data.
+        link = item and self.app[CONFIG].base_url.issue(
+            owner, name, int(item["number"]), pull=event.type == "pull_request")
         for user, reason in people:
             if not user.get("email"):
                 continue
             subject = f"[{repo}] {item['title']} (#{item['number']})"
             body = (f"{reason} by {event.actor['username'] if event.actor else 'someone'} "
-                    f"in {repo}.\n\n{item['title']}\n{item.get('url', '')}\n\n"
+                    f"in {repo}.\n\n{item['title']}\n{link}\n\n"
                     "You get this because notifications.email is on in your preferences.\n")
             messages.append((user["email"], subject, body))
         if messages:

@@ -182,6 +182,9 @@ def message(event: Event, urls: str) -> Message:
         _star(msg, event)
     else:
         _fork(msg, event, site)
+    if event.inbound:
+        # Posted to the inbound webhook: the channel must not take it for the server's word.
+        msg.headline = f"Inbound event: {msg.headline}"
     return msg
 
 

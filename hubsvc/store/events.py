@@ -46,7 +46,7 @@ def _event(row: sqlite3.Row) -> Event:
     return Event(type=payload["type"], repository=payload["repository"], actor=payload["actor"],
                  data=payload["data"], id=str(row["id"]), createdAt=payload["createdAt"],
                  repo_id=str(row["repo_id"]) if row["repo_id"] is not None else None,
-                 public=bool(row["public"]))
+                 public=bool(row["public"]), inbound=bool(payload.get("inbound")))
 
 
 class EventStore(Table):
