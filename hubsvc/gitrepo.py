@@ -16,19 +16,21 @@ behind a lock and may be shared between `asyncio.to_thread` calls. Call `close()
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import itertools
 import os
 import re
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from dulwich.diff_tree import (
     CHANGE_ADD,
@@ -345,6 +347,19 @@ def _git_env() -> dict[str, str]:
     return env
 
 
+def _kill_timer(proc: subprocess.Popen, timeout: float) -> tuple[threading.Timer, threading.Event]:
+    """A started timer that kills proc after timeout, and the event it sets when it does."""
+    fired = threading.Event()
+
+    def kill() -> None:
+        fired.set()
+        proc.kill()
+
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    return timer, fired
+
+
 def _spawn(cmd: list[str], stdin: bytes | None, env: dict[str, str],
            timeout: float) -> tuple[int, bytes, bytes]:
     """Run a command to completion; a timer kills it when it overruns.
@@ -355,14 +370,7 @@ def _spawn(cmd: list[str], stdin: bytes | None, env: dict[str, str],
     """
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    fired = threading.Event()
-
-    def kill() -> None:
-        fired.set()
-        proc.kill()
-
-    timer = threading.Timer(timeout, kill)
-    timer.start()
+    timer, fired = _kill_timer(proc, timeout)
     try:
         out, err = proc.communicate(stdin)
     finally:
@@ -380,6 +388,47 @@ def _run_git(git_dir: str | None, *args: str, timeout: float = GIT_TIMEOUT) -> b
         message = err.decode("utf-8", "replace").strip()
         raise GitError(f"git {args[0]} failed: {message}")
     return out
+
+
+@contextlib.contextmanager
+def _git_reader(git_dir: str, *args: str, timeout: float = GIT_TIMEOUT) -> Iterator[IO[bytes]]:
+    """git's stdout, to read as far as wanted: leaving early ends git, a failure raises GitError.
+
+    Nothing buffers the whole output, so a diff of huge files costs what the caller keeps.
+    """
+    # stderr goes to a file: git may write a lot of it while stdout is not being read.
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(["git", f"--git-dir={git_dir}", *args], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=err, env=_git_env())
+        assert proc.stdout is not None
+        timer, fired = _kill_timer(proc, timeout)
+        whole = False
+        try:
+            yield proc.stdout
+            whole = not proc.stdout.read(1)  # read to its end: git's exit code counts
+            if whole:
+                proc.wait()
+        finally:
+            timer.cancel()
+            if proc.returncode is None:
+                proc.kill()
+            proc.stdout.close()
+            code = proc.wait()
+        if fired.is_set():
+            raise GitError(f"git {args[0]} timed out after {timeout:g} s")
+        if whole and code != 0:
+            err.seek(0)
+            message = err.read(4096).decode("utf-8", "replace").strip()
+            raise GitError(f"git {args[0]} failed: {message}")
+
+
+def _bounded_lines(out: IO[bytes], longest: int) -> Iterator[bytes]:
+    """The lines of a stream; one longer than longest comes cut to longest + 1 bytes."""
+    while line := out.readline(longest + 1):
+        if len(line) > longest and not line.endswith(b"\n"):
+            while (rest := out.readline(longest + 1)) and not rest.endswith(b"\n"):
+                pass  # the rest of the line is read and dropped, never held
+        yield line
 
 
 def _configure(repo: Repo) -> None:
@@ -1022,12 +1071,15 @@ class GitRepo:
         return _parse_log(log), len(oids)
 
     def range_files(self, base: str, head: str, limit: int, offset: int,
-                    cap: int = RANGE_FILES) -> tuple[list[dict], int]:
+                    cap: int = RANGE_FILES, max_bytes: int | None = None
+                    ) -> tuple[list[dict], int]:
         """Files changed from base's merge base with head to head (a page, with patches), and how many.
 
         The merge base makes this GitHub's three-dot diff: what head adds, whatever base
-        did since. Patches are cut at PATCH_LIMIT bytes and skipped past RANGE_PATCH_LINES
-        changed lines, both marked truncated; only the first cap files are listed.
+        did since. Patches are cut at PATCH_LIMIT bytes and max_bytes in all, and skipped
+        past RANGE_PATCH_LINES changed lines or for a side over DIFF_MAX_BLOB, all marked
+        truncated; only the first cap files are listed. git's output is read as it comes
+        and never held past those limits.
         """
         start = self.merge_base(base, head)
         if start is None:
@@ -1037,35 +1089,49 @@ class GitRepo:
                        "--end-of-options", start, check_oid(head), "--")
         changes = _parse_raw_numstat(out)
         page = changes[:cap][offset:offset + limit]
+        sizes = self._blob_sizes({oid for c in page for oid in c["_oids"]})
         wanted = [c for c in page if not c["binary"]
-                  and c["additions"] + c["deletions"] <= RANGE_PATCH_LINES]
-        patches: dict[bytes, bytes] = {}
+                  and c["additions"] + c["deletions"] <= RANGE_PATCH_LINES
+                  and all(sizes.get(oid, 0) <= DIFF_MAX_BLOB for oid in c["_oids"])]
+        patches: dict[bytes, tuple[bytes, bool]] = {}
         if wanted:
             specs = [p for c in wanted for p in {c["_old"], c["_new"]}]
-            text = _run_git(str(self.path), "--literal-pathspecs", "-c", "core.quotepath=false",
-                            "diff", "-p", "-M", "--no-color", "--no-ext-diff", "--no-textconv",
-                            "--end-of-options", start, check_oid(head), "--",
-                            *(p.decode("utf-8", "surrogateescape") for p in specs))
-            patches = _split_patch(text)
+            with _git_reader(str(self.path), "--literal-pathspecs", "-c", "core.quotepath=false",
+                             "diff", "-p", "-M", "--no-color", "--no-ext-diff", "--no-textconv",
+                             "--end-of-options", start, check_oid(head), "--",
+                             *(p.decode("utf-8", "surrogateescape") for p in specs)) as text:
+                budget = len(wanted) * PATCH_LIMIT if max_bytes is None else max_bytes
+                patches = _read_patches(text, budget)
         files = []
         for change in page:
             old, new = change.pop("_old"), change.pop("_new")
-            body = patches.get(_diff_header(old, new))
-            if body is None:
-                change["patch"] = ""
-                if not change["binary"]:
-                    change["truncated"] = True
-            else:
-                patch = _hunks(body)
-                if len(patch) > PATCH_LIMIT:
-                    patch = patch[:patch.rfind(b"\n", 0, PATCH_LIMIT) + 1]
-                    change["truncated"] = True
-                change["patch"] = patch.decode("utf-8", "replace")
+            del change["_oids"]
+            patch, cut = patches.get(_diff_header(old, new), (None, False))
+            change["patch"] = "" if patch is None else patch.decode("utf-8", "replace")
+            if cut or (patch is None and not change["binary"]):
+                change["truncated"] = True
             files.append(change)
         return files, len(changes)
 
+    def _blob_sizes(self, oids: set[str]) -> dict[str, int]:
+        """Sizes of blobs from their object headers, in one git call: nothing is inflated."""
+        oids.discard(ZERO_OID)
+        if not oids:
+            return {}
+        code, out, err = _git_status(str(self.path), "cat-file", "--batch-check",
+                                     stdin="".join(oid + "\n" for oid in oids).encode())
+        if code != 0:
+            raise GitError("git cat-file failed: " + err.decode("utf-8", "replace").strip())
+        # "<oid> blob <size>", or "<oid> missing" for a submodule's commit.
+        return {oid: int(size) for oid, kind, size in
+                (line.split() for line in out.decode("ascii").splitlines()
+                 if not line.endswith(" missing")) if kind == "blob"}
+
     def range_text(self, base: str, head: str, kind: str, limit: int) -> bytes | None:
-        """The range as `git diff` (kind "diff") or `git format-patch` text; None past limit bytes."""
+        """The range as `git diff` (kind "diff") or `git format-patch` text; None past limit bytes.
+
+        git is ended as soon as its output passes limit, so no more than that is ever held.
+        """
         if kind == "diff":
             start = self.merge_base(base, head)
             if start is None:
@@ -1076,8 +1142,9 @@ class GitRepo:
             args = ["format-patch", "--stdout", "-M", "--no-color", "--no-ext-diff",
                     "--no-textconv", "--end-of-options", check_oid(head),
                     "^" + check_oid(base), "--"]
-        out = _run_git(str(self.path), *args)
-        return out if len(out) <= limit else None
+        with _git_reader(str(self.path), *args) as out:
+            text = out.read(limit + 1)
+        return text if len(text) <= limit else None
 
 
 _STATUS = {"A": "added", "D": "deleted", "M": "modified", "R": "renamed", "T": "modified",
@@ -1087,18 +1154,19 @@ _STATUS = {"A": "added", "D": "deleted", "M": "modified", "R": "renamed", "T": "
 def _parse_raw_numstat(out: bytes) -> list[dict]:
     """Pair `git diff --raw --numstat -z` records: raw lines come first, numstat in the same order."""
     tokens = out.split(b"\x00")
-    raw: list[tuple[str, bytes, bytes]] = []
+    raw: list[tuple[str, bytes, bytes, tuple[str, str]]] = []
     stats: list[tuple[str, str]] = []
     i = 0
     while i < len(tokens):
         token = tokens[i]
         if token.startswith(b":"):
-            status = token.split()[4].decode("ascii")[:1]
+            fields = token.decode("ascii").split()
+            status, oids = fields[4][:1], (fields[2], fields[3])
             if status in "RC":
-                raw.append((status, tokens[i + 1], tokens[i + 2]))
+                raw.append((status, tokens[i + 1], tokens[i + 2], oids))
                 i += 3
             else:
-                raw.append((status, tokens[i + 1], tokens[i + 1]))
+                raw.append((status, tokens[i + 1], tokens[i + 1], oids))
                 i += 2
         elif token:
             added, deleted, path = token.split(b"\t", 2)
@@ -1107,7 +1175,7 @@ def _parse_raw_numstat(out: bytes) -> list[dict]:
         else:
             i += 1
     changes = []
-    for (status, old, new), (added, deleted) in zip(raw, stats):
+    for (status, old, new, oids), (added, deleted) in zip(raw, stats):
         binary = added == "-"
         changes.append({
             "path": new.decode("utf-8", "replace"),
@@ -1116,7 +1184,7 @@ def _parse_raw_numstat(out: bytes) -> list[dict]:
             "additions": 0 if binary else int(added),
             "deletions": 0 if binary else int(deleted),
             "binary": binary,
-            "_old": old, "_new": new,
+            "_old": old, "_new": new, "_oids": oids,
         })
     return changes
 
@@ -1136,24 +1204,40 @@ def _diff_header(old: bytes, new: bytes) -> bytes:
     return b"diff --git " + _c_quote(b"a/" + old) + b" " + _c_quote(b"b/" + new)
 
 
-def _split_patch(text: bytes) -> dict[bytes, bytes]:
-    """A `git diff -p` output split into its files, keyed by their `diff --git` line."""
-    sections: dict[bytes, bytes] = {}
+def _read_patches(out: IO[bytes], budget: int) -> dict[bytes, tuple[bytes, bool]]:
+    """A streamed `git diff -p`, file by file, keyed by its `diff --git` line: the hunks
+    (as the commit diff gives them, no headers) in whole lines, at most PATCH_LIMIT bytes
+    each and budget in all, and whether some were cut. Reading stops once budget is spent.
+    """
+    patches: dict[bytes, tuple[bytes, bool]] = {}
+    key: bytes | None = None
+    kept: list[bytes] = []
+    room, cut, in_hunks = 0, False, False
+
+    def close() -> int:
+        if key is not None:
+            patches[key] = (b"".join(kept), cut)
+        return sum(map(len, kept))
+
     # Inside a hunk every line starts with ' ', '+', '-' or '\\', so a line starting
     # "diff --git " always opens the next file.
-    for part in re.split(rb"(?m)^(?=diff --git )", text):
-        if part.startswith(b"diff --git "):
-            header, _, rest = part.partition(b"\n")
-            sections[header] = rest
-    return sections
-
-
-def _hunks(section: bytes) -> bytes:
-    """The hunks of one file's patch, without its headers (as the commit diff gives them)."""
-    if section.startswith(b"@@"):
-        return section
-    at = section.find(b"\n@@")
-    return section[at + 1:] if at >= 0 else b""
+    for line in _bounded_lines(out, PATCH_LIMIT):
+        if line.startswith(b"diff --git "):
+            budget -= close()
+            if budget <= 0:
+                return patches  # the files left get no patch and say truncated
+            key, kept = line.rstrip(b"\n"), []
+            room, cut, in_hunks = min(PATCH_LIMIT, budget), False, False
+        elif key is None or not (in_hunks or line.startswith(b"@@")):
+            continue  # the file's headers: the item has its paths and modes
+        elif cut or len(line) > room:
+            in_hunks = cut = True
+        else:
+            in_hunks = True
+            kept.append(line)
+            room -= len(line)
+    close()
+    return patches
 
 
 def _git_status(git_dir: str, *args: str, stdin: bytes | None = None,

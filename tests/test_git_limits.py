@@ -7,7 +7,9 @@ import asyncio
 import os
 import subprocess
 import threading
+import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -19,7 +21,7 @@ from hubsvc.repofiles import GIT_THREADS, REPO_FILES
 
 from .conftest import make_config, sign_up
 from .gitcli import ENV, git, remote
-from .server import ServerProcess
+from .server import ServerProcess, seed_owner
 from .test_repos import create
 
 MIB = 1 << 20
@@ -56,10 +58,8 @@ def _rss_mib(pid: int) -> tuple[int, int]:
     return values["VmRSS"], values["VmHWM"]
 
 
-def test_server_memory_stays_bounded_while_a_huge_blob_is_browsed(tmp_path):
-    # 256 MiB of zeros: a sparse file, so the disk never holds it, and a pack of 256 KiB.
-    size = 256 * MIB
-    work = tmp_path / "work"
+def _git_in(work: Path) -> Callable[..., str]:
+    """A synchronous git runner in a new repository at work (branch main, one small commit)."""
     env = {**os.environ, **ENV}
 
     def run(*args: str) -> str:
@@ -71,6 +71,14 @@ def test_server_memory_stays_bounded_while_a_huge_blob_is_browsed(tmp_path):
     (work / "small.txt").write_text("small\n")
     run("add", "small.txt")
     run("commit", "-qm", "small")
+    return run
+
+
+def test_server_memory_stays_bounded_while_a_huge_blob_is_browsed(tmp_path):
+    # 256 MiB of zeros: a sparse file, so the disk never holds it, and a pack of 256 KiB.
+    size = 256 * MIB
+    work = tmp_path / "work"
+    run = _git_in(work)
     with open(work / "zeros.bin", "wb") as fh:
         fh.truncate(size)
     # Past bigFileThreshold git streams the file into a pack instead of reading it whole.
@@ -126,6 +134,54 @@ def test_server_memory_stays_bounded_while_a_huge_blob_is_browsed(tmp_path):
         peak = max(max(peaks), _rss_mib(pid)[1])
         # The server starts at about 60 MiB; reading the blob whole took 1 to 2 GiB.
         assert peak < 150, f"server peaked at {peak} MiB"
+
+
+def test_server_memory_stays_bounded_while_a_range_of_huge_lines_is_diffed(tmp_path):
+    # Three single-line 30 MiB files: a pack of kilobytes, 90 MiB of patch text. Reading
+    # git's whole output before cutting it took one compare from 64 to 345 MiB.
+    work = tmp_path / "work"
+    run = _git_in(work)
+    run("checkout", "-qb", "topic")
+    for letter in "abc":
+        (work / f"{letter}.txt").write_bytes(letter.encode() * (30 * MIB) + b"\n")
+    run("add", "-A")
+    run("commit", "-qm", "three long lines")
+    run("checkout", "-q", "main")
+
+    with ServerProcess(tmp_path / "data") as server:
+        headers, url = seed_owner(server)
+        run("push", "-q", url, "main", "topic")
+        api = "/api/repositories/owner/proj"
+        status, body = server.request("POST", api + "/pulls", {"title": "t", "head": "topic"},
+                                      headers)
+        assert status == 201, body
+        number = body["pullRequest"]["number"]
+        pid = server.proc.pid
+        start = _rss_mib(pid)[1]
+
+        def text(path: str) -> tuple[int, bytes]:
+            try:
+                with urllib.request.urlopen(server.url + path, timeout=60) as resp:
+                    return resp.status, resp.read()
+            except urllib.error.HTTPError as err:
+                return err.code, err.read()
+
+        status, compare = server.request("GET", api + "/compare/main...topic")
+        assert status == 200 and compare["totalFiles"] == 3
+        grown = {"compare": _rss_mib(pid)[1] - start}
+        status, files = server.request("GET", api + f"/pulls/{number}/files")
+        assert status == 200 and files["totalFiles"] == 3
+        grown["files"] = _rss_mib(pid)[1] - start
+        for kind in ("diff", "patch"):
+            status, data = text(api + f"/pulls/{number}.{kind}")
+            assert status == 406 and b"16 MiB" in data, (status, data[:200])
+            grown[kind] = _rss_mib(pid)[1] - start
+    assert max(grown.values()) < 50, f"peak RSS grew by {grown} MiB"
+    for listed in (compare["files"], files["files"]):
+        # As a commit's diff answers a side over 4 MiB: no patch, and it says so.
+        assert [(f["path"], f["status"], f["additions"], f["binary"], f["patch"],
+                 f["truncated"]) for f in listed] == [
+            (f"{letter}.txt", "added", 1, False, "", True) for letter in "abc"]
 
 
 async def test_files_over_max_blob_bytes_come_without_content_and_stream_raw(
@@ -204,6 +260,54 @@ async def test_diffs_are_cut_past_max_diff_files_and_max_diff_bytes(aiohttp_clie
     head = (await git("rev-parse", "HEAD", cwd=work))[1].strip()
     diff = await (await client.get(f"/api/repositories/alice/demo/commits/{head}/diff")).json()
     assert diff["truncated"] is False and "truncated" not in diff["files"][0]
+
+
+async def test_range_patches_share_max_diff_bytes(aiohttp_client, tmp_path):
+    client = await limited_client(aiohttp_client, tmp_path, max_diff_bytes=200)
+    alice = await sign_up(client, "alice")
+    await create(client, alice, "demo")
+    work = tmp_path / "w"
+    await push_files(client, alice, work, "demo", {"README.md": b"base\n"})
+    await git("checkout", "-qb", "topic", cwd=work)
+    for name in ("a", "b", "c"):
+        (work / f"{name}.txt").write_text("".join(f"{name} {n}\n" for n in range(20)))
+    await git("add", "-A", cwd=work)
+    await git("commit", "-qm", "three files", cwd=work)
+    await git("push", "-q", remote(client, alice, "alice", "demo"), "topic", cwd=work)
+    api = "/api/repositories/alice/demo"
+    resp = await client.post(api + "/pulls", json={"title": "t", "head": "topic"},
+                             headers=alice.headers)
+    assert resp.status == 201
+    compare = await (await client.get(api + "/compare/main...topic")).json()
+    files = await (await client.get(api + "/pulls/1/files")).json()
+    for listed in (compare["files"], files["files"]):
+        # As a commit's diff: a.txt's 20 lines fit, b.txt's are cut, c.txt gets none.
+        first, second, third = listed
+        assert "truncated" not in first and first["patch"].count("\n+") == 20
+        assert second["truncated"] is True and 0 < len(second["patch"]) < len(first["patch"])
+        assert second["patch"].endswith("\n")  # cut between lines
+        assert third["truncated"] is True and third["patch"] == ""
+        assert all(f["additions"] == 20 for f in listed)
+        assert sum(len(f["patch"].encode()) for f in listed) <= 200
+
+
+async def test_a_range_patch_line_over_a_mib_is_dropped_whole(aiohttp_client, tmp_path):
+    client = await limited_client(aiohttp_client, tmp_path)
+    alice = await sign_up(client, "alice")
+    await create(client, alice, "demo")
+    work = tmp_path / "w"
+    await push_files(client, alice, work, "demo", {"README.md": b"base\n"})
+    await git("checkout", "-qb", "topic", cwd=work)
+    (work / "a.txt").write_bytes(b"x" * (2 * MIB) + b"\ntail\n")
+    (work / "b.txt").write_text("bee\n")
+    await git("add", "-A", cwd=work)
+    await git("commit", "-qm", "a long line", cwd=work)
+    await git("push", "-q", remote(client, alice, "alice", "demo"), "topic", cwd=work)
+    compare = await (await client.get("/api/repositories/alice/demo/compare/main...topic")).json()
+    long, short = compare["files"]
+    # Patches keep whole lines only: the long one and all after it are left out.
+    assert (long["patch"], long["truncated"], long["additions"]) == ("@@ -0,0 +1,2 @@\n", True, 2)
+    assert short["patch"] == "@@ -0,0 +1 @@\n+bee\n" and "truncated" not in short
 
 
 async def test_a_push_bringing_a_file_over_max_object_bytes_is_refused(aiohttp_client, tmp_path):

@@ -8,6 +8,7 @@ from schemas.issues import CompareSchema
 
 from ..errors import BadRequest, NotFound
 from ..gitrepo import GitRepo
+from ..keys import CONFIG
 from ..openapi import doc
 from ..permissions import load_repo
 from ..repofiles import REPO_FILES
@@ -18,7 +19,7 @@ COMPARE_COMMITS = 250  # as GitHub's compare
 COMPARE_FILES = 300
 
 
-def _compare(g: GitRepo, base_rev: str, head_rev: str) -> dict:
+def _compare(g: GitRepo, base_rev: str, head_rev: str, max_bytes: int) -> dict:
     """The comparison, in one thread hop."""
     base, head = g.resolve(base_rev), g.resolve(head_rev)
     if base is None:
@@ -30,7 +31,7 @@ def _compare(g: GitRepo, base_rev: str, head_rev: str) -> dict:
         raise NotFound("no common ancestor between base and head")
     ahead, behind = g.ahead_behind(base, head)
     commits, total_commits = g.range_commits(base, head, COMPARE_COMMITS, 0, COMPARE_COMMITS)
-    files, total_files = g.range_files(base, head, COMPARE_FILES, 0, COMPARE_FILES)
+    files, total_files = g.range_files(base, head, COMPARE_FILES, 0, COMPARE_FILES, max_bytes)
     status = ("identical" if not ahead and not behind else "ahead" if not behind
               else "behind" if not ahead else "diverged")
     return {"status": status, "aheadBy": ahead, "behindBy": behind, "baseCommit": base,
@@ -44,7 +45,8 @@ def _compare(g: GitRepo, base_rev: str, head_rev: str) -> dict:
      description="As GitHub's compare: aheadBy/behindBy count the commits each side has that "
                  "the other lacks; commits are those of head missing from base, oldest first "
                  f"(at most {COMPARE_COMMITS}); files are the three-dot diff from the merge "
-                 f"base to head (at most {COMPARE_FILES}, with patches). base and head are "
+                 f"base to head (at most {COMPARE_FILES}, with patches cut as those of a pull "
+                 "request's files). base and head are "
                  "branch or tag names or commit ids (7+ hex characters). Unrelated histories "
                  "are 404.")
 async def compare(request: web.Request) -> web.Response:
@@ -52,5 +54,6 @@ async def compare(request: web.Request) -> web.Response:
     base, sep, head = request.match_info["spec"].partition("...")
     if not sep or not base or not head:
         raise BadRequest("compare: expected {base}...{head}")
-    data = await request.app[REPO_FILES].run(repo["id"], lambda g: _compare(g, base, head))
+    budget = request.app[CONFIG]["git"]["max_diff_bytes"]
+    data = await request.app[REPO_FILES].run(repo["id"], lambda g: _compare(g, base, head, budget))
     return json_response(data)

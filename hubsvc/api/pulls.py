@@ -149,15 +149,18 @@ async def pull_text(request: web.Request) -> web.Response:
      responses={200: PullFileListSchema}, errors=(404,), public=True, tag="pulls",
      description="Each file as in a commit's diff: path, oldPath, status, additions, "
                  "deletions, binary, patch (hunks only). The range is GitHub's three-dot diff "
-                 "(merge base to head). Patches over 1 MiB are cut and files over 20,000 "
-                 f"changed lines get none, both marked truncated; the list stops at {RANGE_FILES}.")
+                 "(merge base to head). Patches over 1 MiB are cut, the page holds "
+                 "`[git] max_diff_bytes` (default 5 MiB) of patch text in all, and files over "
+                 "20,000 changed lines or with a side over 4 MiB get none, all marked "
+                 f"truncated; the list stops at {RANGE_FILES}.")
 async def pull_files(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     item = await load_issue(request, repo, True)
     page = read_query(request, PageQuerySchema())
     base, head = await _range(request, repo, item)
-    found, total = await request.app[REPO_FILES].run(
-        repo["id"], lambda g: g.range_files(base, head, page["limit"], page["offset"]))
+    budget = request.app[CONFIG]["git"]["max_diff_bytes"]
+    found, total = await request.app[REPO_FILES].run(repo["id"], lambda g: g.range_files(
+        base, head, page["limit"], page["offset"], max_bytes=budget))
     return json_response({"files": found, "totalFiles": total,
                           "hasMore": page["offset"] + len(found) < min(total, RANGE_FILES)})
 
