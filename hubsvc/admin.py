@@ -191,10 +191,6 @@ def set_admin(config: Config, username: str, flag: bool) -> None:
 
     _with_store(config, go)
     print(f"{username} is {'now' if flag else 'no longer'} an administrator")
-    listed = {name.lower() for name in config["security"]["admins"]}
-    if not flag and username.lower() in listed:
-        print(f"note: security.admins lists {username}: the next start of the server "
-              "makes it an administrator again")
 
 
 # -- git and files ----------------------------------------------------------------

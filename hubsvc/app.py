@@ -95,11 +95,16 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     store.db.event_listeners.append(app[BUS].publish)
     store.db.pacers.append(app[BUS].paced)
     await asyncio.to_thread(app[REPO_FILES].prepare)
-    # security.admins names accounts that exist now; a later sign-up of a listed name
-    # must not inherit the rights, so the names become the database flag here, once.
-    promoted = await store.users.promote_admins(app[CONFIG]["security"]["admins"])
-    if promoted:
-        log.info("security.admins made %s administrators", ", ".join(promoted))
+    # security.admins names accounts that exist the first time a name is listed: each name
+    # is applied once and then recorded, so whoever signs the name up later (or takes it
+    # after the account is deleted) inherits nothing.
+    granted, missing = await store.users.apply_admin_names(app[CONFIG]["security"]["admins"])
+    if granted:
+        log.info("security.admins made %s administrators", ", ".join(granted))
+    for name in missing:
+        log.warning("security.admins lists %s, but no account has that name: nothing is "
+                    "granted, now or when someone signs it up. Create the account, then grant it "
+                    "with `python run.py make-admin %s`", name, name)
     yield
     await asyncio.to_thread(app[REPO_FILES].close)
     await store.close()

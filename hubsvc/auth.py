@@ -311,7 +311,7 @@ def require_user(request: web.Request) -> dict[str, Any]:
 
 
 def is_admin(request: web.Request, user: dict[str, Any]) -> bool:
-    """Administrator by the database flag (security.admins sets it at start-up)."""
+    """Administrator by the account's flag (first account, CLI, API, security.admins)."""
     return bool(user["is_admin"]) and not user.get("disabled")
 
 

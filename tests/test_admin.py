@@ -145,6 +145,75 @@ def test_reset_password_revokes_tokens_and_admin_flags_change(tmp_path):
         assert sign_in(server, "bob", "new password 2")[0] == 200
 
 
+OPS = {"security": {"admins": ["ops"]}}
+
+
+def sign_up(server: ServerProcess, username: str) -> None:
+    status, body = server.request("POST", "/auth/sign-up", {
+        "email": f"{username}@example.com", "username": username, "password": PASSWORD,
+        "name": username})
+    assert status == 201, body
+
+
+def admin_api(server: ServerProcess, username: str) -> int:
+    """The status of GET /api/admin/users for a fresh sign-in of username."""
+    status, body = sign_in(server, username)
+    assert status == 200, body
+    return server.request("GET", "/api/admin/users",
+                          headers={"Authorization": f"Bearer {body['token']}"})[0]
+
+
+def test_security_admins_skips_a_name_nobody_has_and_a_later_sign_up_gets_nothing(tmp_path):
+    data = tmp_path / "data"
+    with ServerProcess(data, OPS) as first:
+        sign_up(first, "root")  # the first account: an administrator
+        sign_up(first, "ops")
+        assert admin_api(first, "ops") == 403
+    # The restart finds an ops account now, but the name was applied when nobody held it.
+    with ServerProcess(data, OPS) as server:
+        assert admin_api(server, "ops") == 403
+        assert admin_api(server, "root") == 200
+    # The first start said so, and how to grant the account once it exists.
+    assert "security.admins lists ops, but no account has that name" in first.logs()
+    assert "make-admin ops" in first.logs()
+    assert "security.admins" not in server.logs()  # nothing left to apply
+
+
+def test_security_admins_grant_stays_with_the_account_not_the_name(tmp_path):
+    data = tmp_path / "data"
+    with ServerProcess(data) as server:
+        sign_up(server, "root")
+        sign_up(server, "ops")
+    with ServerProcess(data, OPS) as server:
+        assert admin_api(server, "ops") == 200  # it existed at the start that listed it
+        status, body = sign_in(server, "root")
+        status, _ = server.request("DELETE", "/api/admin/users/ops",
+                                   headers={"Authorization": f"Bearer {body['token']}"})
+        assert status == 204
+        sign_up(server, "ops")  # someone else takes the deleted administrator's name
+        assert admin_api(server, "ops") == 403
+    with ServerProcess(data, OPS) as server:
+        assert admin_api(server, "ops") == 403
+
+
+def test_cli_grants_and_revokes_and_restarts_keep_it(tmp_path):
+    data = tmp_path / "data"
+    with ServerProcess(data, OPS) as server:
+        sign_up(server, "root")
+        sign_up(server, "ops")
+        assert admin_api(server, "ops") == 403
+        # The way to make a listed name's later account an administrator: by the account.
+        assert "ops is now an administrator" in ok(cli(data, "make-admin", "ops"))
+        assert admin_api(server, "ops") == 200
+    with ServerProcess(data, OPS) as server:
+        assert admin_api(server, "ops") == 200
+        # A revocation holds even though security.admins still lists the name.
+        assert "no longer" in ok(cli(data, "revoke-admin", "ops"))
+        assert admin_api(server, "ops") == 403
+    with ServerProcess(data, OPS) as server:
+        assert admin_api(server, "ops") == 403
+
+
 class Writer(threading.Thread):
     """Keeps the server busy: sign-ups, repositories, issues, and git pushes."""
 

@@ -3,6 +3,7 @@ the last administrator, security.admins, and the ghost that keeps a deleted user
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sqlite3
 
@@ -160,6 +161,22 @@ async def test_security_admins_names_only_accounts_existing_at_start(aiohttp_cli
     dave = await sign_up(client, "dave")
     assert (await whoami(client, dave.headers))[1]["user"]["isAdmin"] is False
     assert (await client.get(USERS, headers=dave.headers)).status == 403
+
+
+async def test_only_the_very_first_account_is_an_administrator(client):
+    # Side by side on an empty server: one write transaction decides, so exactly one wins.
+    users = await asyncio.gather(*(sign_up(client, f"user{n}") for n in range(6)))
+    flags = [(await whoami(client, u.headers))[1]["user"]["isAdmin"] for u in users]
+    assert flags.count(True) == 1
+    # A database whose accounts have no administrator (one from an older version) can be
+    # emptied; the next sign-up is a stranger on a server that had users, not the first.
+    store = client.app[STORE]
+    await store.db.write(lambda conn: conn.execute("UPDATE users SET is_admin = 0"))
+    for user in users:
+        await store.users.delete(user.id)
+    assert await store.users.count() == 0
+    late = await sign_up(client, "late")
+    assert (await whoami(client, late.headers))[1]["user"]["isAdmin"] is False
 
 
 async def test_migration_upgrades_a_database_whose_user_is_named_ghost(tmp_path):

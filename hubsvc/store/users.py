@@ -53,8 +53,12 @@ class UserStore(Table):
         if taken is not None:
             raise Conflict("username is taken" if taken["same_name"]
                            else "e-mail is already registered")
+        # The very first account ever, not the first after every account was deleted (which
+        # only happens when none was an administrator): a stranger's sign-up on an emptied
+        # server gets no rights. One write transaction: two first sign-ups cannot both be.
         first = conn.execute(
-            "SELECT NOT EXISTS (SELECT 1 FROM users WHERE is_ghost = 0)").fetchone()[0]
+            "SELECT NOT EXISTS (SELECT 1 FROM users WHERE is_ghost = 0)"
+            " AND NOT EXISTS (SELECT 1 FROM deleted_users)").fetchone()[0]
         now = now_iso()
         # Past every id a deleted account had: ids are never handed out twice.
         cur = conn.execute(
@@ -171,16 +175,25 @@ class UserStore(Table):
         return self.by_id.sync(self, conn, user_id)
 
     @writes
-    def promote_admins(self, conn, usernames: list[str]) -> list[str]:
-        """Set the administrator flag of the existing accounts among usernames."""
-        keys = sorted({name.lower() for name in usernames})
-        if not keys:
-            return []
-        marks = ",".join("?" * len(keys))
-        rows = conn.execute(
-            f"UPDATE users SET is_admin = 1 WHERE username_key IN ({marks}) AND is_ghost = 0"
-            " AND is_admin = 0 RETURNING username", keys).fetchall()
-        return [row[0] for row in rows]
+    def apply_admin_names(self, conn, usernames: list[str]) -> tuple[list[str], list[str]]:
+        """Grant the accounts named in security.admins, each name once ever: (granted, missing)."""
+        granted, missing = [], []
+        names = {name.lower(): name for name in usernames}
+        for key in sorted(names):
+            if conn.execute("SELECT 1 FROM admin_grants WHERE name_key = ?", (key,)).fetchone():
+                continue  # applied at an earlier start: whoever holds the name now gets nothing
+            user = conn.execute("SELECT id, username, is_admin FROM users"
+                                " WHERE username_key = ? AND is_ghost = 0", (key,)).fetchone()
+            if user is None:
+                missing.append(names[key])
+            elif not user["is_admin"]:
+                conn.execute("UPDATE users SET is_admin = 1, updated_at = ? WHERE id = ?",
+                             (now_iso(), user["id"]))
+                granted.append(user["username"])
+            user_id = None if user is None else user["id"]
+            conn.execute("INSERT INTO admin_grants (name_key, user_id, applied_at)"
+                         " VALUES (?, ?, ?)", (key, user_id, now_iso()))
+        return granted, missing
 
     @writes
     def delete(self, conn, user_id: int) -> list[int]:
