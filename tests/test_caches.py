@@ -19,23 +19,23 @@ async def test_audience_follows_collaborators_stars_and_visibility(client, app):
     a, b, c = int(alice.id), int(bob.id), int(carol.id)
     repo = await create(client, alice, "vault", visibility="private")
     rid, base = int(repo["id"]), "/api/repositories/alice/vault"
-    assert await store.repos.audience(rid) == ({a}, {a})
-    assert await store.repos.audience(rid) == ({a}, {a})  # served from memory now
+    assert (await store.repos.audience(rid))[:2] == ({a}, {a})
+    assert (await store.repos.audience(rid))[:2] == ({a}, {a})  # served from memory now
     resp = await client.put(f"{base}/collaborators/bob", json={"permission": "read"},
                             headers=alice.headers)
     assert resp.status in (200, 201, 204), await resp.text()
-    assert await store.repos.audience(rid) == ({a, b}, {a, b})
+    assert (await store.repos.audience(rid))[:2] == ({a, b}, {a, b})
     resp = await client.post(f"{base}/star", headers=bob.headers)
     assert resp.status == 200, await resp.text()
     resp = await client.delete(f"{base}/collaborators/bob", headers=alice.headers)
     assert resp.status == 204
     # bob still stars it, but may no longer read it.
-    assert await store.repos.audience(rid) == ({a}, {a, b})
+    assert (await store.repos.audience(rid))[:2] == ({a}, {a, b})
     resp = await client.patch(base, json={"visibility": "public"}, headers=alice.headers)
     assert resp.status == 200
-    assert await store.repos.audience(rid) == (None, {a, b})
+    assert (await store.repos.audience(rid))[:2] == (None, {a, b})
     await client.post(f"{base}/star", headers=carol.headers)
-    assert await store.repos.audience(rid) == (None, {a, b, c})
+    assert (await store.repos.audience(rid))[:2] == (None, {a, b, c})
     resp = await client.delete(base, headers=alice.headers)
     assert resp.status == 204
     assert await store.repos.audience(rid) is None

@@ -118,7 +118,7 @@ async def test_hot_queries_use_indexes(client, app, tmp_path):
         == [pull["number"]]
     assert [p["number"] for p in await store.issues.open_pulls_touching(repo["id"], "topic")] \
         == [pull["number"]]
-    assert await store.repos.audience(repo["id"]) == (None, {int(alice.id), int(bob.id)})
+    assert (await store.repos.audience(repo["id"]))[:2] == (None, {int(alice.id), int(bob.id)})
     assert await store.users.token_owner(token_digest("no such token")) is None
     notice = {"user_id": int(bob.id), "repo_id": repo["id"], "type": "issue", "number": 1,
               "title": "crash", "reason": "you were assigned issue #1", "actor": "alice",
