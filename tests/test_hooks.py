@@ -170,7 +170,8 @@ ENCODED = [("http://[2002:7f00:1::]/", "loopback"), ("http://[2002:a9fe:a9fe::1]
            ("http://[2002:c0a8:101::]:8080/", "private"),  # 6to4 of 192.168.1.1
            ("http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/", "loopback"),  # Teredo client
            ("http://[::127.0.0.1]/", "loopback"), ("http://[::10.0.0.1]/", "private"),
-           ("http://[64:ff9b::10.0.0.1]/", "private"), ("http://[64:ff9b::a9fe:a9fe]/", "link-local"),
+           ("http://[64:ff9b::10.0.0.1]/", "private"),
+           ("http://[64:ff9b::a9fe:a9fe]/", "link-local"),
            ("http://[64:ff9b:1::a00:1]/", ""),  # reserved or private, by Python version
            ("http://[fec0::1]/", "site-local"),
            ("http://2130706433/", "loopback"), ("http://0x7f.1/", "loopback"),

@@ -67,4 +67,5 @@ def test_an_allowed_range_still_allows():
     rules = HostRules(["2002::/16"])
     check_address(rules, "example.com", ipaddress.ip_address("2002:7f00:1::"))
     with pytest.raises(Refused):
-        check_address(HostRules(["127.0.0.1"]), "example.com", ipaddress.ip_address("2002:7f00:1::"))
+        check_address(HostRules(["127.0.0.1"]), "example.com",
+                      ipaddress.ip_address("2002:7f00:1::"))
