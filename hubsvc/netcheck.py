@@ -1,10 +1,12 @@
 """Where outgoing webhooks may connect: public addresses, or hosts the administrator allows.
 
 Gitea's ALLOWED_HOST_LIST is the model: a hook URL whose host resolves to a loopback,
-private, link-local, multicast, unspecified or reserved address is refused, unless
-webhooks.allowed_hosts lists the host name, the address, or a CIDR range holding it
-("*" allows every host). The rule is applied when a hook is saved and again when
-dialling (HookResolver), so a DNS answer that changes in between cannot slip through.
+private, link-local, multicast, unspecified, reserved or site-local address is refused, so
+is an IPv6 address that leads to such an IPv4 one (IPv4-mapped, IPv4-compatible, 6to4,
+Teredo, NAT64), unless webhooks.allowed_hosts lists the host name, the address, or a
+CIDR range holding it ("*" allows every host). The rule is applied when a hook is saved
+and again when dialling (HookResolver), so a DNS answer that changes in between cannot
+slip through.
 """
 
 from __future__ import annotations
@@ -62,16 +64,45 @@ def _literal(host: str) -> Address | None:
         return None
 
 
-def forbidden_kind(address: Address) -> str | None:
-    """Why an address is not public (None when it is)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    for kind in ("loopback", "unspecified", "link_local", "multicast", "private", "reserved"):
-        if getattr(address, f"is_{kind}"):
+NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+KINDS = ("loopback", "unspecified", "link_local", "multicast", "private", "reserved", "site_local")
+
+
+def embedded_ipv4(address: Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one leads to: mapped, 6to4, Teredo, NAT64 or compatible."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]  # the client; the server half is a public relay
+    # ::/96 without :: and ::1, whose own kinds (unspecified, loopback) say more.
+    if address in NAT64_WELL_KNOWN or (address in IPV4_COMPATIBLE and int(address) > 1):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
+def _kind(address: Address) -> str | None:
+    for kind in KINDS:
+        if getattr(address, f"is_{kind}", False):  # is_site_local is IPv6's only
             return kind.replace("_", "-")
     if not address.is_global:
         return "non-public"  # shared address space (100.64/10) and the like
     return None
+
+
+def forbidden_kind(address: Address) -> str | None:
+    """Why an address is not public (None when it is), the IPv4 one it embeds included."""
+    inner = embedded_ipv4(address)
+    if inner is None:
+        return _kind(address)
+    if address.ipv4_mapped is not None:  # the same address spelled in IPv6
+        return _kind(inner)
+    # A tunnel or translator ends at the IPv4 address: both must be public.
+    return _kind(inner) or _kind(address)
 
 
 def check_address(rules: HostRules, host: str, address: Address) -> None:
@@ -80,7 +111,9 @@ def check_address(rules: HostRules, host: str, address: Address) -> None:
         return
     kind = forbidden_kind(address)
     if kind is not None:
-        raise Refused(f"{host} resolves to a {kind} address ({address}); "
+        inner = embedded_ipv4(address)
+        shown = f"{address}, which embeds {inner}" if inner is not None else str(address)
+        raise Refused(f"{host} resolves to a {kind} address ({shown}); "
                       "webhooks.allowed_hosts does not list it")
 
 

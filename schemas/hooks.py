@@ -16,8 +16,9 @@ URL_MAX = 2048
 class _HookFields(Base):
     url = Str(validate=validate.Length(min=1, max=URL_MAX), metadata={
         "description": "http:// or https://; a host resolving to a loopback, private, "
-        "link-local, multicast, unspecified or reserved address is refused (400) unless "
-        "webhooks.allowed_hosts lists it"})
+        "link-local, multicast, unspecified, reserved or site-local address, or to an IPv6 "
+        "address embedding such an IPv4 one (IPv4-mapped or -compatible, 6to4, Teredo, "
+        "NAT64), is refused (400) unless webhooks.allowed_hosts lists it"})
     format = Str(validate=validate.OneOf(FORMATS), metadata={
         "description": "discord (the default), slack, or json (the event as the API shows it)"})
     events = List(Str(validate=validate.OneOf(EVENT_TYPES)), validate=validate.Length(min=1),

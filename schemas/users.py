@@ -113,6 +113,8 @@ class SettingsSchema(Base):
     location = Str(validate=validate.Length(max=100))
     website = Str(validate=[validate.Length(max=500), _website])
     preferences = Nested(PreferencesSchema)
+    currentPassword = Str(validate=validate.Length(max=1024), load_only=True, metadata={
+        "description": "the account's password: required when email changes"})
 
 
 class SettingsEnvelopeSchema(Base):

@@ -135,7 +135,8 @@ async def test_deleting_a_user_keeps_their_issues_under_the_ghost(client, alice,
     assert fork["parent"] is None
     proj = (await (await client.get("/api/repositories/alice/proj")).json())["repo"]
     assert proj["starCount"] == 0
-    collaborators = await (await client.get("/api/repositories/alice/proj/collaborators")).json()
+    collaborators = await (await client.get("/api/repositories/alice/proj/collaborators",
+                                            headers=alice.headers)).json()
     assert collaborators["users"] == []
     # The ghost cannot sign in, be assigned, or collaborate; the name bob is free again.
     assert (await sign_in(client, "ghost", "not-a-password")).status == 401

@@ -163,6 +163,30 @@ async def test_ssrf_refused_at_save(strict, url):
     assert body["error"].startswith("url: ") and "allowed_hosts" in body["error"], body
 
 
+# Other spellings of refused addresses, with the kind the refusal names. The host of a
+# URL with a decimal, octal or hex IPv4 goes through getaddrinfo, which reads it as
+# inet_aton does (127.0.0.1), so it is refused by the address it resolves to.
+ENCODED = [("http://[2002:7f00:1::]/", "loopback"), ("http://[2002:a9fe:a9fe::1]/", "link-local"),
+           ("http://[2002:c0a8:101::]:8080/", "private"),  # 6to4 of 192.168.1.1
+           ("http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/", "loopback"),  # Teredo client
+           ("http://[::127.0.0.1]/", "loopback"), ("http://[::10.0.0.1]/", "private"),
+           ("http://[64:ff9b::10.0.0.1]/", "private"),
+           ("http://[64:ff9b::a9fe:a9fe]/", "link-local"),
+           ("http://[64:ff9b:1::a00:1]/", ""),  # reserved or private, by Python version
+           ("http://[fec0::1]/", "site-local"),
+           ("http://2130706433/", "loopback"), ("http://0x7f.1/", "loopback"),
+           ("http://017700000001/", "loopback"), ("http://0177.0.0.1/", "loopback"),
+           ("http://127.1/", "loopback"), ("http://0/", "unspecified")]
+
+
+@pytest.mark.parametrize("url, kind", ENCODED)
+async def test_other_encodings_of_refused_addresses_refused_at_save(strict, url, kind):
+    client, alice = strict
+    body = await add_hook(client, alice, url, status=400)
+    assert body["error"].startswith("url: ") and "allowed_hosts" in body["error"], body
+    assert f"a {kind}" in body["error"], body
+
+
 async def test_ssrf_refused_on_patch_too(strict, receiver):
     client, alice = strict
     client.app[HOOKS].rules.networks.append(ipaddress.ip_network("127.0.0.1/32"))
@@ -183,6 +207,26 @@ async def test_ssrf_checked_again_at_delivery(client, alice, receiver):
     assert receiver.requests == []
     [*_, first] = await deliveries(client, alice, hook["id"])
     assert "loopback" in first["error"] and first["statusCode"] is None
+
+
+@pytest.mark.parametrize("host, allowed", [("[2002:7f00:1::]", "2002::/16"),
+                                           ("2130706433", "127.0.0.1/32")])
+async def test_encoded_loopback_refused_when_dialling(client, alice, receiver, host, allowed):
+    """A hook saved while its range was allowed is refused at delivery once it is not."""
+    await create(client, alice, "proj")
+    rules = client.app[HOOKS].rules
+    rules.networks.append(ipaddress.ip_network(allowed))
+    url = receiver.url.replace("127.0.0.1", host)
+    hook = await add_hook(client, alice, url)
+    rules.networks.clear()
+    await star(client, alice)
+    for _ in range(100):
+        rows = await deliveries(client, alice, hook["id"], settled=False)
+        if rows and rows[-1]["error"]:
+            break
+        await asyncio.sleep(0.05)
+    assert "loopback" in rows[-1]["error"] and rows[-1]["statusCode"] is None, rows
+    assert receiver.requests == []
 
 
 async def test_events_delivered_in_order_signed_with_stable_ids(client, alice, receiver):

@@ -98,7 +98,7 @@ async def test_hot_queries_use_indexes(client, app, tmp_path):
     gets = [
         ("/api/users/me", bob.headers), ("/api/users/me", pat), (base, bob.headers),
         (base, {}), ("/api/users/alice/repositories", bob.headers),
-        (f"{base}/collaborators", {}), (f"{base}/stars", {}), (f"{base}/forks", {}),
+        (f"{base}/collaborators", bob.headers), (f"{base}/stars", {}), (f"{base}/forks", {}),
         (f"{base}/issues", {}), (f"{base}/issues?state=closed", {}),
         (f"{base}/issues/1", {}), (f"{base}/issues/1/comments", {}),
         (f"{base}/pulls", {}), (f"{base}/pulls?state=merged", {}),

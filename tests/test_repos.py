@@ -123,6 +123,35 @@ async def test_collaborators_roles(client, alice, bob):
     assert (await client.delete(url + "/collaborators/bob", headers=alice.headers)).status == 404
 
 
+async def test_collaborator_list_is_for_writers_only(client, alice, bob):
+    """As on GitHub (listing collaborators needs push access): who holds which permission
+    is the writers' business, even on a public repository."""
+    carol, dave = await sign_up(client, "carol"), await sign_up(client, "dave")
+    await create(client, alice, "tool")
+    await create(client, alice, "team", visibility="private")
+    for repo, user, permission in (("tool", bob, "write"), ("tool", carol, "read"),
+                                   ("team", carol, "read")):
+        resp = await client.put(f"/api/repositories/alice/{repo}/collaborators/{user.username}",
+                                json={"permission": permission}, headers=alice.headers)
+        assert resp.status == 201
+    tool = "/api/repositories/alice/tool/collaborators"
+    team = "/api/repositories/alice/team/collaborators"
+    for who, url, status in ((None, tool, 401), (dave, tool, 403), (carol, tool, 403),
+                             (carol, team, 403), (None, team, 404), (dave, team, 404),
+                             (None, "/api/repositories/alice/nothing/collaborators", 404)):
+        resp = await client.get(url, headers=who.headers if who else {})
+        body = await resp.json()
+        assert resp.status == status and set(body) == {"error"}, (who and who.username, url, body)
+    resp = await client.get(tool, headers=carol.headers)
+    assert (await resp.json())["error"] == "write access to this repository is required"
+    resp = await client.get(tool)
+    assert (await resp.json())["error"] == "authentication required"
+    for who in (alice, bob):
+        users = (await (await client.get(tool, headers=who.headers)).json())["users"]
+        assert [(u["username"], u["permission"]) for u in users] == [("bob", "write"),
+                                                                    ("carol", "read")]
+
+
 async def test_update_rename_and_delete_are_owner_only(client, alice, bob):
     await create(client, alice, "old", autoInit=True)
     await create(client, alice, "taken")

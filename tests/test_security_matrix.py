@@ -18,6 +18,8 @@ PREFIX = "/api/repositories/{owner}/{name}"
 NEEDS_MORE_THAN_READ = {
     ("PATCH", PREFIX), ("DELETE", PREFIX),
     ("PUT", PREFIX + "/collaborators/{username}"), ("DELETE", PREFIX + "/collaborators/{username}"),
+    # Who holds which permission is for writers, as on GitHub.
+    ("GET", PREFIX + "/collaborators"),
     ("DELETE", PREFIX + "/issues/{number}"),
     ("POST", PREFIX + "/pulls/{number}/merge"),
     # Editing someone else's issue or pull request (the reader is not their author).

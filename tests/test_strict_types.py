@@ -31,7 +31,8 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
         "name": "Alice", "email": "alice@example.com", "bio": "b", "location": "l",
         "website": "https://example.com",
         "preferences": {"theme": "dark", "notifications": {"web": True, "chat": True,
-                                                           "email": True}}},
+                                                           "email": True}},
+        "currentPassword": PASSWORD},
     ("POST", "/api/users/me/settings/preferences"): {
         "theme": "dark", "notifications": {"web": True, "chat": True, "email": True}},
     ("POST", "/api/repositories"): {"name": "other", "description": "d",

@@ -117,7 +117,8 @@ async def test_settings_and_preferences(client, alice):
     assert settings["preferences"] == {"theme": "system",
                                        "notifications": {"web": True, "chat": True, "email": True}}
     resp = await client.patch("/api/users/me/settings", headers=alice.headers,
-                              json={"name": "Alice L.", "email": "al@example.com"})
+                              json={"name": "Alice L.", "email": "al@example.com",
+                                    "currentPassword": alice.password})
     assert (await resp.json())["settings"]["name"] == "Alice L."
     me = (await (await client.get("/api/users/me", headers=alice.headers)).json())["user"]
     assert me["name"] == "Alice L." and me["email"] == "al@example.com"
@@ -135,5 +136,34 @@ async def test_settings_and_preferences(client, alice):
 
 async def test_email_change_to_a_taken_one_is_409(client, alice, bob):
     resp = await client.patch("/api/users/me/settings", headers=alice.headers,
-                              json={"email": "BOB@example.com"})
+                              json={"email": "BOB@example.com", "currentPassword": alice.password})
     assert resp.status == 409
+
+
+async def test_email_change_needs_the_current_password(client, alice):
+    """As on GitHub and Gitea: the e-mail is where a reset goes, so a stolen session or
+    token alone must not move it. Other settings need no password."""
+    url = "/api/users/me/settings"
+
+    async def email_now():
+        me = await (await client.get("/api/users/me", headers=alice.headers)).json()
+        return me["user"]["email"]
+
+    resp = await client.patch(url, headers=alice.headers, json={"email": "thief@example.com"})
+    assert resp.status == 400
+    assert (await resp.json())["error"].startswith("currentPassword: "), await resp.text()
+    resp = await client.patch(url, headers=alice.headers,
+                              json={"email": "thief@example.com", "currentPassword": "wrong one!"})
+    assert resp.status == 403
+    # The same answer as a password change with a wrong current password.
+    assert await resp.json() == {"error": "currentPassword is not the account's password"}
+    assert await email_now() == "alice@example.com"
+    # Other fields, and the e-mail sent back unchanged, need none.
+    resp = await client.patch(url, headers=alice.headers,
+                              json={"bio": "hi", "email": "alice@example.com"})
+    assert resp.status == 200 and (await resp.json())["settings"]["bio"] == "hi"
+    resp = await client.patch(url, headers=alice.headers,
+                              json={"email": "new@example.com", "currentPassword": alice.password})
+    assert resp.status == 200, await resp.text()
+    assert "currentPassword" not in (await resp.json())["settings"]
+    assert await email_now() == "new@example.com"

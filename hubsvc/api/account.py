@@ -23,6 +23,22 @@ from ..timeutil import iso
 routes = web.RouteTableDef()
 
 
+async def confirm_password(request: web.Request, user: dict, password: str
+                           ) -> web.Response | None:
+    """None when password is the user's; a 429 to return when out of guesses; else 403."""
+    limiter = request.app.get(SIGN_IN_LIMITER)
+    if limiter is not None:
+        # A stolen token must not make this a way to guess the password without limit.
+        allowed, _, wait = limiter.take(sign_in_key(request, user["username"], user))
+        if not allowed:
+            return too_many(wait)
+    validate_password(password, new=False)
+    rounds = request.app[CONFIG]["security"]["bcrypt_rounds"]
+    if not await check_password(password, user["password_hash"], rounds):
+        raise Forbidden("currentPassword is not the account's password")
+    return None
+
+
 @routes.post("/api/users/me/password")
 @doc("Change the password; every other session and token of the user ends",
      body=PasswordChangeSchema, responses={204: "changed"}, errors=(403,), tag="users",
@@ -37,16 +53,10 @@ routes = web.RouteTableDef()
 async def change_password(request: web.Request) -> web.Response:
     user = require_user(request)
     data = await read_json(request, PasswordChangeSchema())
-    limiter = request.app.get(SIGN_IN_LIMITER)
-    if limiter is not None:
-        # A stolen token must not make this a way to guess the password without limit.
-        allowed, _, wait = limiter.take(sign_in_key(request, user["username"], user))
-        if not allowed:
-            return too_many(wait)
-    validate_password(data["currentPassword"], new=False)
+    refused = await confirm_password(request, user, data["currentPassword"])
+    if refused is not None:
+        return refused
     rounds = request.app[CONFIG]["security"]["bcrypt_rounds"]
-    if not await check_password(data["currentPassword"], user["password_hash"], rounds):
-        raise Forbidden("currentPassword is not the account's password")
     new_hash = await hash_password(data["newPassword"], rounds)
     keep = request[AUTH].token_digest
     await request.app[STORE].users.set_password(user["id"], new_hash, keep=keep)

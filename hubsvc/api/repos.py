@@ -11,11 +11,11 @@ from schemas.repos import (CollaboratorEnvelopeSchema, CollaboratorSchema, ForkL
 
 from .. import present
 from ..auth import current_user, require_user
-from ..errors import BadRequest, NotFound
+from ..errors import BadRequest, Forbidden, NotFound
 from ..keys import CONFIG, STORE
 from ..names import path_username
 from ..openapi import doc
-from ..permissions import load_repo
+from ..permissions import allows, load_repo
 from ..publish import event, publish
 from ..notify.hub import HUB
 from ..repofiles import REPO_FILES
@@ -149,10 +149,17 @@ async def delete_repo(request: web.Request) -> web.Response:
 # Collaborators
 
 @routes.get(REPO + "/collaborators")
-@doc("Collaborators and their permission", query=PageQuerySchema,
-     responses={200: UserListSchema}, errors=(404,), public=True, tag="collaborators")
+@doc("Collaborators and their permission (writers only)", query=PageQuerySchema,
+     responses={200: UserListSchema}, errors=(401, 403, 404), tag="collaborators",
+     description="As on GitHub, where listing collaborators needs push access: who holds "
+                 "which permission is for the repository's writers. A reader gets 403, an "
+                 "anonymous caller 401 on a public repository, and whoever may not read a "
+                 "private one 404.")
 async def list_collaborators(request: web.Request) -> web.Response:
-    repo = await load_repo(request)
+    repo = await load_repo(request)  # first, so a private repository stays 404
+    if not allows(repo["role"], "write"):
+        require_user(request)
+        raise Forbidden("write access to this repository is required")
     page = read_query(request, PageQuerySchema())
     rows, more = await request.app[STORE].repos.collaborators(repo["id"], page["limit"],
                                                               page["offset"])

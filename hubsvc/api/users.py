@@ -20,6 +20,7 @@ from ..names import path_username
 from ..notify.hub import HUB
 from ..openapi import doc
 from ..rest import json_response, read_json
+from .account import confirm_password
 
 routes = web.RouteTableDef()
 
@@ -76,10 +77,23 @@ def _forget_cached(request: web.Request, user_id: int) -> None:
 
 @routes.patch("/api/users/me/settings")
 @doc("Change name, e-mail, bio, location, website or preferences", body=SettingsSchema,
-     responses={200: SettingsEnvelopeSchema}, errors=(409,))
+     responses={200: SettingsEnvelopeSchema}, errors=(400, 403, 409),
+     description="Changing the e-mail needs the account's password in currentPassword, as "
+                 "on GitHub and Gitea (the e-mail is where a password reset goes): without "
+                 "it 400, a wrong one 403, as POST /api/users/me/password answers; tries "
+                 "count against the sign-in limit. Other fields, and an e-mail sent "
+                 "unchanged, need no password.")
 async def patch_settings(request: web.Request) -> web.Response:
     user = require_user(request)
     data = await read_json(request, SettingsSchema())
+    password = data.pop("currentPassword", None)
+    if "email" in data and data["email"] != user["email"]:
+        if password is None:
+            raise BadRequest("currentPassword: the account's password is required to change "
+                             "the e-mail")
+        refused = await confirm_password(request, user, password)
+        if refused is not None:
+            return refused
     if "preferences" in data:
         data["preferences"] = _merge_preferences(user, data["preferences"])
     updated = await request.app[STORE].users.update(user["id"], data)
