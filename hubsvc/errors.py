@@ -14,6 +14,7 @@ from aiohttp import web
 from marshmallow import ValidationError
 
 from .keys import REQUEST_ID, STATE
+from .pktline import error_packet
 
 log = logging.getLogger("hubsvc.errors")
 
@@ -155,6 +156,8 @@ def validation_message(messages: Any, prefix: str = "") -> str:
 # git prints the body of an error answer to its user only when it is text/plain, so the
 # smart-HTTP routes answer errors in plain text (GitHub and Gitea do the same).
 GIT_PATH = re.compile(r"^/(?!api/)[^/]+/[^/]+/(info/refs|git-upload-pack|git-receive-pack)$")
+# Statuses git acts on itself: 401 makes it ask for credentials, 404 says "not found".
+GIT_HANDLES = frozenset({401, 404})
 
 
 def error_response(status: int, message: str, headers: dict[str, str] | None = None,
@@ -166,6 +169,36 @@ def error_response(status: int, message: str, headers: dict[str, str] | None = N
     body = {"error": message, **extra}
     return web.Response(status=status, text=json.dumps(body),
                         content_type="application/json", headers=headers)
+
+
+def _git_push(request: web.Request) -> bool:
+    """True for a push's POST from git itself."""
+    match = GIT_PATH.match(request.path)
+    return request.method == "POST" and match is not None and match[1] == "git-receive-pack" \
+        and request.headers.get("User-Agent", "").startswith("git/")
+
+
+def push_refusal(message: str, headers: dict[str, str] | None = None) -> web.Response:
+    """A refused push as git reads it: a 200 whose answer is git's fatal-error packet."""
+    # git prints no body of a failed POST, only "RPC failed; HTTP 507" and then, having
+    # sent nothing, "Everything up-to-date". Inside the protocol the reason reaches its
+    # user as "remote: <message>" and git exits non-zero. Every git asks for
+    # side-band-64k when pushing (receive-pack advertises it), so band 3 is what it reads.
+    kept = {k: v for k, v in (headers or {}).items() if k.lower() == "connection"}
+    return web.Response(status=200, body=error_packet(message, sideband=True),
+                        content_type="application/x-git-receive-pack-result",
+                        headers={"Cache-Control": "no-cache, max-age=0, must-revalidate", **kept})
+
+
+def error_answer(request: web.Request, status: int, message: str,
+                 headers: dict[str, str] | None = None, **extra: Any) -> web.Response:
+    """error_response in the form this client reads: git's own packet, plain text or JSON."""
+    if status not in GIT_HANDLES and _git_push(request):
+        log.info("refused a push (%s): %s [request %s]", status, message,
+                 request.get(REQUEST_ID, "-"))
+        return push_refusal(message, headers)
+    return error_response(status, message, headers, GIT_PATH.match(request.path) is not None,
+                          **extra)
 
 
 _REASONS = {
@@ -187,15 +220,14 @@ _REASONS = {
 @web.middleware
 async def error_middleware(request: web.Request, handler):
     """Render ApiError, ValidationError, HTTPException and crashes as JSON errors."""
-    plain = GIT_PATH.match(request.path) is not None
     try:
         return await handler(request)
     except (DiskFull, DatabaseBusy) as exc:
-        return _fault_response(request, exc, plain)
+        return _fault_response(request, exc)
     except ApiError as exc:
-        return error_response(exc.status, exc.message, exc.headers, plain, **exc.extra)
+        return error_answer(request, exc.status, exc.message, exc.headers, **exc.extra)
     except ValidationError as exc:
-        return error_response(400, validation_message(exc.messages), plain=plain)
+        return error_answer(request, 400, validation_message(exc.messages))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -209,24 +241,24 @@ async def error_middleware(request: web.Request, handler):
             message = _REASONS.get(exc.status, exc.reason.lower())
         headers = {k: v for k, v in exc.headers.items()
                    if k.lower() in ("allow", "retry-after", "www-authenticate")}
-        return error_response(exc.status, message, headers, plain)
+        return error_answer(request, exc.status, message, headers)
     except BodyTimeout:
         log.info("closed a request whose body stalled [request %s]", request.get(REQUEST_ID, "-"))
-        return error_response(408, "the request body arrived too slowly",
-                              {"Connection": "close"}, plain)
+        return error_answer(request, 408, "the request body arrived too slowly",
+                            {"Connection": "close"})
     except Exception as exc:
         if _client_gone(request, exc):
             fault_counts(request.app)["disconnect"] += 1
             log.info("client closed the connection [request %s]", request.get(REQUEST_ID, "-"))
             return _gone_response()
         if fault_of(exc) is not None:
-            return _fault_response(request, exc, plain)
+            return _fault_response(request, exc)
         # The trace goes to the log with the request id; the body says nothing of it.
         log.exception("unexpected error [request %s]", request.get(REQUEST_ID, "-"))
-        return error_response(500, "internal server error", plain=plain)
+        return error_answer(request, 500, "internal server error")
 
 
-def _fault_response(request: web.Request, exc: Exception, plain: bool) -> web.Response:
+def _fault_response(request: web.Request, exc: Exception) -> web.Response:
     """507 for a full disk, 503 with Retry-After for a busy database; one log line each."""
     rid = request.get(REQUEST_ID, "-")
     fault = fault_of(exc)
@@ -243,4 +275,4 @@ def _fault_response(request: web.Request, exc: Exception, plain: bool) -> web.Re
                     "(database.write_timeout_ms); something holds a long write transaction "
                     "[request %s]", waited, rid)
         error = exc if isinstance(exc, DatabaseBusy) else DatabaseBusy(waited)
-    return error_response(error.status, error.message, error.headers, plain)
+    return error_answer(request, error.status, error.message, error.headers)

@@ -258,13 +258,17 @@ async def _feed(request: web.Request, stdin: asyncio.StreamWriter, limit: int | 
                 head += chunk[:HEAD_KEPT - len(head)]  # where the client names its capabilities
             total += len(chunk)
             if limit is not None and total > limit:
-                raise PayloadTooLarge(f"push is larger than {limit} bytes")
+                raise _too_large(limit)
             stdin.write(chunk)
             await stdin.drain()
     finally:
         if not stdin.is_closing():
             stdin.close()
     return total
+
+
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(f"push is larger than {limit} bytes (the server's limits.push_bytes)")
 
 
 async def serve_rpc(request: web.Request, service: str, path: Path, limit: int | None = None,
@@ -277,44 +281,17 @@ async def serve_rpc(request: web.Request, service: str, path: Path, limit: int |
     push complete only once the server has recorded it. Returns the response and git's
     exit code. A body over `limit` kills git before it
     could update a ref (receive-pack only updates refs after the whole pack is in and
-    checked, and keeps incoming objects in quarantine until then) and answers 413.
+    checked, and keeps incoming objects in quarantine until then) and answers 413, which
+    a pushing git reads as its own error packet (errors.error_answer).
     git still running after `timeout` seconds is killed: before any answer went out that
     is a 408 (the body never came) or 504; after, the connection is closed.
     """
     if request.content_type != f"application/x-{service}-request":
         raise BadRequest(f"expected Content-Type application/x-{service}-request")
-    try:
-        return await _serve_rpc(request, service, path, limit, before_eof, hooks, env, timeout)
-    except PayloadTooLarge as exc:
-        if service != "git-receive-pack" or not request.headers.get("User-Agent", "").startswith("git/"):
-            raise
-        # git prints no body of a failed POST, only "RPC failed; HTTP 413"; a refusal in
-        # the protocol itself reaches its user as a line, and git exits non-zero.
-        return await refuse_push(request, f"{exc.message} (the server's limits.push_bytes)"), 1
-
-
-async def refuse_push(request: web.Request, message: str) -> web.StreamResponse:
-    """Answer a push with a sideband error message, which git shows as `remote error:`."""
-    # Every git that speaks smart HTTP asks for side-band-64k when pushing (receive-pack
-    # advertises it), so band 3, "fatal error", is what it reads first.
-    resp = web.StreamResponse(headers={
-        "Content-Type": "application/x-git-receive-pack-result",
-        "Cache-Control": "no-cache, max-age=0, must-revalidate",
-    })
-    await resp.prepare(request)
-    await resp.write(error_packet(message, sideband=True))
-    await resp.write_eof()
-    return resp
-
-
-async def _serve_rpc(request: web.Request, service: str, path: Path, limit: int | None,
-                     before_eof: Callable[[], Awaitable[None]] | None, hooks: Path | None,
-                     env: dict[str, str] | None, timeout: float | None
-                     ) -> tuple[web.StreamResponse, int]:
     if limit is not None and request.content_length is not None \
             and request.content_length > limit \
             and request.headers.get("Content-Encoding", "").lower() != "gzip":
-        raise PayloadTooLarge(f"push is larger than {limit} bytes")
+        raise _too_large(limit)
     proc = await asyncio.create_subprocess_exec(
         *git_command(service, path, hooks=hooks),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,

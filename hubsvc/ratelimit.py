@@ -14,7 +14,7 @@ from typing import Any, Callable
 from aiohttp import web
 
 from .auth import CHAT_LINK_PATHS, bot_key_ok, user_for_token
-from .errors import error_response
+from .errors import error_answer
 from .keys import CONFIG
 
 RATE_HEADERS = web.RequestKey("rate_headers", dict)
@@ -187,11 +187,12 @@ def _headers(limiter: TokenBucket, tokens: float) -> dict[str, str]:
     }
 
 
-def too_many(retry_after: float, headers: dict[str, str] | None = None) -> web.Response:
+def too_many(request: web.Request, retry_after: float,
+             headers: dict[str, str] | None = None) -> web.Response:
     """The 429 answer with Retry-After and retryAfter."""
     wait = max(1, math.ceil(retry_after))
-    return error_response(429, "too many requests", {**(headers or {}), "Retry-After": str(wait)},
-                          retryAfter=wait)
+    return error_answer(request, 429, "too many requests",
+                        {**(headers or {}), "Retry-After": str(wait)}, retryAfter=wait)
 
 
 @web.middleware
@@ -206,7 +207,7 @@ async def rate_limit_middleware(request: web.Request, handler):
     allowed, tokens, wait = limiter.take(key)
     headers = _headers(limiter, tokens)
     if not allowed:
-        return too_many(wait, headers)
+        return too_many(request, wait, headers)
     request[RATE_HEADERS] = headers
     return await handler(request)
 

@@ -267,6 +267,13 @@ async def test_git_processes_past_the_per_client_cap_get_503(aiohttp_client, tmp
     assert resp.status == 503 and resp.headers["Retry-After"] == "2"
     assert resp.content_type == "text/plain" and "too many git operations" in await resp.text()
     assert len(_children_running("upload-pack")) == 0
+    # A push's POST is answered inside git's protocol, which git prints as "remote: …".
+    resp = await client.post("/alice/proj.git/git-receive-pack", data=b"0000",
+                             headers={**headers, "User-Agent": "git/2.43.0",
+                                      "Content-Type": "application/x-git-receive-pack-request"})
+    assert resp.status == 200
+    assert await resp.read() == _pkt("\x03too many git operations at once, try again shortly\n") \
+        + b"0000"
     writer.close()
     await writer.wait_closed()
     await _until(lambda: not _children_running("receive-pack"), "the held push ended")

@@ -183,6 +183,27 @@ async def test_git_budget_spent_leaves_the_api_alone(aiohttp_client, tmp_path):
     assert resp.status == 200 and resp.headers["RateLimit-Remaining"] == "7"
 
 
+async def test_a_push_past_the_git_budget_prints_why(aiohttp_client, tmp_path):
+    client, user = await _git_app(aiohttp_client, tmp_path, burst=100, git_burst=6,
+                                  git_per_minute=1)
+    auth = ["-c", f"http.extraHeader=Authorization: {_basic('ci', user.token)['Authorization']}"]
+    url = remote(client, None, "ci", "app")
+    work = tmp_path / "w"
+    await git(*auth, "clone", "-q", url, str(work))  # three requests (protocol v2)
+    await git("commit", "-q", "--allow-empty", "-m", "one", cwd=work)
+    await git(*auth, "push", "-q", "origin", "main", cwd=work)  # refs and POST: five
+    before = await (await client.get("/api/repositories/ci/app/branches",
+                                     headers=user.headers)).json()
+    await git("commit", "-q", "--allow-empty", "-m", "two", cwd=work)
+    code, _, err = await git(*auth, "push", "origin", "main", cwd=work, check=False)
+    # The refs take the last token; the POST is refused inside git's protocol, so git
+    # prints the reason rather than "RPC failed; HTTP 429".
+    assert code != 0 and "remote: too many requests" in err and "RPC failed" not in err, err
+    after = await (await client.get("/api/repositories/ci/app/branches",
+                                    headers=user.headers)).json()
+    assert after == before
+
+
 async def test_anonymous_and_unproven_git_count_per_address(aiohttp_client, tmp_path):
     client, user = await _git_app(aiohttp_client, tmp_path, burst=5, per_minute=1,
                                   git_burst=100)

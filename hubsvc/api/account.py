@@ -31,7 +31,7 @@ async def confirm_password(request: web.Request, user: dict, password: str
         # A stolen token must not make this a way to guess the password without limit.
         allowed, _, wait = limiter.take(sign_in_key(request, user["username"], user))
         if not allowed:
-            return too_many(wait)
+            return too_many(request, wait)
     validate_password(password, new=False)
     rounds = request.app[CONFIG]["security"]["bcrypt_rounds"]
     if not await check_password(password, user["password_hash"], rounds):

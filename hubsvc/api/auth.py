@@ -68,7 +68,7 @@ async def sign_in(request: web.Request) -> web.Response:
     if limiter is not None:
         allowed, _, wait = limiter.take(sign_in_key(request, login, user))
         if not allowed:
-            return too_many(wait)
+            return too_many(request, wait)
     rounds = request.app[CONFIG]["security"]["bcrypt_rounds"]
     ok = await check_password(data["password"], user["password_hash"] if user else None, rounds)
     if not ok or user is None:

@@ -169,29 +169,47 @@ async def lfs(request: web.Request) -> web.Response:
 
 @routes.post(GIT_BASE + "/git-receive-pack")
 @doc("Smart-HTTP push (write access)", public=True, tag="git-http", plain_errors=True,
-     errors=(401, 403, 404, 408, 413, 503, 504),
+     errors=(401, 403, 404, 408, 413, 429, 503, 504, 507),
      description="A push bringing a file over `[git] max_object_bytes` is refused whole (no "
                  "ref moves); git prints `remote: error: <path> is … MiB; this server refuses "
                  "files over … MiB` and `pre-receive hook declined`. A push over "
                  "`[limits] push_bytes` is refused too. git runs at most `[git] "
                  "timeout_seconds` (408 / 504 as for git-upload-pack); 503 with Retry-After "
-                 "when server.git_processes (or the per-client cap) git processes run.",
+                 "when server.git_processes (or the per-client cap) git processes run, or "
+                 "the database is busy; 507 when the disk is full. To git itself "
+                 "(User-Agent `git/…`) every refusal but 401 and 404 is a 200 carrying git's "
+                 "fatal-error packet, so git prints `remote: <reason>` and exits non-zero "
+                 "(no ref moves) instead of `RPC failed; HTTP <status>`.",
      body={"application/x-git-receive-pack-request": {"type": "string", "format": "binary"}},
      responses={200: {"description": "report-status stream", "content": {
          "application/x-git-receive-pack-result": {"schema": {"type": "string"}}}}})
 async def receive_pack(request: web.Request) -> web.StreamResponse:
     repo = await _git_repo(request, "write")
+    # The slot first: a push refused for want of one has written nothing. pushing: a
+    # repository going public is pruned with no push half-way (RepoFiles.quiet).
+    with git_slot(request):
+        async with request.app[REPO_FILES].pushing(repo["id"]):
+            return await _receive(request, repo)
+
+
+async def _receive(request: web.Request, repo: dict) -> web.StreamResponse:
+    """Journal the push, run git receive-pack, record what it applied."""
     files, actor = request.app[REPO_FILES], current_user(request)
     # git's post-receive hook writes the updates it applied into a file of this push's
     # own, so two pushes landing at once each get their own events.
     fd, name = tempfile.mkstemp(prefix="push-", dir=files.spool)
     os.close(fd)
     spool = Path(name)
-    # Journalled first: if this process dies while git runs, the next start records
-    # whatever landed (pushes.reconcile).
-    refs_now = await files.run(repo["id"], lambda g: g.head_oids())
-    flight = await request.app[STORE].repos.push_started(repo["id"], actor and actor["id"],
-                                                         refs_now)
+    try:
+        # Journalled first: if this process dies while git runs, the next start records
+        # whatever landed (pushes.reconcile).
+        refs_now = await files.run(repo["id"], lambda g: g.head_oids())
+        flight = await request.app[STORE].repos.push_started(repo["id"], actor and actor["id"],
+                                                             refs_now)
+    except BaseException:
+        # Refused before git ran (a full disk, a busy database): no file may stay behind.
+        spool.unlink(missing_ok=True)
+        raise
 
     def take_updates() -> list[tuple[str, str, str]]:
         try:
@@ -215,15 +233,12 @@ async def receive_pack(request: web.Request) -> web.StreamResponse:
     config = request.app[CONFIG]
     try:
         # The pre-receive hook refuses files over max_object_bytes before any ref moves.
-        # pushing: a repository going public is pruned with no push half-way.
-        async with files.pushing(repo["id"]):
-            with git_slot(request):
-                resp, _ = await serve_rpc(
-                    request, "git-receive-pack", files.path(repo["id"]),
-                    config["limits"]["push_bytes"], before_eof=record, hooks=files.hooks,
-                    timeout=config["git"]["timeout_seconds"],
-                    env={"HUBSVC_PUSH_LOG": str(spool),
-                         "HUBSVC_MAX_OBJECT_BYTES": str(config["git"]["max_object_bytes"])})
+        resp, _ = await serve_rpc(
+            request, "git-receive-pack", files.path(repo["id"]),
+            config["limits"]["push_bytes"], before_eof=record, hooks=files.hooks,
+            timeout=config["git"]["timeout_seconds"],
+            env={"HUBSVC_PUSH_LOG": str(spool),
+                 "HUBSVC_MAX_OBJECT_BYTES": str(config["git"]["max_object_bytes"])})
     finally:
         if spool.exists():
             # The answer failed after git applied the updates (a client that hung up):
