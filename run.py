@@ -13,10 +13,10 @@ import sys
 
 from aiohttp import web
 
-from hubsvc import admin
+from hubsvc.cli import admin
 from hubsvc.app import create_app, new_event_loop
 from hubsvc.config import ConfigError, load_config
-from hubsvc.logs import AccessLogger, JsonAccessLogger, setup_logging
+from hubsvc.web.logs import AccessLogger, JsonAccessLogger, setup_logging
 from hubsvc.startup import StartupError, check_data_dir, check_listen, describe
 
 

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for hubsvc
 
 from bench_issues import COMPONENTS, FEATURES, WORDS, TextGen  # noqa: E402
 
-from hubsvc.store import Store  # noqa: E402
+from hubsvc.store import Store
 
 TARGET_P95_MS = 200.0
 MEMBER_PRIVATE_REPOS = 500

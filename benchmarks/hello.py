@@ -22,7 +22,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for hubsvc.logs
 
-from hubsvc.logs import AccessLogger, setup_logging  # noqa: E402
+from hubsvc.web.logs import AccessLogger, setup_logging
 
 routes = web.RouteTableDef()
 

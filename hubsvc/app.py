@@ -34,26 +34,25 @@ from .api import smart_http
 from .api import users as users_api
 from .api import webhooks as webhooks_api
 from .api import ws as ws_api
-from .auth import PAT_TOUCHED, TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
+from .web.auth import PAT_TOUCHED, TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
 from .config import Config, ensure_secret
 from .datadir import tighten
-from .deadlines import body_deadline
+from .web.deadlines import body_deadline
 from .errors import error_middleware
-from .events import EventBus, paced_seconds
-from .gitslots import make_slots
+from .events.bus import EventBus, paced_seconds
+from .git.slots import make_slots
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
-from .logs import request_id_var
-from .mail import MAILER, Mailer, mail_ctx
+from .web.logs import request_id_var
+from .notify.mail import MAILER, Mailer, mail_ctx
 from .notify.chat_dm import CHAT_NOTICES, Doorbell, chat_dm_ctx, wake_polls
 from .notify.email import email_ctx
-from .maintenance import maintenance_ctx
+from .services.maintenance import maintenance_ctx
 from .notify.hub import HUB, Hub, close_sockets, hub_ctx
 from .notify.webhook import HOOKS, WEBHOOK, HookWorkers, WebhookSender, hooks_ctx, webhook_ctx
-from .ratelimit import (GIT_LIMITER, LIMITER, SIGN_IN_LIMITER, TokenBucket, add_rate_headers,
-                        rate_limit_middleware)
-from .pulls import MERGE_LOCKS, pull_sync_ctx
-from .pushes import push_journal_ctx
-from .repofiles import REPO_FILES, RepoFiles
+from .web.ratelimit import GIT_LIMITER, LIMITER, SIGN_IN_LIMITER, TokenBucket, add_rate_headers, rate_limit_middleware
+from .services.pulls import MERGE_LOCKS, pull_sync_ctx
+from .services.pushes import push_journal_ctx
+from .git.files import REPO_FILES, RepoFiles
 from .store import Store
 from .tasks import BACKGROUND, Background
 from .timeutil import iso

@@ -14,7 +14,7 @@ from aiohttp import web
 from marshmallow import ValidationError
 
 from .keys import REQUEST_ID, STATE
-from .pktline import error_packet
+from .git.pktline import error_packet
 
 log = logging.getLogger("hubsvc.errors")
 

@@ -8,7 +8,7 @@ from aiohttp import web
 
 if TYPE_CHECKING:  # imported only for the type names, to avoid import cycles
     from .config import Config
-    from .events import EventBus
+    from .events.bus import EventBus
     from .store import Store
 
 CONFIG: web.AppKey[Config] = web.AppKey("config")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from marshmallow import ValidationError, validate, validates
 
-from hubsvc.events import EVENT_TYPES
-from hubsvc.netcheck import split_url
+from hubsvc.events.bus import EVENT_TYPES
+from hubsvc.notify.netcheck import split_url
 from hubsvc.notify.render import FORMATS
 
 from .common import Base, Bool, Int, List, Nested, Str

@@ -7,7 +7,7 @@ from datetime import timezone
 
 from marshmallow import ValidationError, fields, validate, validates
 
-from hubsvc.auth import password_problem
+from hubsvc.web.auth import password_problem
 
 from .common import (Base, Bool, Email, Int, List, Nested, PageQuerySchema, Str,
                      UserSummarySchema)

@@ -8,11 +8,11 @@ import shutil
 import sqlite3
 
 from hubsvc.app import create_app
-from hubsvc.auth import hash_password
+from hubsvc.web.auth import hash_password
 from hubsvc.keys import STORE
-from hubsvc.repofiles import REPO_FILES
+from hubsvc.git.files import REPO_FILES
 from hubsvc.store import Store
-from hubsvc.store.db import SQL_DIR, apply_migrations
+from hubsvc.store.engines.sqlite import SQL_DIR, apply_migrations
 
 from .conftest import make_config, sign_up
 from .gitcli import git, remote

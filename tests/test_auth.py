@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from hubsvc.auth import TOKEN_CACHE, dummy_hash, token_digest, validate_password
+from hubsvc.web.auth import TOKEN_CACHE, dummy_hash, token_digest, validate_password
 from hubsvc.errors import BadRequest
 from hubsvc.keys import STORE
 

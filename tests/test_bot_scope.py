@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hubsvc.botscope import BOT_SCOPE
+from hubsvc.web.botscope import BOT_SCOPE
 
 from .conftest import make_config, sign_up
 from .gitcli import git

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from hubsvc import repofiles
+from hubsvc.git import files as repofiles
 from hubsvc.keys import STORE
-from hubsvc.repofiles import REPO_FILES
+from hubsvc.git.files import REPO_FILES
 
 from .conftest import sign_up
 from .test_repos import create

@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from hubsvc.events import Event
+from hubsvc.events.bus import Event
 from hubsvc.keys import BUS, STORE
 
 from .test_repos import create
@@ -147,7 +147,7 @@ async def test_a_paced_subscriber_holds_writers_back_until_it_catches_up(client,
 
 async def test_a_stuck_paced_subscriber_slows_writers_but_never_stops_them(client, alice,
                                                                              monkeypatch):
-    monkeypatch.setattr("hubsvc.events.PACE_WAIT_MAX", 0.05)
+    monkeypatch.setattr("hubsvc.events.bus.PACE_WAIT_MAX", 0.05)
     store, bus, repo_id = await _store_with_repo(client, alice)
     (release, seen), done = _gated(bus, pace=1), []
     await asyncio.wait_for(_writer(store, repo_id, 6, done), 10)
@@ -158,7 +158,7 @@ async def test_a_stuck_paced_subscriber_slows_writers_but_never_stops_them(clien
 
 
 async def test_an_answer_that_waited_for_the_fan_out_says_so(client, alice, monkeypatch):
-    monkeypatch.setattr("hubsvc.events.PACE_WAIT_MAX", 0.05)
+    monkeypatch.setattr("hubsvc.events.bus.PACE_WAIT_MAX", 0.05)
     await create(client, alice, "proj")
     url = "/api/repositories/alice/proj/issues"
     resp = await client.post(url, headers=alice.headers, json={"title": "quick"})
@@ -181,7 +181,7 @@ async def test_an_answer_that_waited_for_the_fan_out_says_so(client, alice, monk
 
 async def test_unsubscribing_a_paced_subscriber_frees_its_waiting_writers(client, alice,
                                                                            monkeypatch):
-    monkeypatch.setattr("hubsvc.events.PACE_WAIT_MAX", 30.0)
+    monkeypatch.setattr("hubsvc.events.bus.PACE_WAIT_MAX", 30.0)
     store, bus, repo_id = await _store_with_repo(client, alice)
     gate = asyncio.Event()
 

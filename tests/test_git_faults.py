@@ -38,7 +38,7 @@ async def test_a_clone_that_fails_midway_says_why(client, tmp_path):
     from .conftest import sign_up
     from .gitcli import remote
     from .test_repos import create
-    from hubsvc.repofiles import REPO_FILES
+    from hubsvc.git.files import REPO_FILES
 
     alice = await sign_up(client, "alice")
     repo = await create(client, alice, "proj")

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from hubsvc.app import create_app
-from hubsvc.repofiles import REPO_FILES
+from hubsvc.git.files import REPO_FILES
 
 from .conftest import make_config, sign_up
 from .gitcli import git, remote
@@ -274,7 +274,7 @@ async def test_fork_has_the_full_history_and_outlives_its_parent(client, alice, 
 
 
 async def test_a_password_change_ends_cached_git_credentials(client, alice, tmp_path):
-    from hubsvc.auth import hash_password
+    from hubsvc.web.auth import hash_password
     from hubsvc.keys import STORE
     await create(client, alice, "creds", autoInit=True, visibility="private")
     url = remote(client, alice, "alice", "creds")

@@ -18,9 +18,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from hubsvc import gitrepo
+from hubsvc.git import repo as gitrepo
 from hubsvc.errors import BadRequest, Conflict, NotFound
-from hubsvc.gitrepo import GitRepo, clean_path
+from hubsvc.git.repo import GitRepo, clean_path
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_SUBMODULE = "0123456789abcdef0123456789abcdef01234567"
@@ -664,7 +664,7 @@ def test_make_repo_generates_history(tmp_path):
 
 
 def test_a_command_that_overruns_is_killed_and_reported():
-    from hubsvc.gitrepo import GitError, _spawn
+    from hubsvc.git.repo import GitError, _spawn
     started = time.monotonic()
     with pytest.raises(GitError, match="timed out"):
         _spawn(["sleep", "5"], None, dict(os.environ), 0.2)

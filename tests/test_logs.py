@@ -9,7 +9,7 @@ import re
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
-from hubsvc import logs
+from hubsvc.web import logs
 
 
 def test_fast_access_line_matches_the_logging_format():

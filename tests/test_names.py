@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from hubsvc.app import create_app
-from hubsvc.repofiles import REPO_FILES
+from hubsvc.git.files import REPO_FILES
 
 from .conftest import make_config, sign_up
 from .gitcli import git, remote

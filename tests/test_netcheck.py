@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from hubsvc.netcheck import HostRules, Refused, check_address, embedded_ipv4, forbidden_kind
+from hubsvc.notify.netcheck import HostRules, Refused, check_address, embedded_ipv4, forbidden_kind
 
 # IPv6 addresses that lead to an IPv4 one, with the IPv4 address and the kind refused.
 EMBEDDING = [

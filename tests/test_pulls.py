@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from hubsvc.keys import BUS
-from hubsvc.repofiles import REPO_FILES
+from hubsvc.git.files import REPO_FILES
 
 from .conftest import sign_up
 from .gitcli import git, remote

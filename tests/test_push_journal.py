@@ -9,8 +9,8 @@ import time
 
 from hubsvc.app import create_app
 from hubsvc.keys import STORE
-from hubsvc.pushes import clean_quarantines
-from hubsvc.repofiles import REPO_FILES
+from hubsvc.services.pushes import clean_quarantines
+from hubsvc.git.files import REPO_FILES
 
 from .conftest import make_config, sign_up
 from .gitcli import git, remote

@@ -13,9 +13,9 @@ import re
 import sqlite3
 import time
 
-from hubsvc.auth import token_digest
+from hubsvc.web.auth import token_digest
 from hubsvc.keys import STORE
-from hubsvc.store.db import apply_migrations
+from hubsvc.store.engines.sqlite import apply_migrations
 from hubsvc.timeutil import iso
 
 from .conftest import sign_up

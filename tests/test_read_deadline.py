@@ -9,7 +9,7 @@ from aiohttp import web
 
 from hubsvc.app import create_app
 from hubsvc.keys import STORE
-from hubsvc.store.db import ReadTimeout
+from hubsvc.store.engines.sqlite import ReadTimeout
 
 from .conftest import make_config, sign_up
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hubsvc.keys import CONFIG
-from hubsvc.repofiles import REPO_FILES
+from hubsvc.git.files import REPO_FILES
 
 from .conftest import sign_up
 

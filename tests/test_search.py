@@ -6,7 +6,7 @@ import shutil
 import sqlite3
 
 from hubsvc.app import create_app
-from hubsvc.store.db import SQL_DIR, apply_migrations, migration_files
+from hubsvc.store.engines.sqlite import SQL_DIR, apply_migrations, migration_files
 
 from .conftest import sign_up
 from .gitcli import git, remote

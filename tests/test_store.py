@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from hubsvc.store.db import Database, apply_migrations, migration_files
+from hubsvc.store.engines.sqlite import Database, apply_migrations, migration_files
 
 
 async def test_migrations_applied_once_and_recorded(tmp_path):

@@ -8,7 +8,7 @@ import zlib
 
 import aiohttp
 
-from hubsvc.avatars import sniff_image
+from hubsvc.web.avatars import sniff_image
 
 PNG = (b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
        + b"\x00\x00\x00\x00" + struct.pack(">I", 10) + b"IDAT" + zlib.compress(b"\x00\xff\x00\x00")[:10]

@@ -7,14 +7,14 @@ from aiohttp import web
 from schemas.users import (AdminUserCreateSchema, AdminUserEnvelopeSchema, AdminUserListSchema,
                            AdminUserPatchSchema, AdminUserQuerySchema)
 
-from .. import present
-from ..auth import TOKEN_CACHE, hash_password, require_admin
+from ..web import present
+from ..web.auth import TOKEN_CACHE, hash_password, require_admin
 from ..errors import Conflict, NotFound
 from ..keys import CONFIG, STORE
-from ..openapi import doc
-from ..repofiles import REPO_FILES
-from ..rest import json_response, read_json, read_query
-from ..revoke import credentials_ended
+from ..web.openapi import doc
+from ..git.files import REPO_FILES
+from ..web.rest import json_response, read_json, read_query
+from ..services.revoke import credentials_ended
 
 routes = web.RouteTableDef()
 USER = "/api/admin/users/{username}"

@@ -15,14 +15,14 @@ from schemas.chat import (GenerateResultSchema, GenerateSchema, LinkPageQuerySch
                           StatusSchema, UnlinkResultSchema, UnlinkSchema, VerifyResultSchema,
                           VerifySchema)
 
-from .. import present
-from ..auth import bot_key_ok, current_user, require_bot, require_user, token_digest
+from ..web import present
+from ..web.auth import bot_key_ok, current_user, require_bot, require_user, token_digest
 from ..config import Config
 from ..errors import Forbidden, NotFound
 from ..keys import AUTH, CONFIG, STORE
-from ..mail import MAILER
-from ..openapi import doc
-from ..rest import json_response, read_json, read_query
+from ..notify.mail import MAILER
+from ..web.openapi import doc
+from ..web.rest import json_response, read_json, read_query
 from ..tasks import BACKGROUND
 from ..timeutil import iso
 

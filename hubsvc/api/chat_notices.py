@@ -6,11 +6,11 @@ from aiohttp import web
 
 from schemas.chat import AckResultSchema, AckSchema, NoticeListSchema, NoticeQuerySchema
 
-from ..auth import require_bot
+from ..web.auth import require_bot
 from ..keys import STORE
 from ..notify.chat_dm import poll
-from ..openapi import doc
-from ..rest import json_response, read_json, read_query
+from ..web.openapi import doc
+from ..web.rest import json_response, read_json, read_query
 from .chat import BOT_ONLY
 
 routes = web.RouteTableDef()

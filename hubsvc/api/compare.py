@@ -7,12 +7,12 @@ from aiohttp import web
 from schemas.issues import CompareSchema
 
 from ..errors import BadRequest, NotFound
-from ..gitrepo import GitRepo
+from ..git.repo import GitRepo
 from ..keys import CONFIG
-from ..openapi import doc
-from ..permissions import load_repo
-from ..repofiles import REPO_FILES
-from ..rest import json_response
+from ..web.openapi import doc
+from ..web.permissions import load_repo
+from ..git.files import REPO_FILES
+from ..web.rest import json_response
 
 routes = web.RouteTableDef()
 COMPARE_COMMITS = 250  # as GitHub's compare

@@ -7,7 +7,7 @@ from pathlib import Path
 from aiohttp import web
 from swagger_ui_bundle import swagger_ui_path
 
-from ..openapi import doc
+from ..web.openapi import doc
 
 routes = web.RouteTableDef()
 ASSETS = Path(swagger_ui_path)

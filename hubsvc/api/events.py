@@ -6,12 +6,12 @@ from aiohttp import web
 
 from schemas.events import EventFeedSchema, FeedQuerySchema
 
-from ..auth import current_user
+from ..web.auth import current_user
 from ..errors import ApiError
 from ..keys import STORE
-from ..openapi import doc
-from ..permissions import load_repo
-from ..rest import json_response, read_query
+from ..web.openapi import doc
+from ..web.permissions import load_repo
+from ..web.rest import json_response, read_query
 
 routes = web.RouteTableDef()
 FEED_DESCRIPTION = (

@@ -11,12 +11,12 @@ from schemas.git import (BranchListSchema, CommitListSchema, CommitsQuerySchema,
                          FileEnvelopeSchema, FileQuerySchema, TreeQuerySchema, TreeSchema)
 
 from ..errors import NotFound
-from ..githttp import stream_blob
+from ..git.protocol import stream_blob
 from ..keys import CONFIG
-from ..openapi import doc
-from ..permissions import load_repo
-from ..repofiles import REPO_FILES
-from ..rest import json_response, read_query
+from ..web.openapi import doc
+from ..web.permissions import load_repo
+from ..git.files import REPO_FILES
+from ..web.rest import json_response, read_query
 
 routes = web.RouteTableDef()
 REPO = "/api/repositories/{owner}/{name}"

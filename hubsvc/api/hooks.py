@@ -10,15 +10,15 @@ from schemas.common import PageQuerySchema
 from schemas.hooks import (HookCreateSchema, HookDeliveryEnvelopeSchema, HookDeliveryListSchema,
                            HookEnvelopeSchema, HookListSchema, HookUpdateSchema)
 
-from ..auth import require_user
+from ..web.auth import require_user
 from ..errors import BadRequest, NotFound
-from ..events import EVENT_TYPES
+from ..events.bus import EVENT_TYPES
 from ..keys import STORE
-from ..netcheck import Refused, check_url
+from ..notify.netcheck import Refused, check_url
 from ..notify.webhook import HOOKS
-from ..openapi import doc
-from ..permissions import load_repo
-from ..rest import json_response, read_json, read_query
+from ..web.openapi import doc
+from ..web.permissions import load_repo
+from ..web.rest import json_response, read_json, read_query
 from ..timeutil import iso
 
 routes = web.RouteTableDef()

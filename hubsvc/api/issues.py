@@ -13,15 +13,15 @@ from schemas.issues import (CommentCreateSchema, CommentEnvelopeSchema, CommentL
                             IssueCreateSchema, IssueEnvelopeSchema, IssueListQuerySchema,
                             IssueListSchema, IssueUpdateSchema, IssueWithCommentsSchema)
 
-from .. import present
-from ..auth import current_user, require_user
+from ..web import present
+from ..web.auth import current_user, require_user
 from ..errors import BadRequest, Forbidden, NotFound, Unprocessable
 from ..keys import CONFIG, STORE
-from ..openapi import doc
-from ..names import path_username
-from ..permissions import allows, load_repo
-from ..publish import event
-from ..rest import json_response, load, read_json, read_query
+from ..web.openapi import doc
+from ..web.names import path_username
+from ..web.permissions import allows, load_repo
+from ..services.publish import event
+from ..web.rest import json_response, load, read_json, read_query
 
 routes = web.RouteTableDef()
 ISSUES = "/api/repositories/{owner}/{name}/issues"

@@ -16,8 +16,8 @@ from schemas.common import Base
 from .. import __version__
 from ..errors import fault_counts
 from ..keys import CONFIG, STATE, STORE
-from ..openapi import build_spec, doc
-from ..rest import json_response
+from ..web.openapi import build_spec, doc
+from ..web.rest import json_response
 
 log = logging.getLogger("hubsvc.health")
 routes = web.RouteTableDef()

@@ -12,21 +12,19 @@ from schemas.issues import (CommentCreateSchema, CommentEnvelopeSchema, CommentL
                             PullEnvelopeSchema, PullFileListSchema, PullListQuerySchema,
                             PullListSchema, PullUpdateSchema, PullWithCommentsSchema)
 
-from .. import present, pulls
-from ..auth import require_user
+from ..web import present
+from ..services import pulls
+from ..web.auth import require_user
 from ..errors import ApiError, BadRequest, Conflict, Forbidden, NotFound
 from ..keys import CONFIG, STORE
-from ..openapi import doc
-from ..permissions import allows, load_repo
-from ..publish import event
-from ..pushes import push_data
-from ..repofiles import REPO_FILES
-from ..gitrepo import RANGE_COMMITS, RANGE_FILES
-from ..rest import json_response, read_json, read_query
-from .issues import (COMMENT_DELETE_DOC, COMMENT_EDIT_DOC, LIST_DESCRIPTION, add_comment,
-                     check_edit, delete_comment, edit_changes, edit_comment, list_comments,
-                     list_filters, list_query, load_issue, pulls_for_caller, show_with_comments,
-                     state_action)
+from ..web.openapi import doc
+from ..web.permissions import allows, load_repo
+from ..services.publish import event
+from ..services.pushes import push_data
+from ..git.files import REPO_FILES
+from ..git.repo import RANGE_COMMITS, RANGE_FILES
+from ..web.rest import json_response, read_json, read_query
+from .issues import COMMENT_DELETE_DOC, COMMENT_EDIT_DOC, LIST_DESCRIPTION, add_comment, check_edit, delete_comment, edit_changes, edit_comment, list_comments, list_filters, list_query, load_issue, pulls_for_caller, show_with_comments, state_action
 
 routes = web.RouteTableDef()
 PULLS = "/api/repositories/{owner}/{name}/pulls"

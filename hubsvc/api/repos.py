@@ -9,17 +9,17 @@ from schemas.repos import (CollaboratorEnvelopeSchema, CollaboratorSchema, ForkL
                            ForkSchema, RepoCreateSchema, RepoEnvelopeSchema, RepoListSchema,
                            RepoUpdateSchema, StarResultSchema, UserListSchema)
 
-from .. import present
-from ..auth import current_user, require_user
+from ..web import present
+from ..web.auth import current_user, require_user
 from ..errors import BadRequest, Forbidden, NotFound
 from ..keys import CONFIG, STORE
-from ..names import path_username
-from ..openapi import doc
-from ..permissions import allows, load_repo
-from ..publish import event, publish
+from ..web.names import path_username
+from ..web.openapi import doc
+from ..web.permissions import allows, load_repo
+from ..services.publish import event, publish
 from ..notify.hub import HUB
-from ..repofiles import REPO_FILES
-from ..rest import json_response, read_json, read_query
+from ..git.files import REPO_FILES
+from ..web.rest import json_response, read_json, read_query
 
 routes = web.RouteTableDef()
 REPO = "/api/repositories/{owner}/{name}"

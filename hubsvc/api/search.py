@@ -6,12 +6,12 @@ from aiohttp import web
 
 from schemas.search import SearchQuerySchema, SearchResultsSchema
 
-from .. import present
-from ..auth import current_user
+from ..web import present
+from ..web.auth import current_user
 from ..errors import BadRequest
 from ..keys import CONFIG, STORE
-from ..openapi import doc
-from ..rest import json_response, read_query
+from ..web.openapi import doc
+from ..web.rest import json_response, read_query
 
 routes = web.RouteTableDef()
 SNIPPET = 200

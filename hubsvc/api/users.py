@@ -11,15 +11,15 @@ from schemas.users import (PreferencesEnvelopeSchema, PreferencesSchema, Profile
                            SettingsEnvelopeSchema, SettingsSchema, SummarySchema,
                            UserEnvelopeSchema)
 
-from .. import present
-from ..auth import TOKEN_CACHE, current_user, is_admin, require_user
-from ..avatars import default_avatar, default_version, sniff_image
+from ..web import present
+from ..web.auth import TOKEN_CACHE, current_user, is_admin, require_user
+from ..web.avatars import default_avatar, default_version, sniff_image
 from ..errors import BadRequest, NotFound, PayloadTooLarge
 from ..keys import CONFIG, STORE
-from ..names import path_username
+from ..web.names import path_username
 from ..notify.hub import HUB
-from ..openapi import doc
-from ..rest import json_response, read_json
+from ..web.openapi import doc
+from ..web.rest import json_response, read_json
 from .account import confirm_password
 
 routes = web.RouteTableDef()

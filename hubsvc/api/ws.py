@@ -9,14 +9,14 @@ from aiohttp import WSMsgType, web
 
 from schemas.events import WsQuerySchema
 
-from ..auth import allowed_origin, current_user, user_for_token
+from ..web.auth import allowed_origin, current_user, user_for_token
 from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..keys import AUTH, CONFIG, STORE
 from ..notify.hub import HUB, Client
-from ..openapi import doc
-from ..permissions import role_of
-from ..ratelimit import client_ip
-from ..rest import json_depth, parse_json
+from ..web.openapi import doc
+from ..web.permissions import role_of
+from ..web.ratelimit import client_ip
+from ..web.rest import json_depth, parse_json
 
 routes = web.RouteTableDef()
 MAX_MESSAGE = 64 * 1024

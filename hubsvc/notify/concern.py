@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..events import Event
-from ..present import preferences
+from ..events.bus import Event
+from ..web.present import preferences
 
 MENTION = re.compile(r"(?<![\w@/.])@([A-Za-z0-9](?:[A-Za-z0-9_.-]{0,38}[A-Za-z0-9])?)")
 MAX_MENTIONS = 20  # a message naming hundreds of people notifies none past this

@@ -13,9 +13,9 @@ from typing import AsyncIterator
 
 from aiohttp import web
 
-from ..events import Event
+from ..events.bus import Event
 from ..keys import BUS, CONFIG, STORE
-from ..mail import MAILER
+from .mail import MAILER
 from .concern import concerned
 
 log = logging.getLogger("hubsvc.notify.email")

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..events import Event
+from ..events.bus import Event
 from ..links import SiteUrl
 from .formats import discord, slack
 from .text import cut, one_line, plural

@@ -17,9 +17,9 @@ import aiohttp
 from aiohttp import web
 
 from .. import __version__
-from ..events import Event
+from ..events.bus import Event
 from ..keys import BUS, CONFIG, STORE
-from ..netcheck import HookResolver, HostRules, Refused, check_url
+from .netcheck import HookResolver, HostRules, Refused, check_url
 from ..tasks import BACKGROUND
 from .messages import chat_message
 from .render import render

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .chat import ChatStore
 from .chat_notices import ChatNoticeStore
-from .db import READ_TIMEOUT_MS, Database
+from .engines.sqlite import READ_TIMEOUT_MS, Database
 from .events import EventStore
 from .hooks import HookStore
 from .issues import IssueStore

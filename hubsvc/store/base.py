@@ -8,7 +8,7 @@ import time
 from collections import OrderedDict
 from typing import Any, Callable
 
-from .db import Database
+from .engines.sqlite import Database
 
 
 def reads(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -37,7 +37,7 @@ def writes(fn: Callable[..., Any]) -> Callable[..., Any]:
             return await self.db.write(functools.partial(fn, self), *args, **kwargs)
 
         def with_events(conn: Any, *a: Any, **kw: Any) -> tuple[Any, list]:
-            from .events import append_events  # events.py imports this module
+            from .events import append_events
             result = fn(self, conn, *a, **kw)
             return result, append_events(conn, emit(result))
 

@@ -7,7 +7,7 @@ import json
 import sqlite3
 from typing import Any
 
-from ..events import Event
+from ..events.bus import Event
 from .base import Table, reads, writes
 from .repos import READ_THEN, VISIBLE
 

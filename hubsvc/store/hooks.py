@@ -9,7 +9,7 @@ import uuid
 from typing import Any, Callable
 
 from ..errors import Conflict
-from ..events import Event
+from ..events.bus import Event
 from ..timeutil import now_iso
 from .base import Table, reads, writes
 from .events import move_cursor, rows_to_events

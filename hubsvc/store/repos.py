@@ -9,7 +9,7 @@ from collections import OrderedDict
 from typing import Any, Callable, NamedTuple
 
 from ..errors import Conflict, NotFound
-from ..events import Event
+from ..events.bus import Event
 from ..timeutil import now_iso
 from .base import Table, cached_until_write, reads, row_dict, writes
 

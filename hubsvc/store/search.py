@@ -8,7 +8,7 @@ from collections import OrderedDict
 from typing import Any, Awaitable, Callable
 
 from .base import Table, reads
-from .db import Database
+from .engines.sqlite import Database
 from .issues import ISSUE_SELECT, _with_assignees
 from .repos import REPO_SELECT, VISIBLE, _page, _repo
 

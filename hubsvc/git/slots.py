@@ -8,9 +8,9 @@ from typing import Iterator
 
 from aiohttp import web
 
-from .errors import Unavailable
-from .keys import CONFIG
-from .ratelimit import client_group
+from ..errors import Unavailable
+from ..keys import CONFIG
+from ..web.ratelimit import client_group
 
 log = logging.getLogger("hubsvc.git")
 RETRY_AFTER = 2

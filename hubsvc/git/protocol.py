@@ -18,7 +18,7 @@ from typing import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from .errors import ApiError, BadRequest, BodyTimeout, PayloadTooLarge
+from ..errors import ApiError, BadRequest, BodyTimeout, PayloadTooLarge
 from .pktline import Framer, error_packet, pkt_line
 
 log = logging.getLogger("hubsvc.githttp")

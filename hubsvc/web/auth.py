@@ -19,8 +19,8 @@ from aiohttp import web
 from aiohttp_session import get_session
 
 from .botscope import bot_may
-from .errors import BadRequest, Forbidden, Unauthorized
-from .keys import AUTH, CONFIG, STORE
+from ..errors import BadRequest, Forbidden, Unauthorized
+from ..keys import AUTH, CONFIG, STORE
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # bcrypt reads only the first 72 bytes (bcrypt 5 refuses longer ones outright), so a

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-from .timeutil import now_iso
+from ..timeutil import now_iso
 
 log = logging.getLogger("hubsvc.events")
 

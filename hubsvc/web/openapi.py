@@ -12,7 +12,7 @@ from marshmallow import Schema
 
 from schemas.common import ErrorSchema
 
-from . import __version__
+from .. import __version__
 
 ERROR_TEXT = {
     400: "bad request: malformed, a value of the wrong JSON type or out of range "

@@ -9,10 +9,10 @@ from typing import Any, AsyncIterator
 
 from aiohttp import web
 
-from .errors import Conflict
-from .events import Event
-from .keys import BUS, STORE
-from .repofiles import REPO_FILES, RepoFiles
+from ..errors import Conflict
+from ..events.bus import Event
+from ..keys import BUS, STORE
+from ..git.files import REPO_FILES, RepoFiles
 
 log = logging.getLogger("hubsvc.pulls")
 ZERO = "0" * 40

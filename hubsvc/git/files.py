@@ -14,8 +14,8 @@ from typing import Any, AsyncIterator, Callable, TypeVar
 
 from aiohttp import web
 
-from .githttp import install_hooks
-from .gitrepo import GitRepo
+from .protocol import install_hooks
+from .repo import GitRepo
 
 T = TypeVar("T")
 # asyncio's default pool size: git reads are mostly waiting on the disk or on git.

@@ -16,8 +16,8 @@ from typing import AsyncIterator
 
 from aiohttp import web
 
-from .config import Config, starttls_mode
-from .keys import CONFIG, STORE
+from ..config import Config, starttls_mode
+from ..keys import CONFIG, STORE
 
 log = logging.getLogger("hubsvc.mail")
 

@@ -28,16 +28,16 @@ from marshmallow import ValidationError
 
 from schemas.users import SignUpSchema
 
-from . import __version__
-from .auth import hash_password
-from .config import Config
-from .datadir import private_dir, private_file, tighten, too_open
-from .errors import ApiError, validation_message
-from .repofiles import RepoFiles
-from .store import Store
-from .store.db import migration_files
-from .store.repos import RepoStore
-from .timeutil import now_iso
+from .. import __version__
+from ..web.auth import hash_password
+from ..config import Config
+from ..datadir import private_dir, private_file, tighten, too_open
+from ..errors import ApiError, validation_message
+from ..git.files import RepoFiles
+from ..store import Store
+from ..store.engines.sqlite import migration_files
+from ..store.repos import RepoStore
+from ..timeutil import now_iso
 
 PASSWORD_ENV = "HUBSVC_PASSWORD"
 DB_NAME = "hubsvc.db"

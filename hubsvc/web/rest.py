@@ -9,8 +9,8 @@ import orjson
 from aiohttp import web
 from marshmallow import Schema, ValidationError
 
-from .errors import ApiError, BadRequest, validation_message
-from .keys import CONFIG
+from ..errors import ApiError, BadRequest, validation_message
+from ..keys import CONFIG
 
 # A body nested deeper than this is refused before anything walks it: json's decoder
 # recurses once per level, and 100,000 '[' exhausted the stack (500, closed sockets).

@@ -47,7 +47,7 @@ from dulwich.patch import unified_diff
 from dulwich.refs import check_ref_format
 from dulwich.repo import Repo
 
-from .errors import BadRequest, Conflict, NotFound
+from ..errors import BadRequest, Conflict, NotFound
 
 ZERO_OID = "0" * 40
 PATCH_LIMIT = 1 << 20  # bytes of patch text per file before "truncated"

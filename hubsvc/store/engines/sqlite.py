@@ -15,12 +15,12 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import aiosqlite
 
-from ..datadir import FILE_MODE, private_file
-from ..errors import DatabaseBusy, DiskFull, Unavailable, fault_of
+from ...datadir import FILE_MODE, private_file
+from ...errors import DatabaseBusy, DiskFull, Unavailable, fault_of
 
 log = logging.getLogger("hubsvc.store")
 
-SQL_DIR = Path(__file__).resolve().parent.parent.parent / "sql"
+SQL_DIR = Path(__file__).resolve().parents[3] / "sql"
 T = TypeVar("T")
 PING_FRESH_SECONDS = 1.0
 

@@ -11,7 +11,7 @@ from typing import AsyncIterator
 
 from aiohttp import web
 
-from .keys import STORE
+from ..keys import STORE
 
 log = logging.getLogger("hubsvc.maintenance")
 PRUNE_SECONDS = 3600

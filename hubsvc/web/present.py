@@ -6,7 +6,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .avatars import default_version
-from .links import SiteUrl
+from ..links import SiteUrl
 
 
 def avatar_url(base_url: str, user: dict[str, Any]) -> str:

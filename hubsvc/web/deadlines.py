@@ -7,8 +7,8 @@ import time
 
 from aiohttp import StreamReader, web
 
-from .errors import BodyTimeout
-from .keys import CONFIG
+from ..errors import BodyTimeout
+from ..keys import CONFIG
 
 
 class BodyWatch:

@@ -14,8 +14,8 @@ from typing import Any, Callable
 from aiohttp import web
 
 from .auth import CHAT_LINK_PATHS, bot_key_ok, user_for_token
-from .errors import error_answer
-from .keys import CONFIG
+from ..errors import error_answer
+from ..keys import CONFIG
 
 RATE_HEADERS = web.RequestKey("rate_headers", dict)
 
@@ -162,7 +162,7 @@ async def git_user_id(request: web.Request) -> int | None:
     found = await user_for_token(request.app, secret)
     if found is not None:
         return found[0]["id"] if found[0]["username"].lower() == username.lower() else None
-    from .api.smart_http import BASIC_CACHE  # it imports this module
+    from ..api.smart_http import BASIC_CACHE
     hit = request.app[BASIC_CACHE].get(
         hashlib.sha256(f"{username.lower()}\0{secret}".encode()).digest())
     return hit[0]["id"] if hit else None

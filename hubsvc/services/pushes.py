@@ -12,11 +12,11 @@ from typing import AsyncIterator
 
 from aiohttp import web
 
-from .gitrepo import GitRepo
-from .keys import STORE
-from .notify.messages import push_summary
+from ..git.repo import GitRepo
+from ..keys import STORE
+from ..notify.messages import push_summary
 from .publish import make_event
-from .repofiles import REPO_FILES
+from ..git.files import REPO_FILES
 
 log = logging.getLogger("hubsvc.pushes")
 ZERO = "0" * 40

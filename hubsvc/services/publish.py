@@ -7,10 +7,10 @@ from typing import Any
 
 from aiohttp import web
 
-from .auth import current_user
-from .events import Event
-from .keys import CONFIG, STORE
-from .present import user_summary
+from ..web.auth import current_user
+from ..events.bus import Event
+from ..keys import CONFIG, STORE
+from ..web.present import user_summary
 
 
 def make_event(app: web.Application, repo: dict[str, Any], type_: str, data: dict[str, Any],

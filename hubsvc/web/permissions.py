@@ -8,8 +8,8 @@ from urllib.parse import quote
 from aiohttp import web
 
 from .auth import current_user
-from .errors import Forbidden, NotFound
-from .keys import STORE
+from ..errors import Forbidden, NotFound
+from ..keys import STORE
 from .names import path_username
 
 LEVELS = {"read": 1, "write": 2, "admin": 3, "owner": 4}
