@@ -34,11 +34,11 @@ from .api import smart_http
 from .api import users as users_api
 from .api import webhooks as webhooks_api
 from .api import ws as ws_api
-from .web.auth import PAT_TOUCHED, TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
+from .web.auth import BASIC_CACHE, PAT_TOUCHED, TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
 from .config import Config, ensure_secret
 from .datadir import tighten
 from .web.deadlines import body_deadline
-from .errors import error_middleware
+from .web.errors import error_middleware
 from .events.bus import EventBus, paced_seconds
 from .git.slots import make_slots
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
@@ -212,7 +212,7 @@ def create_app(config: Config) -> web.Application:
     app[BACKGROUND] = Background()
     app[TOKEN_CACHE] = TokenCache()
     app[PAT_TOUCHED] = {}
-    app[smart_http.BASIC_CACHE] = TokenCache(ttl=300)
+    app[BASIC_CACHE] = TokenCache(ttl=300)
     app[REPO_FILES] = RepoFiles(config.data_dir / "repositories")
     app[MERGE_LOCKS] = defaultdict(asyncio.Lock)
     app[WEBHOOK] = WebhookSender(app)

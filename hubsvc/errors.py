@@ -1,22 +1,8 @@
-"""API errors and the one middleware that renders every failure as {"error": ...}."""
+"""The errors handlers raise: each an HTTP status and a message a person understands."""
 
 from __future__ import annotations
 
-import errno
-import json
-import logging
-import re
-import sqlite3
-from collections import Counter
 from typing import Any
-
-from aiohttp import web
-from marshmallow import ValidationError
-
-from .keys import REQUEST_ID, STATE
-from .git.pktline import error_packet
-
-log = logging.getLogger("hubsvc.errors")
 
 
 class ApiError(Exception):
@@ -98,45 +84,6 @@ class BodyTimeout(TimeoutError):
     # treats it as the end of lingering, not as an unhandled exception.
 
 
-_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
-
-
-def fault_of(exc: BaseException) -> str | None:
-    """"full" for a full disk, "busy" for a locked database, else None."""
-    if isinstance(exc, DiskFull):
-        return "full"
-    if isinstance(exc, DatabaseBusy):
-        return "busy"
-    if isinstance(exc, sqlite3.Error):
-        code = getattr(exc, "sqlite_errorcode", None)
-        primary = code & 0xFF if isinstance(code, int) else None
-        text = str(exc).lower()
-        if primary == sqlite3.SQLITE_FULL or "disk is full" in text:
-            return "full"
-        if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "database is locked" in text:
-            return "busy"
-        return None
-    if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
-        return "full"
-    return None
-
-
-def fault_counts(app: web.Application) -> Counter:
-    """How many answers each fault ("full", "busy", "disconnect") caused since start."""
-    return app[STATE].setdefault("faults", Counter())
-
-
-def _client_gone(request: web.Request, exc: BaseException) -> bool:
-    """True when exc comes from the client having closed its connection."""
-    transport = request.transport
-    return isinstance(exc, ConnectionError) and (transport is None or transport.is_closing())
-
-
-def _gone_response() -> web.Response:
-    # Nobody reads it: it is what the access log records, 499 as nginx logs it.
-    return web.Response(status=499, reason="Client Closed Request")
-
-
 def validation_message(messages: Any, prefix: str = "") -> str:
     """Flatten marshmallow's nested messages into one line naming the field."""
     if isinstance(messages, dict):
@@ -151,128 +98,3 @@ def validation_message(messages: Any, prefix: str = "") -> str:
             return validation_message(first, prefix)
         return f"{prefix}: {first}" if prefix else str(first)
     return f"{prefix}: invalid" if prefix else "invalid request"
-
-
-# git prints the body of an error answer to its user only when it is text/plain, so the
-# smart-HTTP routes answer errors in plain text (GitHub and Gitea do the same).
-GIT_PATH = re.compile(r"^/(?!api/)[^/]+/[^/]+/(info/refs|git-upload-pack|git-receive-pack)$")
-# Statuses git acts on itself: 401 makes it ask for credentials, 404 says "not found".
-GIT_HANDLES = frozenset({401, 404})
-
-
-def error_response(status: int, message: str, headers: dict[str, str] | None = None,
-                   plain: bool = False, **extra: Any) -> web.Response:
-    """The one shape of every error answer."""
-    if plain:
-        return web.Response(status=status, text=message + "\n", content_type="text/plain",
-                            headers=headers)
-    body = {"error": message, **extra}
-    return web.Response(status=status, text=json.dumps(body),
-                        content_type="application/json", headers=headers)
-
-
-def _git_push(request: web.Request) -> bool:
-    """True for a push's POST from git itself."""
-    match = GIT_PATH.match(request.path)
-    return request.method == "POST" and match is not None and match[1] == "git-receive-pack" \
-        and request.headers.get("User-Agent", "").startswith("git/")
-
-
-def push_refusal(message: str, headers: dict[str, str] | None = None) -> web.Response:
-    """A refused push as git reads it: a 200 whose answer is git's fatal-error packet."""
-    # git prints no body of a failed POST, only "RPC failed; HTTP 507" and then, having
-    # sent nothing, "Everything up-to-date". Inside the protocol the reason reaches its
-    # user as "remote: <message>" and git exits non-zero. Every git asks for
-    # side-band-64k when pushing (receive-pack advertises it), so band 3 is what it reads.
-    kept = {k: v for k, v in (headers or {}).items() if k.lower() == "connection"}
-    return web.Response(status=200, body=error_packet(message, sideband=True),
-                        content_type="application/x-git-receive-pack-result",
-                        headers={"Cache-Control": "no-cache, max-age=0, must-revalidate", **kept})
-
-
-def error_answer(request: web.Request, status: int, message: str,
-                 headers: dict[str, str] | None = None, **extra: Any) -> web.Response:
-    """error_response in the form this client reads: git's own packet, plain text or JSON."""
-    if status not in GIT_HANDLES and _git_push(request):
-        log.info("refused a push (%s): %s [request %s]", status, message,
-                 request.get(REQUEST_ID, "-"))
-        return push_refusal(message, headers)
-    return error_response(status, message, headers, GIT_PATH.match(request.path) is not None,
-                          **extra)
-
-
-_REASONS = {
-    400: "bad request",
-    401: "authentication required",
-    403: "forbidden",
-    404: "not found",
-    405: "method not allowed",
-    409: "conflict",
-    408: "request timeout",
-    413: "request body too large",
-    415: "unsupported media type",
-    429: "too many requests",
-    500: "internal server error",
-    503: "service unavailable",
-}
-
-
-@web.middleware
-async def error_middleware(request: web.Request, handler):
-    """Render ApiError, ValidationError, HTTPException and crashes as JSON errors."""
-    try:
-        return await handler(request)
-    except (DiskFull, DatabaseBusy) as exc:
-        return _fault_response(request, exc)
-    except ApiError as exc:
-        return error_answer(request, exc.status, exc.message, exc.headers, **exc.extra)
-    except ValidationError as exc:
-        return error_answer(request, 400, validation_message(exc.messages))
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        if exc.status == 405:
-            message = f"method {request.method} not allowed"
-        elif exc.status == 404:
-            message = "not found"
-        elif exc.status == 413:
-            message = "request body too large"
-        else:
-            message = _REASONS.get(exc.status, exc.reason.lower())
-        headers = {k: v for k, v in exc.headers.items()
-                   if k.lower() in ("allow", "retry-after", "www-authenticate")}
-        return error_answer(request, exc.status, message, headers)
-    except BodyTimeout:
-        log.info("closed a request whose body stalled [request %s]", request.get(REQUEST_ID, "-"))
-        return error_answer(request, 408, "the request body arrived too slowly",
-                            {"Connection": "close"})
-    except Exception as exc:
-        if _client_gone(request, exc):
-            fault_counts(request.app)["disconnect"] += 1
-            log.info("client closed the connection [request %s]", request.get(REQUEST_ID, "-"))
-            return _gone_response()
-        if fault_of(exc) is not None:
-            return _fault_response(request, exc)
-        # The trace goes to the log with the request id; the body says nothing of it.
-        log.exception("unexpected error [request %s]", request.get(REQUEST_ID, "-"))
-        return error_answer(request, 500, "internal server error")
-
-
-def _fault_response(request: web.Request, exc: Exception) -> web.Response:
-    """507 for a full disk, 503 with Retry-After for a busy database; one log line each."""
-    rid = request.get(REQUEST_ID, "-")
-    fault = fault_of(exc)
-    fault_counts(request.app)[fault] += 1
-    if fault == "full":
-        detail = getattr(exc, "detail", "") or str(exc)
-        # No traceback: the operator needs to free space, not read Python.
-        log.error("disk full: a write failed (%s); free space under the data folder "
-                  "[request %s]", detail, rid)
-        error = exc if isinstance(exc, DiskFull) else DiskFull(str(exc))
-    else:
-        waited = getattr(exc, "waited", 0.0)
-        log.warning("database busy: a write gave up after waiting %.1f s for the lock "
-                    "(database.write_timeout_ms); something holds a long write transaction "
-                    "[request %s]", waited, rid)
-        error = exc if isinstance(exc, DatabaseBusy) else DatabaseBusy(waited)
-    return error_answer(request, error.status, error.message, error.headers)

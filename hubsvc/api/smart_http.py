@@ -17,7 +17,7 @@ from aiohttp import web
 
 from schemas.git import InfoRefsQuerySchema
 
-from ..web.auth import Identity, TokenCache, check_password, current_user, password_problem, user_for_token
+from ..web.auth import BASIC_CACHE, Identity, check_password, current_user, password_problem, user_for_token
 from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..git.protocol import SERVICES, advertise, parse_ref_updates, serve_rpc
 from ..git.slots import git_slot
@@ -31,7 +31,6 @@ from ..tasks import BACKGROUND
 
 log = logging.getLogger("hubsvc.git")
 routes = web.RouteTableDef()
-BASIC_CACHE = web.AppKey("basic_cache", TokenCache)
 ZERO = "0" * 40
 GIT_BASE = "/{owner}/{name}"
 PUSH_COMMITS_KEPT = 20

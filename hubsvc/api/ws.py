@@ -15,7 +15,7 @@ from ..keys import AUTH, CONFIG, STORE
 from ..notify.hub import HUB, Client
 from ..web.openapi import doc
 from ..web.permissions import role_of
-from ..web.ratelimit import client_ip
+from ..clients import client_ip
 from ..web.rest import json_depth, parse_json
 
 routes = web.RouteTableDef()

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from ..errors import Unavailable
 from ..keys import CONFIG
-from ..web.ratelimit import client_group
+from ..clients import client_group
 
 log = logging.getLogger("hubsvc.git")
 RETRY_AFTER = 2

@@ -12,7 +12,7 @@ from aiohttp import WSCloseCode, web
 
 from ..events.bus import Event
 from ..keys import BUS, STORE
-from ..store.repos import Audience
+from ..store.access import Audience
 
 log = logging.getLogger("hubsvc.ws")
 QUEUE_SIZE = 256

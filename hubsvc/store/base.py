@@ -9,6 +9,7 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from .engines.sqlite import Database
+from .log import append_events
 
 
 def reads(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -37,7 +38,6 @@ def writes(fn: Callable[..., Any]) -> Callable[..., Any]:
             return await self.db.write(functools.partial(fn, self), *args, **kwargs)
 
         def with_events(conn: Any, *a: Any, **kw: Any) -> tuple[Any, list]:
-            from .events import append_events
             result = fn(self, conn, *a, **kw)
             return result, append_events(conn, emit(result))
 

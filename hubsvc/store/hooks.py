@@ -12,7 +12,8 @@ from ..errors import Conflict
 from ..events.bus import Event
 from ..timeutil import now_iso
 from .base import Table, reads, writes
-from .events import move_cursor, rows_to_events
+from .log import move_cursor
+from .events import rows_to_events
 
 MAX_PER_REPO = 20
 # What the deliveries list shows of a delivery (the body is not part of it).

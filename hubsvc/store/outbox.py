@@ -8,7 +8,7 @@ from typing import Any
 
 from ..timeutil import now_iso
 from .base import Table, reads, writes
-from .events import move_cursor
+from .log import move_cursor
 
 
 class OutboxStore(Table):

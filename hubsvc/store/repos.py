@@ -6,11 +6,11 @@ import functools
 import json
 import time
 from collections import OrderedDict
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 from ..errors import Conflict, NotFound
-from ..events.bus import Event
 from ..timeutil import now_iso
+from .access import VISIBLE, Audience
 from .base import Table, cached_until_write, reads, row_dict, writes
 
 # Columns of a repository row joined with its owner, its parent and the viewer's
@@ -38,30 +38,6 @@ SELECT r.id, r.owner_id, r.name, r.description, r.visibility, r.default_branch,
 """
 
 # The one definition of "the viewer may read r", used by every list and search.
-VISIBLE = """(r.visibility = 'public' OR r.owner_id = :viewer OR EXISTS (
-    SELECT 1 FROM collaborators vc WHERE vc.repo_id = r.id AND vc.user_id = :viewer))"""
-# Who could read a private-period event e of r then, and may still: the owner, and
-# collaborators whose grant came before it (a grant does not open the private past).
-READ_THEN = """(r.owner_id = :viewer OR EXISTS (
-    SELECT 1 FROM collaborators tc WHERE tc.repo_id = r.id AND tc.user_id = :viewer
-    AND tc.since_event < e.id))"""
-
-
-class Audience(NamedTuple):
-    """Who may read a repository's events, and who watches it."""
-
-    readers: set[int] | None  # None: it is public
-    watchers: set[int]
-    # Owner and collaborators -> the newest event id before their grant (owner: 0).
-    since: dict[int, int]
-
-    def may_read(self, user_id: int, event: Event) -> bool:
-        """Whether user_id may read event: now, and for a private-period one, then too."""
-        if event.public:
-            return self.readers is None or user_id in self.readers
-        return int(event.id) > self.since.get(user_id, 1 << 62)
-
-
 def _repo(row: Any) -> dict[str, Any] | None:
     repo = row_dict(row)
     if repo is not None:

@@ -10,7 +10,8 @@ from typing import Any, Awaitable, Callable
 from .base import Table, reads
 from .engines.sqlite import Database
 from .issues import ISSUE_SELECT, _with_assignees
-from .repos import REPO_SELECT, VISIBLE, _page, _repo
+from .repos import REPO_SELECT, _page, _repo
+from .access import VISIBLE
 
 MAX_TERMS = 10
 CACHE_SIZE = 512

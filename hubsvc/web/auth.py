@@ -159,6 +159,9 @@ class TokenCache:
 
 
 TOKEN_CACHE = web.AppKey("token_cache", TokenCache)
+# Git Basic credentials bcrypt accepted, kept a while: smart HTTP and the git rate limit
+# both read it, so it lives here, below both.
+BASIC_CACHE = web.AppKey("basic_cache", TokenCache)
 PAT_TOUCHED = web.AppKey("pat_touched", dict)
 
 

@@ -9,7 +9,7 @@ import time as _time
 
 from aiohttp.abc import AbstractAccessLogger
 
-from .ratelimit import client_ip
+from ..clients import client_ip
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import ipaddress
 import math
 import time
 from collections import OrderedDict
@@ -13,9 +12,9 @@ from typing import Any, Callable
 
 from aiohttp import web
 
-from .auth import CHAT_LINK_PATHS, bot_key_ok, user_for_token
-from ..errors import error_answer
-from ..keys import CONFIG
+from ..clients import client_group
+from .auth import BASIC_CACHE, CHAT_LINK_PATHS, bot_key_ok, user_for_token
+from .errors import error_answer
 
 RATE_HEADERS = web.RequestKey("rate_headers", dict)
 
@@ -71,56 +70,6 @@ GIT_ROUTES = frozenset(f"/{{owner}}/{{name}}/{tail}"
                        for tail in ("info/refs", "git-upload-pack", "git-receive-pack"))
 
 
-def _trusted(addr: str, proxies: list[str]) -> bool:
-    try:
-        ip = ipaddress.ip_address(addr)
-    except ValueError:
-        return False
-    for proxy in proxies:
-        try:
-            if ip in ipaddress.ip_network(proxy, strict=False):
-                return True
-        except ValueError:
-            continue
-    return False
-
-
-def client_ip(request: web.Request) -> str:
-    """The peer address, or the forwarded one when the peer is a trusted proxy."""
-    peer = request.remote or ""
-    proxies = request.app[CONFIG]["server"]["trusted_proxies"]
-    if not proxies or not _trusted(peer, proxies):
-        return peer
-    forwarded = [a.strip() for a in request.headers.get("X-Forwarded-For", "").split(",")]
-    # Walk from the nearest hop back; the first address we do not trust is the client.
-    for addr in reversed([a for a in forwarded if a]):
-        if not _trusted(addr, proxies):
-            return addr
-    return peer
-
-
-def address_group(addr: str, ipv6_prefix: int = 64) -> str:
-    """The address a limit counts: IPv4 as is, IPv6 as its /ipv6_prefix network.
-
-    One IPv6 subscriber usually holds a whole /64, so per-address buckets would give
-    them 2**64 budgets.
-    """
-    try:
-        ip = ipaddress.ip_address(addr)
-    except ValueError:
-        return addr
-    if ip.version == 6 and ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
-    if ip.version == 6:
-        return str(ipaddress.ip_network(f"{ip}/{ipv6_prefix}", strict=False))
-    return str(ip)
-
-
-def client_group(request: web.Request) -> str:
-    """client_ip grouped as rate limits count it (IPv6 by its configured prefix)."""
-    return address_group(client_ip(request), request.app[CONFIG]["rate_limit"]["ipv6_prefix"])
-
-
 def sign_in_key(request: web.Request, login: str, user: dict[str, Any] | None) -> str:
     """One sign-in budget per client and account, whether named by username or e-mail."""
     who = f"user:{user['id']}" if user is not None else "login:" + login.casefold()[:300]
@@ -162,7 +111,6 @@ async def git_user_id(request: web.Request) -> int | None:
     found = await user_for_token(request.app, secret)
     if found is not None:
         return found[0]["id"] if found[0]["username"].lower() == username.lower() else None
-    from ..api.smart_http import BASIC_CACHE
     hit = request.app[BASIC_CACHE].get(
         hashlib.sha256(f"{username.lower()}\0{secret}".encode()).digest())
     return hit[0]["id"] if hit else None

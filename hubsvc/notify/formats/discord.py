@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ..text import cut, discord_escape, units
 
 if TYPE_CHECKING:
-    from ..messages import Message
+    from ..shape import Message
 
 # https://discord.com/developers/docs/resources/message#embed-object-embed-limits
 TITLE, DESCRIPTION, FOOTER, AUTHOR = 256, 4096, 2048, 256

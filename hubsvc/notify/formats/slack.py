@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ..text import ELLIPSIS, cut, slack_escape
 
 if TYPE_CHECKING:
-    from ..messages import Message
+    from ..shape import Message
 
 # https://api.slack.com/reference/block-kit/blocks
 HEADER, SECTION, FIELD, FIELDS, CONTEXT, BLOCKS = 150, 3000, 2000, 10, 3000, 50

@@ -8,6 +8,7 @@ import itertools
 import logging
 import os
 import re
+import errno
 import sqlite3
 import time
 from pathlib import Path
@@ -16,9 +17,32 @@ from typing import Any, Awaitable, Callable, TypeVar
 import aiosqlite
 
 from ...datadir import FILE_MODE, private_file
-from ...errors import DatabaseBusy, DiskFull, Unavailable, fault_of
+from ...errors import DatabaseBusy, DiskFull, Unavailable
 
 log = logging.getLogger("hubsvc.store")
+
+_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
+
+
+def fault_of(exc: BaseException) -> str | None:
+    """"full" for a full disk, "busy" for a locked database, else None."""
+    if isinstance(exc, DiskFull):
+        return "full"
+    if isinstance(exc, DatabaseBusy):
+        return "busy"
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        primary = code & 0xFF if isinstance(code, int) else None
+        text = str(exc).lower()
+        if primary == sqlite3.SQLITE_FULL or "disk is full" in text:
+            return "full"
+        if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "database is locked" in text:
+            return "busy"
+        return None
+    if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+        return "full"
+    return None
+
 
 SQL_DIR = Path(__file__).resolve().parents[3] / "sql"
 T = TypeVar("T")
