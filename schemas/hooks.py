@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from marshmallow import ValidationError, validate, validates
 
-from hubsvc.events.bus import EVENT_TYPES
+from hubsvc.events.shape import EVENT_TYPES
 from hubsvc.notify.netcheck import split_url
 from hubsvc.notify.render import FORMATS
 

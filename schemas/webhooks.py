@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from marshmallow import INCLUDE, Schema, ValidationError, fields, post_load, validate
 
-from hubsvc.events.bus import EVENT_TYPES
+from hubsvc.events.shape import EVENT_TYPES
 
 from .common import Base, Bool, Dict, Int, List, Nested, RepoRefSchema, Str
 

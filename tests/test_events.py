@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from hubsvc.events.bus import Event
+from hubsvc.events.shape import Event
 from hubsvc.keys import BUS, STORE
 
 from .test_repos import create

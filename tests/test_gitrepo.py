@@ -18,9 +18,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from hubsvc.git import repo as gitrepo
+from hubsvc.git import diffs as gitdiffs
 from hubsvc.errors import BadRequest, Conflict, NotFound
-from hubsvc.git.repo import GitRepo, clean_path
+from hubsvc.git.repo import GitRepo
+from hubsvc.git.objects import clean_path
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_SUBMODULE = "0123456789abcdef0123456789abcdef01234567"
@@ -467,12 +468,12 @@ def test_diff_of_a_merge_is_against_the_first_parent(fx, repo):
 
 
 def test_diff_truncates_long_patches(fx, repo, monkeypatch):
-    monkeypatch.setattr(gitrepo, "PATCH_LIMIT", 40)
+    monkeypatch.setattr(gitdiffs, "PATCH_LIMIT", 40)
     item = next(f for f in repo.diff(fx.first)["files"] if f["path"] == "docs/guide.md")
     assert item["truncated"] is True
     assert 0 < len(item["patch"].encode()) <= 40
     assert item["additions"] == 30
-    monkeypatch.setattr(gitrepo, "DIFF_MAX_BLOB", 100)
+    monkeypatch.setattr(gitdiffs, "DIFF_MAX_BLOB", 100)
     item = next(f for f in repo.diff(fx.first)["files"] if f["path"] == "docs/guide.md")
     assert (item["truncated"], item["patch"], item["additions"]) == (True, "", 0)
     readme = next(f for f in repo.diff(fx.first)["files"] if f["path"] == "README.md")
@@ -664,7 +665,7 @@ def test_make_repo_generates_history(tmp_path):
 
 
 def test_a_command_that_overruns_is_killed_and_reported():
-    from hubsvc.git.repo import GitError, _spawn
+    from hubsvc.git.process import GitError, _spawn
     started = time.monotonic()
     with pytest.raises(GitError, match="timed out"):
         _spawn(["sleep", "5"], None, dict(os.environ), 0.2)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from hubsvc.app import create_app
-from hubsvc.events.bus import Event
+from hubsvc.events.shape import Event
 from hubsvc.keys import STORE
 from hubsvc.notify.webhook import HOOKS
 

@@ -10,7 +10,7 @@ from yarl import URL
 
 from hubsvc.app import create_app
 from hubsvc.config import ConfigError, load_config
-from hubsvc.events.bus import Event
+from hubsvc.events.shape import Event
 from hubsvc.keys import BUS
 from hubsvc.links import SiteUrl
 from hubsvc.notify.messages import render, render_ping

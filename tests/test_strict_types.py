@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import pytest
 from marshmallow import ValidationError
 
-from hubsvc.events.bus import EVENT_TYPES
+from hubsvc.events.shape import EVENT_TYPES
 from schemas.common import Base, Int
 
 from .conftest import make_config

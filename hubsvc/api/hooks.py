@@ -12,7 +12,7 @@ from schemas.hooks import (HookCreateSchema, HookDeliveryEnvelopeSchema, HookDel
 
 from ..web.auth import require_user
 from ..errors import BadRequest, NotFound
-from ..events.bus import EVENT_TYPES
+from ..events.shape import EVENT_TYPES
 from ..keys import STORE
 from ..notify.netcheck import Refused, check_url
 from ..notify.webhook import HOOKS

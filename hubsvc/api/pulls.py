@@ -22,7 +22,7 @@ from ..web.permissions import allows, load_repo
 from ..services.publish import event
 from ..services.pushes import push_data
 from ..git.files import REPO_FILES
-from ..git.repo import RANGE_COMMITS, RANGE_FILES
+from ..git.objects import RANGE_COMMITS, RANGE_FILES
 from ..web.rest import json_response, read_json, read_query
 from .issues import COMMENT_DELETE_DOC, COMMENT_EDIT_DOC, LIST_DESCRIPTION, add_comment, check_edit, delete_comment, edit_changes, edit_comment, list_comments, list_filters, list_query, load_issue, pulls_for_caller, show_with_comments, state_action
 

@@ -1,4 +1,4 @@
-"""The in-process event bus and the one event shape shared by bus, webhook and WebSocket."""
+"""The in-process event bus: wakes each consumer of the log after a commit."""
 
 from __future__ import annotations
 
@@ -6,48 +6,11 @@ import asyncio
 import contextvars
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
-from ..timeutil import now_iso
+from .shape import Event
 
 log = logging.getLogger("hubsvc.events")
-
-EVENT_TYPES = ("issue", "pull_request", "push", "star", "fork")
-
-
-@dataclass(frozen=True)
-class Event:
-    """{id, type, repository: {owner, name}, actor, data, createdAt}; action in data."""
-
-    type: str
-    repository: dict[str, str]
-    actor: dict[str, Any] | None
-    data: dict[str, Any]
-    id: str = ""  # the log id, given when the event is written
-    createdAt: str = field(default_factory=now_iso)
-    # Not part of the JSON shape: the repository's id, so subscribers can check access.
-    repo_id: str | None = None
-    # Whether the repository was public when it happened (set when the log writes it):
-    # a private-period event stays with those who could read the repository then.
-    public: bool = True
-    # Posted to /api/webhooks/chat, not made by the server: labelled wherever it shows,
-    # and never a reason to e-mail or message anyone.
-    inbound: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """The event as JSON-ready data."""
-        return {
-            "id": self.id,
-            "type": self.type,
-            "repository": self.repository,
-            "actor": self.actor,
-            "data": self.data,
-            "createdAt": self.createdAt,
-            "public": self.public,
-            "inbound": self.inbound,
-        }
-
 
 Handler = Callable[[Event], Awaitable[None]]
 BATCH = 500

@@ -17,7 +17,7 @@ from typing import Any, AsyncIterator
 
 from aiohttp import web
 
-from ..events.bus import Event
+from ..events.shape import Event
 from ..keys import BUS, CONFIG, STORE
 from ..links import SiteUrl
 from .concern import concerned, wants

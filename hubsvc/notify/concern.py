@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..events.bus import Event
+from ..events.shape import Event
 from ..web.present import preferences
 
 MENTION = re.compile(r"(?<![\w@/.])@([A-Za-z0-9](?:[A-Za-z0-9_.-]{0,38}[A-Za-z0-9])?)")

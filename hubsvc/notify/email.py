@@ -13,7 +13,7 @@ from typing import AsyncIterator
 
 from aiohttp import web
 
-from ..events.bus import Event
+from ..events.shape import Event
 from ..keys import BUS, CONFIG, STORE
 from .mail import MAILER
 from .concern import concerned

@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator
 
 from aiohttp import WSCloseCode, web
 
-from ..events.bus import Event
+from ..events.shape import Event
 from ..keys import BUS, STORE
 from ..store.access import Audience
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..events.bus import Event
+from ..events.shape import Event
 from ..links import SiteUrl
 from .formats import discord, slack
 from .shape import Commit, Message

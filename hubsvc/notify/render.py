@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..events.bus import Event
+from ..events.shape import Event
 from .messages import render as render_event
 from .messages import render_ping
 

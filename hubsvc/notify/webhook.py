@@ -17,7 +17,7 @@ import aiohttp
 from aiohttp import web
 
 from .. import __version__
-from ..events.bus import Event
+from ..events.shape import Event
 from ..keys import BUS, CONFIG, STORE
 from .netcheck import HookResolver, HostRules, Refused, check_url
 from ..tasks import BACKGROUND

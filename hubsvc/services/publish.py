@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from ..web.auth import current_user
-from ..events.bus import Event
+from ..events.shape import Event
 from ..keys import CONFIG, STORE
 from ..web.present import user_summary
 

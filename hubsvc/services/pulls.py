@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator
 from aiohttp import web
 
 from ..errors import Conflict
-from ..events.bus import Event
+from ..events.shape import Event
 from ..keys import BUS, STORE
 from ..git.files import REPO_FILES, RepoFiles
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..events.bus import Event
+from ..events.shape import Event
 
 VISIBLE = """(r.visibility = 'public' OR r.owner_id = :viewer OR EXISTS (
     SELECT 1 FROM collaborators vc WHERE vc.repo_id = r.id AND vc.user_id = :viewer))"""

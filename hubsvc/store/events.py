@@ -6,7 +6,7 @@ import json
 import sqlite3
 from typing import Any
 
-from ..events.bus import Event
+from ..events.shape import Event
 from .base import Table, reads, writes
 from .access import READ_THEN, VISIBLE
 from .log import append_events, move_cursor

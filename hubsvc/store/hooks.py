@@ -9,7 +9,7 @@ import uuid
 from typing import Any, Callable
 
 from ..errors import Conflict
-from ..events.bus import Event
+from ..events.shape import Event
 from ..timeutil import now_iso
 from .base import Table, reads, writes
 from .log import move_cursor

@@ -6,7 +6,7 @@ import dataclasses
 import json
 import sqlite3
 
-from ..events.bus import Event
+from ..events.shape import Event
 
 
 def append_events(conn: sqlite3.Connection, events: list[Event]) -> list[Event]:
