@@ -1,0 +1,252 @@
+"""backup and restore: a consistent copy of the database and repositories, and back.
+
+`backup` is safe while the server runs; `restore` needs it stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+
+
+from .. import __version__
+from ..config import Config
+from ..datadir import private_dir, private_file, tighten
+from ..git.files import RepoFiles
+from ..store.repos import RepoStore
+from ..timeutil import now_iso
+
+from .common import BACKUP_FORMAT, BACKUP_FORMAT_VERSION, CommandError, DATA_ENTRIES, DB_NAME, MANIFEST_NAME, REPOS_NAME, SECRET_NAME, WORKERS, _newest_schema, _repository_rows, _schema_version, _sha256
+from .copying import _copy_repository, _copy_secret
+from .check import _repository_folders, check_data
+
+
+def backup(config: Config, dest: Path) -> None:
+    """Copy the database, every repository and the secret into DEST, while serving."""
+    started = time.monotonic()
+    source_db = config.data_dir / DB_NAME
+    if not source_db.is_file():
+        raise CommandError(f"no database at {source_db}")
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise CommandError(f"{dest} exists and is not empty")
+    # A backup holds the same password hashes and secret as the data folder: as private.
+    private_dir(dest)
+    dest_db = dest / DB_NAME
+    private_file(dest_db)
+
+    # The database first: SQLite's online backup copies one consistent snapshot (the
+    # single step runs in one read transaction; WAL lets the server keep writing).
+    # Repositories are copied after, from the snapshot's rows, so each one is at least
+    # as new as the database rows that mention its commits.
+    try:
+        live = sqlite3.connect(source_db, timeout=30)
+        try:
+            copy = sqlite3.connect(dest_db, isolation_level=None)
+            try:
+                live.backup(copy)
+                copy.execute("PRAGMA journal_mode = DELETE")  # one self-contained file
+                rows = _repository_rows(copy)
+            finally:
+                copy.close()
+        finally:
+            live.close()
+    except sqlite3.Error as exc:
+        raise CommandError(f"database backup failed: {exc}") from None
+
+    source_files = RepoFiles(config.data_dir / REPOS_NAME)
+    dest_files = RepoFiles(dest / REPOS_NAME)
+    (dest / REPOS_NAME).mkdir()
+    with ThreadPoolExecutor(WORKERS) as pool:
+        results = list(pool.map(
+            lambda row: _copy_repository(source_files.path(row[0]), dest_files.path(row[0])),
+            rows))
+    missing = [row for row, (status, _) in zip(rows, results) if status == "missing"]
+    failed = [f"repository {row[0]} ({row[1]}): {reason}"
+              for row, (status, reason) in zip(rows, results) if status == "failed"]
+    # A folder that is gone while its row is still in the live database is damage in
+    # the data folder; one whose row is gone too was deleted after the snapshot.
+    deleted, lost = _split_deleted(source_db, missing)
+    failed += [f"repository {repo_id} ({label}): folder missing in {config.data_dir}"
+               for repo_id, label in lost]
+    for repo_id, _ in deleted:
+        shutil.rmtree(dest_files.path(repo_id), ignore_errors=True)
+
+    copy = sqlite3.connect(dest_db, isolation_level=None)
+    try:
+        if deleted:
+            _drop_repository_rows(copy, [repo_id for repo_id, _ in deleted])
+        problems = [row[0] for row in copy.execute("PRAGMA integrity_check")]
+        if problems != ["ok"]:
+            raise CommandError(f"the database copy fails its integrity check: {problems[0]}")
+        schema = _schema_version(copy)
+        count = copy.execute("SELECT COUNT(*) FROM repositories").fetchone()[0]
+    finally:
+        copy.close()
+
+    secret = config.data_dir / SECRET_NAME
+    if secret.is_file():
+        _copy_secret(secret, dest / SECRET_NAME)
+    manifest = {
+        "format": BACKUP_FORMAT,
+        "formatVersion": BACKUP_FORMAT_VERSION,
+        "createdAt": now_iso(),
+        "hubsvcVersion": __version__,
+        "schemaVersion": schema,
+        "repositories": count,
+        "database": {"file": DB_NAME, "sha256": _sha256(dest_db)},
+        "secretKey": secret.is_file(),
+    }
+    # Written last: a backup without a manifest is an incomplete one.
+    tmp = dest / (MANIFEST_NAME + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    os.sync()
+    if failed:
+        os.unlink(tmp)
+        for line in failed[:-1]:
+            print(f"hubsvc: {line}", file=sys.stderr)
+        raise CommandError(f"backup in {dest} is incomplete: {failed[-1]}")
+    os.replace(tmp, dest / MANIFEST_NAME)
+    if deleted:
+        print(f"note: left out {len(deleted)} repositories deleted while the backup ran: "
+              + ", ".join(label for _, label in deleted))
+    if config["security"]["secret_key"]:
+        print("note: security.secret_key is set in the configuration; keep it with the backup")
+    print(f"backed up the database (schema {schema}) and {count} repositories to {dest} "
+          f"in {time.monotonic() - started:.1f} s")
+
+
+def _split_deleted(source_db: Path, missing: list[tuple[int, str]]
+                   ) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """Missing folders whose row the live database no longer has, and the others."""
+    if not missing:
+        return [], []
+    live = sqlite3.connect(source_db, timeout=30)
+    try:
+        still = {row[0] for row in live.execute(
+            f"SELECT id FROM repositories WHERE id IN ({','.join('?' * len(missing))})",
+            [repo_id for repo_id, _ in missing])}
+    finally:
+        live.close()
+    return ([row for row in missing if row[0] not in still],
+            [row for row in missing if row[0] in still])
+
+
+def _drop_repository_rows(conn: sqlite3.Connection, ids: list[int]) -> None:
+    """Delete rows of repositories deleted after the snapshot, the way the API does."""
+    conn.row_factory = sqlite3.Row  # what the store's queries expect
+    conn.execute("PRAGMA foreign_keys = ON")
+    repos = RepoStore(None)  # only the synchronous query is used, on this connection
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for repo_id in ids:
+            RepoStore.delete.sync(repos, conn, repo_id)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _read_manifest(src: Path) -> dict[str, Any]:
+    """The backup's manifest, after checking it describes what SRC holds."""
+    path = src / MANIFEST_NAME
+    if not path.is_file():
+        raise CommandError(f"{src} has no {MANIFEST_NAME}: not a hubsvc backup, "
+                           "or an incomplete one")
+    try:
+        manifest = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CommandError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != BACKUP_FORMAT:
+        raise CommandError(f"{path}: not a hubsvc backup manifest")
+    if manifest.get("formatVersion") != BACKUP_FORMAT_VERSION:
+        raise CommandError(f"{path}: backup format version {manifest.get('formatVersion')!r} "
+                           f"is not {BACKUP_FORMAT_VERSION}")
+    schema = manifest.get("schemaVersion")
+    if not isinstance(schema, int) or schema > _newest_schema():
+        raise CommandError(f"the backup has schema version {schema}, newer than this "
+                           f"hubsvc's {_newest_schema()}: upgrade hubsvc first")
+    database = manifest.get("database") or {}
+    db = src / DB_NAME
+    if not db.is_file() or _sha256(db) != database.get("sha256"):
+        raise CommandError(f"{db} is missing or does not match the manifest's checksum")
+    folders = len(_repository_folders(src / REPOS_NAME))
+    if folders != manifest.get("repositories"):
+        raise CommandError(f"the backup holds {folders} repositories, the manifest says "
+                           f"{manifest.get('repositories')}")
+    if manifest.get("secretKey") and not (src / SECRET_NAME).is_file():
+        raise CommandError(f"{src / SECRET_NAME} is missing")
+    return manifest
+
+
+def _database_in_use(db: Path) -> bool:
+    """True when another process has the database open (the server, say)."""
+    if not db.exists():
+        return False
+    conn = sqlite3.connect(db, timeout=0, isolation_level=None)
+    try:
+        # In WAL mode every open connection holds a shared lock; an exclusive-mode
+        # write lock can only be taken when no other connection exists.
+        conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+        conn.execute("BEGIN EXCLUSIVE")
+        conn.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError as exc:
+        return "locked" in str(exc) or "busy" in str(exc)
+    except sqlite3.DatabaseError:
+        return False  # not a database at all, so no server has it open
+    finally:
+        conn.close()
+
+
+def restore(config: Config, src: Path, force: bool) -> None:
+    """Put a backup in place as the data folder; the server must be stopped."""
+    manifest = _read_manifest(src)
+    target = config.data_dir
+    if target.exists() and not target.is_dir():
+        raise CommandError(f"{target} is not a directory")
+    private_dir(target)
+    if _database_in_use(target / DB_NAME):
+        raise CommandError(f"{target / DB_NAME} is in use: stop the server first")
+    present = [name for name in DATA_ENTRIES if (target / name).exists()]
+    if present and not force:
+        raise CommandError(f"{target} already holds data ({', '.join(present)}); stop the "
+                           "server and pass --force to replace it")
+    # Everything is copied into a staging folder inside the data folder, then renamed
+    # into place: an interrupted restore never leaves a half-copied data folder.
+    staging = target / f".restore-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        shutil.copy2(src / DB_NAME, staging / DB_NAME)
+        if (src / REPOS_NAME).is_dir():
+            shutil.copytree(src / REPOS_NAME, staging / REPOS_NAME)
+        else:
+            (staging / REPOS_NAME).mkdir()
+        if (src / SECRET_NAME).is_file():
+            _copy_secret(src / SECRET_NAME, staging / SECRET_NAME)
+        os.sync()
+        if present:
+            aside = target / f"pre-restore-{time.strftime('%Y%m%dT%H%M%S')}"
+            aside.mkdir()
+            for name in present:
+                os.replace(target / name, aside / name)
+            print(f"moved the data it replaces to {aside}")
+        for entry in staging.iterdir():
+            os.replace(entry, target / entry.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    tighten(target)  # copy2 kept the backup's modes
+    problems, stats = check_data(target)
+    if problems:
+        for line in problems:
+            print(f"problem: {line}", file=sys.stderr)
+        raise CommandError(f"restored into {target}, but check found {len(problems)} problems")
+    print(f"restored the backup of {manifest['createdAt']} (schema {stats['schema']}, "
+          f"{stats['repositories']} repositories) into {target}")

@@ -1,0 +1,91 @@
+"""check: database integrity, migrations, file modes and git fsck of every repository."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+
+
+from ..config import Config
+from ..datadir import too_open
+from ..git.files import RepoFiles
+
+from .common import CommandError, DB_NAME, REPOS_NAME, WORKERS, _git, _newest_schema, _output_lines, _repository_rows, _schema_version
+
+
+def check_data(data_dir: Path) -> tuple[list[str], dict[str, int]]:
+    """Every problem found in a data folder (or a backup), and what was looked at."""
+    db = data_dir / DB_NAME
+    if not db.is_file():
+        return [f"database {db} is missing"], {}
+    files = RepoFiles(data_dir / REPOS_NAME)
+    # Folders are listed before rows are read: a repository created in between has a
+    # row and a folder, so it is never reported as an orphan.
+    folders = _repository_folders(files.root)
+    problems: list[str] = []
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        try:
+            problems += [f"database: {row[0]}" for row in conn.execute("PRAGMA integrity_check")
+                         if row[0] != "ok"]
+            problems += [f"database: {table} row {rowid} references a missing {parent} row"
+                         for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check")]
+            schema = _schema_version(conn)
+            rows = _repository_rows(conn)
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return [f"database {db}: {exc}"], {}
+    if schema > _newest_schema():
+        problems.append(f"database: schema version {schema} is newer than this hubsvc "
+                        f"knows ({_newest_schema()})")
+    known = {repo_id for repo_id, _ in rows}
+    problems += [f"folder {path} has no repository row"
+                 for repo_id, path in sorted(folders.items())
+                 if repo_id not in known or files.path(repo_id) != path]
+    present = [(repo_id, label) for repo_id, label in rows if files.path(repo_id).is_dir()]
+    problems += [f"repository {repo_id} ({label}): folder {files.path(repo_id)} is missing"
+                 for repo_id, label in rows if not files.path(repo_id).is_dir()]
+
+    def fsck(row: tuple[int, str]) -> str | None:
+        done = _git(files.path(row[0]), "fsck", "--no-progress", "--no-dangling")
+        if done.returncode != 0:
+            return f"repository {row[0]} ({row[1]}): git fsck: {_output_lines(done)}"
+        return None
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        problems += [found for found in pool.map(fsck, present) if found]
+    return problems, {"schema": schema, "repositories": len(rows)}
+
+
+def _repository_folders(root: Path) -> dict[int, Path]:
+    """<root>/<bucket>/<id>.git folders by id."""
+    found: dict[int, Path] = {}
+    if not root.is_dir():
+        return found
+    for bucket in sorted(root.iterdir()):
+        if not bucket.is_dir():
+            continue
+        for entry in sorted(bucket.iterdir()):
+            match = re.fullmatch(r"(\d+)\.git", entry.name)
+            if match and entry.is_dir():
+                found[int(match.group(1))] = entry
+    return found
+
+
+def check(config: Config) -> None:
+    """Database integrity and foreign keys, git fsck of every repository, orphans, file modes."""
+    problems, stats = check_data(config.data_dir)
+    for line in too_open(config.data_dir):
+        print(f"warning: {line}", file=sys.stderr)
+    if problems:
+        for line in problems:
+            print(f"problem: {line}", file=sys.stderr)
+        raise CommandError(f"check found {len(problems)} "
+                           f"problem{'s' if len(problems) != 1 else ''} in {config.data_dir}")
+    print(f"ok: database (schema {stats['schema']}) and {stats['repositories']} repositories "
+          f"in {config.data_dir}")
