@@ -12,11 +12,11 @@ import sys
 
 from aiohttp import web
 
-from hubsvc.cli import parse_args, run
 from hubsvc.app import create_app, new_event_loop
+from hubsvc.cli import parse_args, run
 from hubsvc.config import ConfigError, load_config
-from hubsvc.web.logs import AccessLogger, JsonAccessLogger, setup_logging
 from hubsvc.startup import StartupError, check_data_dir, check_listen, describe
+from hubsvc.web.logs import AccessLogger, JsonAccessLogger, setup_logging
 
 
 def main(argv: list[str] | None = None) -> int:

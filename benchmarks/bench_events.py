@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import aiohttp
-
 import harness
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,10 +59,9 @@ async def resume_time(url: str, token: str, issues: str, missed: int) -> tuple[f
         sem = asyncio.Semaphore(8)
 
         async def one(n: int) -> None:
-            async with sem:
-                async with session.post(issues, json={"title": f"missed {n}"},
-                                        headers=headers) as resp:
-                    assert resp.status == 201
+            async with sem, session.post(issues, json={"title": f"missed {n}"},
+                                    headers=headers) as resp:
+                assert resp.status == 201
         await asyncio.gather(*(one(n) for n in range(missed)))
         start = time.perf_counter()
         got = 0

@@ -296,7 +296,7 @@ class RssSampler:
             self.samples += 1
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         self._thread.start()
         return self
 
@@ -468,7 +468,7 @@ def bench_clones(args: argparse.Namespace, hub_url: str, base_url: str, tmp: Pat
                  env: dict[str, str]) -> bool:
     print("\n## 1. clone: `git clone --bare -q <url>` into a fresh temp folder", flush=True)
     names = {"hubsvc": hub_url, "http-backend": base_url}
-    for name, url in names.items():  # unmeasured warm-up: page cache, first-request costs
+    for url in names.values():  # unmeasured warm-up: page cache, first-request costs
         clone_seconds(url, tmp, env)
     times: dict[str, list[float]] = {name: [] for name in names}
     received = 0

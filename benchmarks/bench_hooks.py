@@ -23,9 +23,8 @@ import sqlite3
 import time
 
 import aiohttp
-from aiohttp import web
-
 import harness
+from aiohttp import web
 
 
 class Counter:

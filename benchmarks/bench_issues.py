@@ -46,7 +46,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 import aiohttp
-
 import harness
 
 TARGET = 3.0  # endpoint median latency ÷ GET /health median latency
@@ -93,20 +92,7 @@ FEATURES = [
     "an audit log", "two-factor sign-in", "issue templates", "milestones",
     "a compare view", "CSV export", "mentions autocomplete", "squash by default",
 ]
-WORDS = (
-    "the request cache handler server client response database query index page "
-    "token session user repository branch commit merge diff file tree log event "
-    "timeout retry connection socket thread worker queue lock transaction migration "
-    "schema field value default config option setting flag header cookie browser "
-    "render template style layout button link form input validation message error "
-    "warning failure exception stack trace crash panic memory leak performance slow "
-    "latency spike regression upgrade release version build test flaky pipeline "
-    "deploy docker container proxy nginx certificate encoding unicode emoji locale "
-    "timezone date sort order filter search ranking pagination offset limit count "
-    "label assignee author comment reply mention notification webhook payload "
-    "signature secret permission access admin owner collaborator fork star clone "
-    "push fetch remote origin upstream conflict rebase squash history graph blame"
-).split()
+WORDS = ["the", "request", "cache", "handler", "server", "client", "response", "database", "query", "index", "page", "token", "session", "user", "repository", "branch", "commit", "merge", "diff", "file", "tree", "log", "event", "timeout", "retry", "connection", "socket", "thread", "worker", "queue", "lock", "transaction", "migration", "schema", "field", "value", "default", "config", "option", "setting", "flag", "header", "cookie", "browser", "render", "template", "style", "layout", "button", "link", "form", "input", "validation", "message", "error", "warning", "failure", "exception", "stack", "trace", "crash", "panic", "memory", "leak", "performance", "slow", "latency", "spike", "regression", "upgrade", "release", "version", "build", "test", "flaky", "pipeline", "deploy", "docker", "container", "proxy", "nginx", "certificate", "encoding", "unicode", "emoji", "locale", "timezone", "date", "sort", "order", "filter", "search", "ranking", "pagination", "offset", "limit", "count", "label", "assignee", "author", "comment", "reply", "mention", "notification", "webhook", "payload", "signature", "secret", "permission", "access", "admin", "owner", "collaborator", "fork", "star", "clone", "push", "fetch", "remote", "origin", "upstream", "conflict", "rebase", "squash", "history", "graph", "blame"]
 EXCEPTIONS = ["KeyError", "TypeError", "ValueError", "TimeoutError", "sqlite3.OperationalError",
               "AttributeError", "UnicodeDecodeError", "ConnectionResetError"]
 MODULES = ["app", "auth", "store", "search", "pulls", "render", "rest", "events", "gitrepo"]

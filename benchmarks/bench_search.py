@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for hubsvc
 
-from bench_issues import COMPONENTS, FEATURES, WORDS, TextGen  # noqa: E402
+from bench_issues import COMPONENTS, FEATURES, WORDS, TextGen
 
 from hubsvc.store import Store
 

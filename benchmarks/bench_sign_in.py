@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import Server, request_json, sign_up  # noqa: E402
+from harness import Server, request_json, sign_up
 
 
 def timed(url: str, username: str) -> float:

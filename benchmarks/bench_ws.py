@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import http.client
 import json
@@ -81,12 +82,12 @@ import time
 import urllib.parse
 import uuid
 from collections import defaultdict
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aiohttp
-from aiohttp import WSMsgType, web
-
 import harness
+from aiohttp import WSMsgType, web
 
 OWNER = "wsowner"
 REPO = "live"
@@ -269,7 +270,7 @@ def raise_nofile(needed: int) -> tuple[int, int]:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (needed, needed))
             except (ValueError, OSError):
                 raise SystemExit(f"bench_ws: need {needed} open files but the hard limit is "
-                                 f"{hard}; raise it (ulimit -Hn) or lower --clients")
+                                 f"{hard}; raise it (ulimit -Hn) or lower --clients") from None
         else:
             resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
     return resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -445,7 +446,7 @@ class Target:
         t0 = answered - waited
         try:
             await asyncio.wait_for(done, EVENT_TIMEOUT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             got = len(self.fleet.arrivals.get(title, ()))
             raise RuntimeError(f"{self.label}: only {got} of {len(self.fleet.sockets)} clients "
                                f"had event {title!r} after {EVENT_TIMEOUT:g} s") from None
@@ -666,7 +667,7 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
         for r, n in enumerate(per_round):
             order = targets if r % 2 == 0 else targets[::-1]
             for target in order:
-                await target.events(n, args.gap, lambda: busy(target))
+                await target.events(n, args.gap, functools.partial(busy, target))
                 p50, worst = target.rounds[-1]
                 print(f"# round {r + 1} {target.label}: {n} events, last client p50 "
                       f"{p50:.1f} ms, max {worst:.1f} ms", flush=True)

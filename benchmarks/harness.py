@@ -28,9 +28,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,7 +95,7 @@ class Server:
         self._log = None
 
     @classmethod
-    def hello(cls, cpus: str | None = None, access_log: str = "hubsvc") -> "Server":
+    def hello(cls, cpus: str | None = None, access_log: str = "hubsvc") -> Server:
         """The hello-world baseline, benchmarks/hello.py, run the same way."""
         return cls(command=[sys.executable, str(BENCH_DIR / "hello.py"),
                             "--access-log", access_log],
@@ -130,7 +131,7 @@ class Server:
             argv = [_require_tool("taskset"), "--cpu-list", self.cpus, *argv]
         return argv
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         """Start the process and wait until ready_path answers 200."""
         self._tmp = tempfile.TemporaryDirectory(prefix=f"bench-{self.name}-")
         self.port = free_port()
@@ -188,7 +189,7 @@ class Server:
             self._tmp.cleanup()
             self._tmp = None
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -285,7 +286,7 @@ class PeakRss:
             if self._stop.wait(self.interval):
                 return
 
-    def start(self) -> "PeakRss":
+    def start(self) -> PeakRss:
         self._thread.start()
         return self
 
@@ -294,7 +295,7 @@ class PeakRss:
         self._thread.join()
         return self.peak_kib
 
-    def __enter__(self) -> "PeakRss":
+    def __enter__(self) -> PeakRss:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

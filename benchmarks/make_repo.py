@@ -20,13 +20,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-WORDS = (
-    "account branch buffer cache client commit config context cursor data default "
-    "diff entry event field filter handler index issue limit listener message "
-    "module offset option owner page parser path payload queue reader record "
-    "request response result review schema search session source state stream "
-    "token tree update user value worker writer"
-).split()
+WORDS = ["account", "branch", "buffer", "cache", "client", "commit", "config", "context", "cursor", "data", "default", "diff", "entry", "event", "field", "filter", "handler", "index", "issue", "limit", "listener", "message", "module", "offset", "option", "owner", "page", "parser", "path", "payload", "queue", "reader", "record", "request", "response", "result", "review", "schema", "search", "session", "source", "state", "stream", "token", "tree", "update", "user", "value", "worker", "writer"]
 AUTHORS = [
     ("Ada Lovelace", "ada@example.com", "+0000"),
     ("Grace Hopper", "grace@example.com", "-0500"),

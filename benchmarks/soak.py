@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import aiohttp
-
 import harness
 
 GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1",
@@ -126,7 +125,7 @@ async def ws_client(session: aiohttp.ClientSession, url: str, token: str,
                 while not stop.is_set() and time.monotonic() < deadline:
                     try:
                         await asyncio.wait_for(ws.receive(), 1)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
         except aiohttp.ClientError:
             await asyncio.sleep(1)

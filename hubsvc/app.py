@@ -8,7 +8,7 @@ import random
 import re
 import time
 from collections import defaultdict
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import aiohttp_cors
 from aiohttp import web
@@ -18,11 +18,11 @@ from aiohttp_session.cookie_storage import EncryptedCookieStorage
 from .api import account as account_api
 from .api import admin as admin_api
 from .api import auth as auth_api
-from .api import docs as docs_api
-from .api import events as events_api
 from .api import chat as chat_api
 from .api import chat_notices as chat_notices_api
 from .api import compare as compare_api
+from .api import docs as docs_api
+from .api import events as events_api
 from .api import git as git_api
 from .api import hooks as hooks_api
 from .api import issues as issues_api
@@ -34,28 +34,35 @@ from .api import smart_http
 from .api import users as users_api
 from .api import webhooks as webhooks_api
 from .api import ws as ws_api
-from .web.auth import BASIC_CACHE, PAT_TOUCHED, TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
 from .config import Config, ensure_secret
 from .datadir import tighten
-from .web.deadlines import body_deadline
-from .web.errors import error_middleware
 from .events.bus import EventBus, paced_seconds
+from .git.files import REPO_FILES, RepoFiles
 from .git.slots import make_slots
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
-from .web.logs import request_id_var
-from .notify.mail import MAILER, Mailer, mail_ctx
 from .notify.chat_dm import CHAT_NOTICES, Doorbell, chat_dm_ctx, wake_polls
 from .notify.email import email_ctx
-from .services.maintenance import maintenance_ctx
 from .notify.hub import HUB, Hub, close_sockets, hub_ctx
+from .notify.mail import MAILER, Mailer, mail_ctx
 from .notify.webhook import HOOKS, WEBHOOK, HookWorkers, WebhookSender, hooks_ctx, webhook_ctx
-from .web.ratelimit import GIT_LIMITER, LIMITER, SIGN_IN_LIMITER, TokenBucket, add_rate_headers, rate_limit_middleware
+from .services.maintenance import maintenance_ctx
 from .services.pulls import MERGE_LOCKS, pull_sync_ctx
 from .services.pushes import push_journal_ctx
-from .git.files import REPO_FILES, RepoFiles
 from .store import Store
 from .tasks import BACKGROUND, Background
 from .timeutil import iso
+from .web.auth import BASIC_CACHE, PAT_TOUCHED, TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
+from .web.deadlines import body_deadline
+from .web.errors import error_middleware
+from .web.logs import request_id_var
+from .web.ratelimit import (
+    GIT_LIMITER,
+    LIMITER,
+    SIGN_IN_LIMITER,
+    TokenBucket,
+    add_rate_headers,
+    rate_limit_middleware,
+)
 
 log = logging.getLogger("hubsvc")
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -252,7 +259,7 @@ def _setup_cors(app: web.Application, config: Config) -> None:
     options = aiohttp_cors.ResourceOptions(
         allow_credentials=True, expose_headers="*", allow_headers="*",
         allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"], max_age=3600)
-    cors = aiohttp_cors.setup(app, defaults={origin: options for origin in origins})
+    cors = aiohttp_cors.setup(app, defaults=dict.fromkeys(origins, options))
     for route in list(app.router.routes()):
         # "*" routes (git-lfs's, answered 501 to any method) are for git, not browsers.
         if route.method not in ("HEAD", "*"):

@@ -6,9 +6,10 @@ import os
 import re
 import secrets
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .datadir import private_dir
 from .links import SiteUrl

@@ -20,13 +20,13 @@ class SiteUrl(str):
 
     web_url: str
 
-    def __new__(cls, base_url: str, web_url: str = "") -> "SiteUrl":
+    def __new__(cls, base_url: str, web_url: str = "") -> SiteUrl:
         self = super().__new__(cls, base_url.rstrip("/"))
         self.web_url = web_url.rstrip("/")
         return self
 
     @classmethod
-    def of(cls, base_url: str) -> "SiteUrl":
+    def of(cls, base_url: str) -> SiteUrl:
         """base_url itself when it is a SiteUrl; else one without web pages."""
         return base_url if isinstance(base_url, SiteUrl) else cls(base_url)
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from marshmallow import fields, validate
 
-from .common import (Base, Bool, Email, Int, List, Nested, RepoRefSchema, Str,
-                     UserSummarySchema)
+from .common import Base, Bool, Email, Int, List, Nested, RepoRefSchema, Str, UserSummarySchema
 
 # Printable text only: a chat id is shown in e-mails and on the link page. "(?!\n)": in
 # Python "$" also matches before a final newline.

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from marshmallow import ValidationError, fields, post_load, validate, validates_schema
 
-from .common import (Base, Bool, Int, List, Nested, Offset, RepoRefSchema, Str,
-                     UserSummarySchema)
+from .common import Base, Bool, Int, List, Nested, Offset, RepoRefSchema, Str, UserSummarySchema
 from .git import CommitSchema, DiffFileSchema
 from .repos import BRANCH_DOC, branch_name
 
@@ -126,8 +125,8 @@ def _since(value: str) -> str:
     except ValueError:
         raise ValidationError("must be an ISO 8601 time such as 2024-05-01T12:00:00Z") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    moment = moment.astimezone(timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
+    moment = moment.astimezone(UTC)
     if moment.microsecond:  # stored times have whole seconds: 12:00:00.5 starts at 12:00:01
         moment = moment.replace(microsecond=0) + timedelta(seconds=1)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

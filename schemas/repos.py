@@ -6,8 +6,17 @@ import re
 
 from marshmallow import ValidationError, validate
 
-from .common import (Base, Bool, Int, List, Nested, PageQuerySchema, RepoRefSchema, Str,
-                     UserSummarySchema)
+from .common import (
+    Base,
+    Bool,
+    Int,
+    List,
+    Nested,
+    PageQuerySchema,
+    RepoRefSchema,
+    Str,
+    UserSummarySchema,
+)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 BRANCH_RE = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)(?!-)[^\x00-\x20~^:?*\[\\\x7f]{1,200}(?<![/.])(?<!\.lock)$")

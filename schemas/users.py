@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-from datetime import timezone
+from datetime import UTC
 
 from marshmallow import ValidationError, fields, validate, validates
 
 from hubsvc.web.auth import password_problem
 
-from .common import (Base, Bool, Email, Int, List, Nested, PageQuerySchema, Str,
-                     UserSummarySchema)
+from .common import Base, Bool, Email, Int, List, Nested, PageQuerySchema, Str, UserSummarySchema
 
 RESERVED_USERNAMES = frozenset({
     "me", "api", "auth", "ws", "health", "admin", "settings", "login", "logout", "new",
@@ -146,7 +145,7 @@ def _token_name(value: str) -> None:
 class TokenCreateSchema(Base):
     name = Str(required=True, validate=[validate.Length(min=1, max=100), _token_name])
     expiresAt = fields.AwareDateTime(
-        load_default=None, allow_none=True, default_timezone=timezone.utc,
+        load_default=None, allow_none=True, default_timezone=UTC,
         metadata={"description": "ISO 8601 time in the future; null or absent: never"})
 
 

@@ -43,7 +43,7 @@ class ServerProcess:
         path.write_text("\n".join(lines) + "\n")
         return path
 
-    def start(self, timeout: float = 20) -> "ServerProcess":
+    def start(self, timeout: float = 20) -> ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         config = self._write_config()
         self.log = open(self.log_path, "ab")
@@ -94,7 +94,7 @@ class ServerProcess:
             raw = err.read()
             return err.code, (json.loads(raw) if raw else {})
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:

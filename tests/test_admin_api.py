@@ -8,11 +8,11 @@ import shutil
 import sqlite3
 
 from hubsvc.app import create_app
-from hubsvc.web.auth import hash_password
-from hubsvc.keys import STORE
 from hubsvc.git.files import REPO_FILES
+from hubsvc.keys import STORE
 from hubsvc.store import Store
 from hubsvc.store.engines.sqlite import SQL_DIR, apply_migrations
+from hubsvc.web.auth import hash_password
 
 from .conftest import make_config, sign_up
 from .gitcli import git, remote

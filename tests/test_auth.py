@@ -6,11 +6,10 @@ import time
 
 import pytest
 
-from hubsvc.web.auth import TOKEN_CACHE, dummy_hash, token_digest, validate_password
+from hubsvc.app import create_app
 from hubsvc.errors import BadRequest
 from hubsvc.keys import STORE
-
-from hubsvc.app import create_app
+from hubsvc.web.auth import TOKEN_CACHE, dummy_hash, token_digest, validate_password
 
 from .conftest import make_config, sign_up
 

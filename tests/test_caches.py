@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 from hubsvc.git import files as repofiles
-from hubsvc.keys import STORE
 from hubsvc.git.files import REPO_FILES
+from hubsvc.keys import STORE
 
 from .conftest import sign_up
 from .test_repos import create

@@ -35,10 +35,11 @@ async def test_a_push_that_fills_the_disk_fails_as_a_git_error(small_disk, tmp_p
 
 
 async def test_a_clone_that_fails_midway_says_why(client, tmp_path):
+    from hubsvc.git.files import REPO_FILES
+
     from .conftest import sign_up
     from .gitcli import remote
     from .test_repos import create
-    from hubsvc.git.files import REPO_FILES
 
     alice = await sign_up(client, "alice")
     repo = await create(client, alice, "proj")

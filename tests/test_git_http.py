@@ -274,8 +274,8 @@ async def test_fork_has_the_full_history_and_outlives_its_parent(client, alice, 
 
 
 async def test_a_password_change_ends_cached_git_credentials(client, alice, tmp_path):
-    from hubsvc.web.auth import hash_password
     from hubsvc.keys import STORE
+    from hubsvc.web.auth import hash_password
     await create(client, alice, "creds", autoInit=True, visibility="private")
     url = remote(client, alice, "alice", "creds")
     assert (await git("ls-remote", url))[0] == 0  # verified once, now remembered

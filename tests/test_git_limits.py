@@ -15,9 +15,9 @@ from pathlib import Path
 import aiohttp
 
 from hubsvc.app import create_app
+from hubsvc.git.files import GIT_THREADS, REPO_FILES
 from hubsvc.git.repo import GitRepo
 from hubsvc.keys import CONFIG
-from hubsvc.git.files import GIT_THREADS, REPO_FILES
 
 from .conftest import make_config, sign_up
 from .gitcli import ENV, git, remote

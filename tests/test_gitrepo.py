@@ -12,16 +12,16 @@ import subprocess
 import threading
 import time
 import zlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from hubsvc.git import diffs as gitdiffs
 from hubsvc.errors import BadRequest, Conflict, NotFound
-from hubsvc.git.repo import GitRepo
+from hubsvc.git import diffs as gitdiffs
 from hubsvc.git.objects import clean_path
+from hubsvc.git.repo import GitRepo
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_SUBMODULE = "0123456789abcdef0123456789abcdef01234567"
@@ -58,7 +58,7 @@ def tiny_png() -> bytes:
 
 
 def iso(epoch: str) -> str:
-    return datetime.fromtimestamp(int(epoch), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(int(epoch), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def raw_message(git_dir: Path, oid: str) -> str:
@@ -323,7 +323,7 @@ def test_commits_match_git_log(fx, repo):
     assert items[0]["parents"] == [fx.readme, fx.feature]
     author_iso = bare_git(fx, "log", "-1", "--format=%aI", fx.first).strip()
     assert author_iso.endswith("+02:00")
-    utc = datetime.fromisoformat(author_iso).astimezone(timezone.utc)
+    utc = datetime.fromisoformat(author_iso).astimezone(UTC)
     assert items[-1]["author"]["date"] == utc.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import ipaddress
 import hmac
+import ipaddress
 import time
 
 import pytest

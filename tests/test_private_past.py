@@ -8,7 +8,6 @@ from hubsvc.app import create_app
 from hubsvc.keys import BUS
 
 from .conftest import make_config, sign_up
-
 from .gitcli import git, remote
 from .test_hooks import _receiver
 from .test_repos import create

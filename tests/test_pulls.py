@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from hubsvc.keys import BUS
 from hubsvc.git.files import REPO_FILES
+from hubsvc.keys import BUS
 
 from .conftest import sign_up
 from .gitcli import git, remote

@@ -8,9 +8,9 @@ import signal
 import time
 
 from hubsvc.app import create_app
+from hubsvc.git.files import REPO_FILES
 from hubsvc.keys import STORE
 from hubsvc.services.pushes import clean_quarantines
-from hubsvc.git.files import REPO_FILES
 
 from .conftest import make_config, sign_up
 from .gitcli import git, remote

@@ -13,10 +13,10 @@ import re
 import sqlite3
 import time
 
-from hubsvc.web.auth import token_digest
 from hubsvc.keys import STORE
 from hubsvc.store.engines.sqlite import apply_migrations
 from hubsvc.timeutil import iso
+from hubsvc.web.auth import token_digest
 
 from .conftest import sign_up
 from .test_repos import create

@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 
 from hubsvc.app import create_app
-from hubsvc.web.ratelimit import TokenBucket
 from hubsvc.clients import address_group
+from hubsvc.web.ratelimit import TokenBucket
 
 from .conftest import make_config, sign_up
 from .gitcli import git, remote

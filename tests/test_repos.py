@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hubsvc.keys import CONFIG
 from hubsvc.git.files import REPO_FILES
+from hubsvc.keys import CONFIG
 
 from .conftest import sign_up
 

@@ -38,7 +38,7 @@ async def nothing_for(ws, seconds: float = 0.3) -> None:
         while True:
             message = await ws.receive_json(timeout=seconds)
             assert message["type"] != "notification", message
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
 
 

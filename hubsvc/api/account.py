@@ -6,18 +6,29 @@ import time
 
 from aiohttp import web
 
-from schemas.users import (PasswordChangeSchema, TokenCreatedSchema, TokenCreateSchema,
-                           TokenListSchema)
+from schemas.users import (
+    PasswordChangeSchema,
+    TokenCreatedSchema,
+    TokenCreateSchema,
+    TokenListSchema,
+)
 
-from ..web.auth import check_password, hash_password, new_personal_token, require_user, token_digest, validate_password
 from ..errors import BadRequest, Forbidden, NotFound
 from ..keys import AUTH, CONFIG, STORE
-from ..web.openapi import doc
-from ..web.ratelimit import SIGN_IN_LIMITER, sign_in_key, too_many
-from ..web.rest import json_response, read_json
 from ..services.revoke import credentials_ended
 from ..store.users import MAX_PERSONAL_TOKENS, NEVER
 from ..timeutil import iso
+from ..web.auth import (
+    check_password,
+    hash_password,
+    new_personal_token,
+    require_user,
+    token_digest,
+    validate_password,
+)
+from ..web.openapi import doc
+from ..web.ratelimit import SIGN_IN_LIMITER, sign_in_key, too_many
+from ..web.rest import json_response, read_json
 
 routes = web.RouteTableDef()
 

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from schemas.users import (AdminUserCreateSchema, AdminUserEnvelopeSchema, AdminUserListSchema,
-                           AdminUserPatchSchema, AdminUserQuerySchema)
+from schemas.users import (
+    AdminUserCreateSchema,
+    AdminUserEnvelopeSchema,
+    AdminUserListSchema,
+    AdminUserPatchSchema,
+    AdminUserQuerySchema,
+)
 
+from ..errors import Conflict, NotFound
+from ..git.files import REPO_FILES
+from ..keys import CONFIG, STORE
+from ..services.revoke import credentials_ended
 from ..web import present
 from ..web.auth import TOKEN_CACHE, hash_password, require_admin
-from ..errors import Conflict, NotFound
-from ..keys import CONFIG, STORE
 from ..web.openapi import doc
-from ..git.files import REPO_FILES
 from ..web.rest import json_response, read_json, read_query
-from ..services.revoke import credentials_ended
 
 routes = web.RouteTableDef()
 USER = "/api/admin/users/{username}"

@@ -7,15 +7,22 @@ from aiohttp_session import get_session
 
 from schemas.users import AuthResultSchema, SignInSchema, SignUpSchema
 
-from ..web.auth import check_password, hash_password, is_admin, issue_token, require_user, validate_password
 from ..errors import BadRequest, Forbidden, Unauthorized
 from ..keys import AUTH, CONFIG, STORE
+from ..services.revoke import credentials_ended
+from ..timeutil import iso
+from ..web.auth import (
+    check_password,
+    hash_password,
+    is_admin,
+    issue_token,
+    require_user,
+    validate_password,
+)
 from ..web.openapi import doc
 from ..web.present import user_public
 from ..web.ratelimit import SIGN_IN_LIMITER, sign_in_key, too_many
 from ..web.rest import json_response, read_json
-from ..services.revoke import credentials_ended
-from ..timeutil import iso
 
 routes = web.RouteTableDef()
 

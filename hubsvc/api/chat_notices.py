@@ -6,9 +6,9 @@ from aiohttp import web
 
 from schemas.chat import AckResultSchema, AckSchema, NoticeListSchema, NoticeQuerySchema
 
-from ..web.auth import require_bot
 from ..keys import STORE
 from ..notify.chat_dm import poll
+from ..web.auth import require_bot
 from ..web.openapi import doc
 from ..web.rest import json_response, read_json, read_query
 from .chat import BOT_ONLY

@@ -7,11 +7,11 @@ from aiohttp import web
 from schemas.issues import CompareSchema
 
 from ..errors import BadRequest, NotFound
+from ..git.files import REPO_FILES
 from ..git.repo import GitRepo
 from ..keys import CONFIG
 from ..web.openapi import doc
 from ..web.permissions import load_repo
-from ..git.files import REPO_FILES
 from ..web.rest import json_response
 
 routes = web.RouteTableDef()

@@ -6,9 +6,9 @@ from aiohttp import web
 
 from schemas.events import EventFeedSchema, FeedQuerySchema
 
-from ..web.auth import current_user
 from ..errors import ApiError
 from ..keys import STORE
+from ..web.auth import current_user
 from ..web.openapi import doc
 from ..web.permissions import load_repo
 from ..web.rest import json_response, read_query

@@ -7,15 +7,23 @@ import re
 
 from aiohttp import web
 
-from schemas.git import (BranchListSchema, CommitListSchema, CommitsQuerySchema, DiffSchema,
-                         FileEnvelopeSchema, FileQuerySchema, TreeQuerySchema, TreeSchema)
+from schemas.git import (
+    BranchListSchema,
+    CommitListSchema,
+    CommitsQuerySchema,
+    DiffSchema,
+    FileEnvelopeSchema,
+    FileQuerySchema,
+    TreeQuerySchema,
+    TreeSchema,
+)
 
 from ..errors import NotFound
+from ..git.files import REPO_FILES
 from ..git.protocol import stream_blob
 from ..keys import CONFIG
 from ..web.openapi import doc
 from ..web.permissions import load_repo
-from ..git.files import REPO_FILES
 from ..web.rest import json_response, read_query
 
 routes = web.RouteTableDef()

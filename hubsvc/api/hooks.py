@@ -7,19 +7,25 @@ from typing import Any
 from aiohttp import web
 
 from schemas.common import PageQuerySchema
-from schemas.hooks import (HookCreateSchema, HookDeliveryEnvelopeSchema, HookDeliveryListSchema,
-                           HookEnvelopeSchema, HookListSchema, HookUpdateSchema)
+from schemas.hooks import (
+    HookCreateSchema,
+    HookDeliveryEnvelopeSchema,
+    HookDeliveryListSchema,
+    HookEnvelopeSchema,
+    HookListSchema,
+    HookUpdateSchema,
+)
 
-from ..web.auth import require_user
 from ..errors import BadRequest, NotFound
 from ..events.shape import EVENT_TYPES
 from ..keys import STORE
 from ..notify.netcheck import Refused, check_url
 from ..notify.webhook import HOOKS
+from ..timeutil import iso
+from ..web.auth import require_user
 from ..web.openapi import doc
 from ..web.permissions import load_repo
 from ..web.rest import json_response, read_json, read_query
-from ..timeutil import iso
 
 routes = web.RouteTableDef()
 HOOKS_PATH = "/api/repositories/{owner}/{name}/hooks"

@@ -5,22 +5,29 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
-
 from marshmallow import Schema
 
 from schemas.common import PageQuerySchema
-from schemas.issues import (CommentCreateSchema, CommentEnvelopeSchema, CommentListSchema,
-                            IssueCreateSchema, IssueEnvelopeSchema, IssueListQuerySchema,
-                            IssueListSchema, IssueUpdateSchema, IssueWithCommentsSchema)
+from schemas.issues import (
+    CommentCreateSchema,
+    CommentEnvelopeSchema,
+    CommentListSchema,
+    IssueCreateSchema,
+    IssueEnvelopeSchema,
+    IssueListQuerySchema,
+    IssueListSchema,
+    IssueUpdateSchema,
+    IssueWithCommentsSchema,
+)
 
-from ..web import present
-from ..web.auth import current_user, require_user
 from ..errors import BadRequest, Forbidden, NotFound, Unprocessable
 from ..keys import CONFIG, STORE
-from ..web.openapi import doc
-from ..web.names import path_username
-from ..web.permissions import allows, load_repo
 from ..services.publish import event
+from ..web import present
+from ..web.auth import current_user, require_user
+from ..web.names import path_username
+from ..web.openapi import doc
+from ..web.permissions import allows, load_repo
 from ..web.rest import json_response, load, read_json, read_query
 
 routes = web.RouteTableDef()
@@ -102,7 +109,7 @@ def list_query(request: web.Request, schema: type[Schema]) -> dict[str, Any]:
     default too.
     `me` as assignee or author is the caller.
     """
-    raw = {key: request.query.getone(key) for key in request.query.keys()}
+    raw = {key: request.query.getone(key) for key in request.query}
     lenient = load(schema(only=("ignoreUnknown",)),
                    {"ignoreUnknown": raw.get("ignoreUnknown", "false")})["ignoreUnknown"]
     known = set(schema().fields)

@@ -14,8 +14,8 @@ from marshmallow import fields
 from schemas.common import Base
 
 from .. import __version__
-from ..web.errors import fault_counts
 from ..keys import CONFIG, STATE, STORE
+from ..web.errors import fault_counts
 from ..web.openapi import build_spec, doc
 from ..web.rest import json_response
 

@@ -7,24 +7,50 @@ import asyncio
 from aiohttp import web
 
 from schemas.common import PageQuerySchema
-from schemas.issues import (CommentCreateSchema, CommentEnvelopeSchema, CommentListSchema,
-                            MergeSchema, PullCommitListSchema, PullCreateSchema,
-                            PullEnvelopeSchema, PullFileListSchema, PullListQuerySchema,
-                            PullListSchema, PullUpdateSchema, PullWithCommentsSchema)
+from schemas.issues import (
+    CommentCreateSchema,
+    CommentEnvelopeSchema,
+    CommentListSchema,
+    MergeSchema,
+    PullCommitListSchema,
+    PullCreateSchema,
+    PullEnvelopeSchema,
+    PullFileListSchema,
+    PullListQuerySchema,
+    PullListSchema,
+    PullUpdateSchema,
+    PullWithCommentsSchema,
+)
 
-from ..web import present
-from ..services import pulls
-from ..web.auth import require_user
 from ..errors import ApiError, BadRequest, Conflict, Forbidden, NotFound
-from ..keys import CONFIG, STORE
-from ..web.openapi import doc
-from ..web.permissions import allows, load_repo
-from ..services.publish import event
-from ..services.pushes import push_data
 from ..git.files import REPO_FILES
 from ..git.objects import RANGE_COMMITS, RANGE_FILES
+from ..keys import CONFIG, STORE
+from ..services import pulls
+from ..services.publish import event
+from ..services.pushes import push_data
+from ..web import present
+from ..web.auth import require_user
+from ..web.openapi import doc
+from ..web.permissions import allows, load_repo
 from ..web.rest import json_response, read_json, read_query
-from .issues import COMMENT_DELETE_DOC, COMMENT_EDIT_DOC, LIST_DESCRIPTION, add_comment, check_edit, delete_comment, edit_changes, edit_comment, list_comments, list_filters, list_query, load_issue, pulls_for_caller, show_with_comments, state_action
+from .issues import (
+    COMMENT_DELETE_DOC,
+    COMMENT_EDIT_DOC,
+    LIST_DESCRIPTION,
+    add_comment,
+    check_edit,
+    delete_comment,
+    edit_changes,
+    edit_comment,
+    list_comments,
+    list_filters,
+    list_query,
+    load_issue,
+    pulls_for_caller,
+    show_with_comments,
+    state_action,
+)
 
 routes = web.RouteTableDef()
 PULLS = "/api/repositories/{owner}/{name}/pulls"

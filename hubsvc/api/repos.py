@@ -5,20 +5,29 @@ from __future__ import annotations
 from aiohttp import web
 
 from schemas.common import PageQuerySchema
-from schemas.repos import (CollaboratorEnvelopeSchema, CollaboratorSchema, ForkListSchema,
-                           ForkSchema, RepoCreateSchema, RepoEnvelopeSchema, RepoListSchema,
-                           RepoUpdateSchema, StarResultSchema, UserListSchema)
+from schemas.repos import (
+    CollaboratorEnvelopeSchema,
+    CollaboratorSchema,
+    ForkListSchema,
+    ForkSchema,
+    RepoCreateSchema,
+    RepoEnvelopeSchema,
+    RepoListSchema,
+    RepoUpdateSchema,
+    StarResultSchema,
+    UserListSchema,
+)
 
+from ..errors import BadRequest, Forbidden, NotFound
+from ..git.files import REPO_FILES
+from ..keys import CONFIG, STORE
+from ..notify.hub import HUB
+from ..services.publish import event, publish
 from ..web import present
 from ..web.auth import current_user, require_user
-from ..errors import BadRequest, Forbidden, NotFound
-from ..keys import CONFIG, STORE
 from ..web.names import path_username
 from ..web.openapi import doc
 from ..web.permissions import allows, load_repo
-from ..services.publish import event, publish
-from ..notify.hub import HUB
-from ..git.files import REPO_FILES
 from ..web.rest import json_response, read_json, read_query
 
 routes = web.RouteTableDef()

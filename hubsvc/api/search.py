@@ -6,10 +6,10 @@ from aiohttp import web
 
 from schemas.search import SearchQuerySchema, SearchResultsSchema
 
-from ..web import present
-from ..web.auth import current_user
 from ..errors import BadRequest
 from ..keys import CONFIG, STORE
+from ..web import present
+from ..web.auth import current_user
 from ..web.openapi import doc
 from ..web.rest import json_response, read_query
 

@@ -17,17 +17,24 @@ from aiohttp import web
 
 from schemas.git import InfoRefsQuerySchema
 
-from ..web.auth import BASIC_CACHE, Identity, check_password, current_user, password_problem, user_for_token
 from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
+from ..git.files import REPO_FILES
 from ..git.protocol import SERVICES, advertise, parse_ref_updates, serve_rpc
 from ..git.slots import git_slot
 from ..keys import AUTH, CONFIG, STORE
+from ..services.pushes import record_push
+from ..tasks import BACKGROUND
+from ..web.auth import (
+    BASIC_CACHE,
+    Identity,
+    check_password,
+    current_user,
+    password_problem,
+    user_for_token,
+)
 from ..web.openapi import doc
 from ..web.permissions import load_repo
-from ..services.pushes import record_push
 from ..web.ratelimit import SIGN_IN_LIMITER, sign_in_key
-from ..git.files import REPO_FILES
-from ..tasks import BACKGROUND
 
 log = logging.getLogger("hubsvc.git")
 routes = web.RouteTableDef()

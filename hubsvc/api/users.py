@@ -7,17 +7,23 @@ import hashlib
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from schemas.users import (PreferencesEnvelopeSchema, PreferencesSchema, ProfileEnvelopeSchema,
-                           SettingsEnvelopeSchema, SettingsSchema, SummarySchema,
-                           UserEnvelopeSchema)
+from schemas.users import (
+    PreferencesEnvelopeSchema,
+    PreferencesSchema,
+    ProfileEnvelopeSchema,
+    SettingsEnvelopeSchema,
+    SettingsSchema,
+    SummarySchema,
+    UserEnvelopeSchema,
+)
 
+from ..errors import BadRequest, NotFound, PayloadTooLarge
+from ..keys import CONFIG, STORE
+from ..notify.hub import HUB
 from ..web import present
 from ..web.auth import TOKEN_CACHE, current_user, is_admin, require_user
 from ..web.avatars import default_avatar, default_version, sniff_image
-from ..errors import BadRequest, NotFound, PayloadTooLarge
-from ..keys import CONFIG, STORE
 from ..web.names import path_username
-from ..notify.hub import HUB
 from ..web.openapi import doc
 from ..web.rest import json_response, read_json
 from .account import confirm_password

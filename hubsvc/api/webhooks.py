@@ -11,19 +11,24 @@ from aiohttp import web
 
 from schemas.common import PageQuerySchema
 from schemas.hooks import MailDeliveryListSchema
-from schemas.webhooks import (AcceptedSchema, DeliveryEnvelopeSchema, DeliveryListSchema,
-                              InboundEventSchema, WebhookTestSchema)
+from schemas.webhooks import (
+    AcceptedSchema,
+    DeliveryEnvelopeSchema,
+    DeliveryListSchema,
+    InboundEventSchema,
+    WebhookTestSchema,
+)
 
-from ..web.auth import current_user, require_admin, require_user
 from ..errors import BadRequest, Conflict, NotFound, Unauthorized, Unavailable
 from ..keys import CONFIG, STORE
 from ..notify.messages import ping_message
 from ..notify.webhook import WEBHOOK, sign_inbound
+from ..services.publish import publish
+from ..timeutil import iso
+from ..web.auth import current_user, require_admin, require_user
 from ..web.openapi import doc
 from ..web.permissions import load_repo
-from ..services.publish import publish
 from ..web.rest import check_json_type, json_depth, json_response, load, parse_json, read_query
-from ..timeutil import iso
 
 routes = web.RouteTableDef()
 

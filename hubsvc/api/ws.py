@@ -9,13 +9,13 @@ from aiohttp import WSMsgType, web
 
 from schemas.events import WsQuerySchema
 
-from ..web.auth import allowed_origin, current_user, user_for_token
+from ..clients import client_ip
 from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..keys import AUTH, CONFIG, STORE
 from ..notify.hub import HUB, Client
+from ..web.auth import allowed_origin, current_user, user_for_token
 from ..web.openapi import doc
 from ..web.permissions import role_of
-from ..clients import client_ip
 from ..web.rest import json_depth, parse_json
 
 routes = web.RouteTableDef()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 from urllib.parse import quote
 
@@ -61,7 +60,7 @@ class ApiClient:
     async def close(self) -> None:
         await self.session.close()
 
-    async def __aenter__(self) -> "ApiClient":
+    async def __aenter__(self) -> ApiClient:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -92,8 +91,7 @@ class ApiClient:
                     raise ServiceError(resp.status, str(data.get("error") or resp.reason),
                                        _retry_after(data, resp.headers))
                 return data
-        except (aiohttp.ClientConnectionError, aiohttp.InvalidURL, asyncio.TimeoutError,
-                OSError) as exc:
+        except (TimeoutError, aiohttp.ClientConnectionError, aiohttp.InvalidURL, OSError) as exc:
             raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
 
     async def as_user(self, chat_id: str, method: str, path: str, *,

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..notify.messages import FORK_GREEN, GRAY, GREEN, PURPLE, PUSH_BLUE, RED
@@ -398,7 +399,7 @@ def _minutes_left(expires_at: str) -> int:
         expires = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
     except ValueError:
         return 0
-    return max(1, round((expires - datetime.now(timezone.utc)).total_seconds() / 60))
+    return max(1, round((expires - datetime.now(UTC)).total_seconds() / 60))
 
 
 async def link_command(call: Call, args: dict[str, Any]) -> Reply:
@@ -494,7 +495,7 @@ async def run_command(api: ApiClient, chat_id: str, name: str, given: dict[str, 
         return exc.reply
     except (ServiceError, Unreachable) as exc:
         return _error_reply(exc, "That", None)
-    except Exception:  # noqa: BLE001 - the user gets a sentence, the log gets the trace
+    except Exception:
         log.exception("/%s failed for chat user %s", command.name, chat_id)
         return _sorry("Something went wrong in the bot. Please try again later.")
     if command.private:

@@ -14,7 +14,8 @@ import contextlib
 import inspect
 import logging
 import sys
-from typing import Any, Awaitable, Callable, Literal, Optional
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Optional
 
 import aiohttp
 import discord
@@ -102,7 +103,7 @@ def _annotation(param: Any) -> Any:
         kind = Literal[param.choices]
     else:
         kind = str
-    return kind if param.required else Optional[kind]
+    return kind if param.required else Optional[kind]  # noqa: UP045 - discord.py reads it at run time
 
 
 def slash_command(command: Command,

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from .client import ApiClient, ServiceError, Unreachable
 from .commands import Reply
@@ -90,7 +91,7 @@ class Pump:
             except Undeliverable as exc:
                 log.info("chat notice %s to chat user %s cannot be delivered: %s",
                          notice["id"], notice["chatId"], exc)
-            except Exception as exc:  # noqa: BLE001 - any send failure: try again later
+            except Exception as exc:
                 tries = self.tries.get(notice["id"], 0) + 1
                 if tries < MAX_TRIES:
                     self.tries[notice["id"]] = tries

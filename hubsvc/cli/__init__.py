@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..config import Config
 from .accounts import create_user, reset_password, set_admin

@@ -9,19 +9,19 @@ import getpass
 import os
 import sqlite3
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from marshmallow import ValidationError
 
 from schemas.users import SignUpSchema
 
-from ..web.auth import hash_password
 from ..config import Config
 from ..datadir import private_dir
 from ..errors import ApiError, validation_message
 from ..store import Store
-
-from .common import CommandError, DB_NAME, PASSWORD_ENV, UsageError
+from ..web.auth import hash_password
+from .common import DB_NAME, PASSWORD_ENV, CommandError, UsageError
 
 
 def read_password() -> str:

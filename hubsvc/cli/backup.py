@@ -14,18 +14,29 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-
-
 from .. import __version__
 from ..config import Config
 from ..datadir import private_dir, private_file, tighten
 from ..git.files import RepoFiles
 from ..store.repos import RepoStore
 from ..timeutil import now_iso
-
-from .common import BACKUP_FORMAT, BACKUP_FORMAT_VERSION, CommandError, DATA_ENTRIES, DB_NAME, MANIFEST_NAME, REPOS_NAME, SECRET_NAME, WORKERS, _newest_schema, _repository_rows, _schema_version, _sha256
-from .copying import _copy_repository, _copy_secret
 from .check import _repository_folders, check_data
+from .common import (
+    BACKUP_FORMAT,
+    BACKUP_FORMAT_VERSION,
+    DATA_ENTRIES,
+    DB_NAME,
+    MANIFEST_NAME,
+    REPOS_NAME,
+    SECRET_NAME,
+    WORKERS,
+    CommandError,
+    _newest_schema,
+    _repository_rows,
+    _schema_version,
+    _sha256,
+)
+from .copying import _copy_repository, _copy_secret
 
 
 def backup(config: Config, dest: Path) -> None:

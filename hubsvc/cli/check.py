@@ -8,13 +8,20 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-
-
 from ..config import Config
 from ..datadir import too_open
 from ..git.files import RepoFiles
-
-from .common import CommandError, DB_NAME, REPOS_NAME, WORKERS, _git, _newest_schema, _output_lines, _repository_rows, _schema_version
+from .common import (
+    DB_NAME,
+    REPOS_NAME,
+    WORKERS,
+    CommandError,
+    _git,
+    _newest_schema,
+    _output_lines,
+    _repository_rows,
+    _schema_version,
+)
 
 
 def check_data(data_dir: Path) -> tuple[list[str], dict[str, int]]:

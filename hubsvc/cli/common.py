@@ -8,12 +8,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-
-
 from ..store.engines.sqlite import migration_files
-
-
-
 
 PASSWORD_ENV = "HUBSVC_PASSWORD"
 DB_NAME = "hubsvc.db"

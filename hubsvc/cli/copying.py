@@ -8,9 +8,6 @@ import shutil
 import time
 from pathlib import Path
 
-
-
-
 from .common import COPY_ATTEMPTS, _git, _output_lines
 
 
@@ -31,8 +28,7 @@ def _skipped(name: str) -> bool:
     # Locks and temporary files are in-flight writes; `incoming-*` is receive-pack's
     # quarantine (objects of a push not accepted yet); alternates would tie the copy to
     # the live folder; a multi-pack-index may name packs a repack just replaced.
-    return (name.endswith((".lock", ".tmp")) or name.startswith(("tmp_", "tmp-", "incoming-"))
-            or name == "alternates" or name.startswith("multi-pack-index"))
+    return (name.endswith((".lock", ".tmp")) or name.startswith(("tmp_", "tmp-", "incoming-", "multi-pack-index")) or name == "alternates")
 
 
 def _copy_objects(src: Path, dst: Path) -> None:

@@ -6,7 +6,7 @@ import asyncio
 import contextvars
 import logging
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from .shape import Event
 
@@ -109,7 +109,7 @@ class _Subscriber:
         self.waiters.append((mark, waiter))
         try:
             await asyncio.wait_for(waiter, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
 
@@ -200,7 +200,7 @@ class EventBus:
             try:
                 await asyncio.wait_for(asyncio.gather(*(caught_up(s) for s in self._subscribers)),
                                        timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("event bus did not drain within %.1f s", timeout)
 
     async def close(self) -> None:

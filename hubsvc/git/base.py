@@ -14,8 +14,7 @@ from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
 
 from ..errors import Conflict, NotFound
-
-from .objects import T, _HEADS, _OID_RE, _SHORT_OID_RE, _TAGS, _iso, _ref_name, _text, _valid_branch
+from .objects import _HEADS, _OID_RE, _SHORT_OID_RE, _TAGS, T, _iso, _ref_name, _text, _valid_branch
 from .process import _run_git
 
 R = TypeVar("R", bound="RepoBase")
@@ -122,7 +121,7 @@ class RepoBase:
         # "<", ">" and newlines would make a commit header git cannot parse.
         def scrub(text: str) -> str:
             return re.sub(r"[<>\x00\n]", "", text).strip()
-        return f"{scrub(name)} <{scrub(email)}>".encode("utf-8")
+        return f"{scrub(name)} <{scrub(email)}>".encode()
 
     # -- refs -------------------------------------------------------------------
 
@@ -169,7 +168,7 @@ class RepoBase:
     def head_oids(self) -> dict[str, str]:
         """Branch and tag refs mapped to commit oids (tags peeled), to diff pushes."""
         out = {}
-        for ref in self._repo.refs.keys():
+        for ref in self._repo.refs:
             if not ref.startswith((_HEADS, _TAGS)):
                 continue
             peeled = self._peel(self._repo.refs[ref])
@@ -190,7 +189,7 @@ class RepoBase:
             ref = _ref_name(prefix, rev)
             if ref is None:
                 return None
-            sha = self._repo.refs[ref] if ref in self._repo.refs else None
+            sha = self._repo.refs[ref] if ref in self._repo.refs else None  # noqa: SIM401 - refs has no .get
             commit = self._commit_or_none(self._peel(sha))
             if commit is not None:
                 return commit.id.decode("ascii")

@@ -20,11 +20,11 @@ from dulwich.pack import Pack
 from dulwich.patch import unified_diff
 
 from ..errors import NotFound
-
+from .base import _locked
 from .objects import BINARY_SNIFF, DIFF_MAX_BLOB, PATCH_LIMIT, _commit_item, _is_binary, check_oid
 from .process import _git_env
-from .base import _locked
 from .trees import TreeMixin
+
 
 def _lines(data: bytes) -> list[bytes]:
     """Split on LF only, as git does (bytes.splitlines also splits on CR)."""

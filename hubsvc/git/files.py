@@ -8,9 +8,10 @@ import os
 import shutil
 import threading
 from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, TypeVar
+from typing import Any, TypeVar
 
 from aiohttp import web
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-
-
 from ..errors import BadRequest, NotFound
-
-from .objects import ZERO_OID, _LOG_FORMAT, _parse_log, check_oid
-from .process import GitError, _git_status, _run_git
 from .base import RepoBase
+from .objects import _LOG_FORMAT, ZERO_OID, _parse_log, check_oid
+from .process import GitError, _git_status, _run_git
+
 
 class HistoryMixin(RepoBase):
     """Commits of a branch, between two commits, new in a push; the commit-graph."""

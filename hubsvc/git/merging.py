@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from ..errors import BadRequest
-
+from .base import RepoBase
 from .objects import _HEADS, _ref_name, check_oid
 from .process import GitError, _git_status, _run_git
-from .base import RepoBase
+
 
 class MergeMixin(RepoBase):
     """What merging a pull request needs, done in the bare repository."""

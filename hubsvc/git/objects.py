@@ -6,7 +6,7 @@ import re
 import stat
 import zlib
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from dulwich.objects import S_ISGITLINK, Commit
@@ -14,7 +14,6 @@ from dulwich.pack import OFS_DELTA, REF_DELTA
 from dulwich.refs import check_ref_format
 
 from ..errors import BadRequest
-
 from .process import GitError
 
 ZERO_OID = "0" * 40
@@ -95,7 +94,7 @@ def _iso(seconds: int) -> str:
     """Epoch seconds as ISO 8601 UTC with a Z."""
     # A crafted commit can carry any timestamp; datetime only covers years 1..9999.
     seconds = min(max(seconds, 0), 253402300799)
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _text(raw: bytes, encoding: bytes | None = None) -> str:

@@ -10,8 +10,6 @@ import threading
 from collections.abc import Iterator
 from typing import IO
 
-
-
 GIT_TIMEOUT = 30.0  # seconds a git command may run
 
 class GitError(RuntimeError):

@@ -13,8 +13,8 @@ import logging
 import os
 import re
 import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from typing import IO
 
-
 from ..errors import BadRequest, NotFound
-
-from .objects import DIFF_MAX_BLOB, PATCH_LIMIT, RANGE_COMMITS, RANGE_FILES, RANGE_PATCH_LINES, ZERO_OID, _LOG_FORMAT, _OID_RE, _SHORT_OID_RE, _parse_log, check_oid
-from .process import GitError, _bounded_lines, _git_reader, _git_status, _run_git
 from .base import RepoBase
+from .objects import (
+    _LOG_FORMAT,
+    _OID_RE,
+    _SHORT_OID_RE,
+    DIFF_MAX_BLOB,
+    PATCH_LIMIT,
+    RANGE_COMMITS,
+    RANGE_FILES,
+    RANGE_PATCH_LINES,
+    ZERO_OID,
+    _parse_log,
+    check_oid,
+)
+from .process import GitError, _bounded_lines, _git_reader, _git_status, _run_git
+
 
 class RangeMixin(RepoBase):
     """A range base...head, each answer bounded while git's output is read."""

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Iterator
+from collections.abc import Iterator
 
 from aiohttp import web
 
+from ..clients import client_group
 from ..errors import Unavailable
 from ..keys import CONFIG
-from ..clients import client_group
 
 log = logging.getLogger("hubsvc.git")
 RETRY_AFTER = 2

@@ -11,10 +11,10 @@ from dulwich.objects import S_ISGITLINK, hex_to_filename
 from dulwich.pack import Pack
 
 from ..errors import NotFound
-
+from .base import RepoBase, _locked
 from .objects import _as_text, _content_type, _entry_type, _inflate_head, _packed_size, clean_path
 from .process import _git_status
-from .base import RepoBase, _locked
+
 
 class TreeMixin(RepoBase):
     """Directory listings, files, raw blobs and object sizes."""

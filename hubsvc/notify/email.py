@@ -9,14 +9,14 @@ failures in GET /api/admin/deliveries. Only users who may read the repository no
 from __future__ import annotations
 
 import logging
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from aiohttp import web
 
 from ..events.shape import Event
 from ..keys import BUS, CONFIG, STORE
-from .mail import MAILER
 from .concern import concerned
+from .mail import MAILER
 
 log = logging.getLogger("hubsvc.notify.email")
 CURSOR = "email-notify"

@@ -6,7 +6,8 @@ import asyncio
 import json
 import logging
 from collections import defaultdict
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from aiohttp import WSCloseCode, web
 

@@ -9,10 +9,10 @@ import secrets
 import smtplib
 import ssl
 import time
+from collections.abc import AsyncIterator
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 from pathlib import Path
-from typing import AsyncIterator
 
 from aiohttp import web
 
@@ -156,7 +156,7 @@ class Mailer:
             try:
                 await asyncio.to_thread(_send_smtp, mail, row["recipient"], row["message"])
                 outcome = "delivered"
-            except Exception as exc:  # noqa: BLE001 - every failure is recorded, none raised
+            except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"[:500]
                 if _permanent(exc) or attempts >= mail["max_attempts"]:
                     outcome = "failed"
@@ -193,7 +193,7 @@ class Mailer:
             timeout = None if next_at is None else max(0.05, next_at - time.time())
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
 

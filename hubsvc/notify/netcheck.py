@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from typing import Iterable
+from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -140,7 +140,7 @@ async def resolve(host: str, port: int) -> list[Address]:
     try:
         infos = await asyncio.wait_for(
             loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT)
-    except (OSError, asyncio.TimeoutError, UnicodeError):
+    except (TimeoutError, OSError, UnicodeError):
         raise Refused(f"{host} could not be resolved") from None
     return [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
 

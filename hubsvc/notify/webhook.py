@@ -8,10 +8,11 @@ import hmac
 import json
 import logging
 import time
-from email.utils import parsedate_to_datetime
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, AsyncIterator
+from email.utils import parsedate_to_datetime
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -19,9 +20,9 @@ from aiohttp import web
 from .. import __version__
 from ..events.shape import Event
 from ..keys import BUS, CONFIG, STORE
-from .netcheck import HookResolver, HostRules, Refused, check_url
 from ..tasks import BACKGROUND
 from .messages import chat_message
+from .netcheck import HookResolver, HostRules, Refused, check_url
 from .render import render
 
 log = logging.getLogger("hubsvc.webhook")
@@ -91,7 +92,7 @@ async def post(session: aiohttp.ClientSession, url: str, body: bytes, headers: d
             if 300 <= status < 400:
                 error = (f"HTTP {status}: redirects are not followed (Location: "
                          f"{resp.headers.get('Location', 'none')[:300]})")
-    except asyncio.TimeoutError:
+    except TimeoutError:
         error = f"timed out after {timeout:g} s"
     except (Refused, ValueError) as exc:
         error = str(exc)[:500]
@@ -193,7 +194,7 @@ class WebhookSender:
             if wait > 0:
                 try:
                     await asyncio.wait_for(self._wake.wait(), wait)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 continue
             try:
@@ -392,7 +393,7 @@ class HookWorkers:
                 elif wait_until is not None:
                     try:
                         await asyncio.wait_for(wake.wait(), max(0.0, wait_until - time.time()))
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
             except asyncio.CancelledError:
                 raise

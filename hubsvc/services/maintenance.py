@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import tracemalloc
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from aiohttp import web
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from aiohttp import web
 
-from ..web.auth import current_user
 from ..events.shape import Event
 from ..keys import CONFIG, STORE
+from ..web.auth import current_user
 from ..web.present import user_summary
 
 

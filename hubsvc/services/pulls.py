@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 
 from aiohttp import web
 
 from ..errors import Conflict
 from ..events.shape import Event
-from ..keys import BUS, STORE
 from ..git.files import REPO_FILES, RepoFiles
+from ..keys import BUS, STORE
 
 log = logging.getLogger("hubsvc.pulls")
 ZERO = "0" * 40

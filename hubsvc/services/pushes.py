@@ -7,16 +7,16 @@ import json
 import logging
 import shutil
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator
 
 from aiohttp import web
 
+from ..git.files import REPO_FILES
 from ..git.repo import GitRepo
 from ..keys import STORE
 from ..notify.messages import push_summary
 from .publish import make_event
-from ..git.files import REPO_FILES
 
 log = logging.getLogger("hubsvc.pushes")
 ZERO = "0" * 40
@@ -37,7 +37,7 @@ async def record_push(app: web.Application, repo: dict, updates: list[tuple[str,
     after = await files.run(repo["id"], lambda g: g.head_oids())
     # The refs as they were before this push: what it changed, put back.
     before = dict(after)
-    for old, new, ref in updates:
+    for old, _new, ref in updates:
         if old == ZERO:
             before.pop(ref, None)
         else:
@@ -52,7 +52,7 @@ async def record_push(app: web.Application, repo: dict, updates: list[tuple[str,
     for old, new, ref in updates:
         others = [oid for name, oid in before.items()
                   if name.startswith("refs/heads/") and name != ref]
-        data = await files.run(repo["id"], lambda g: push_data(g, ref, old, new, others))
+        data = await files.run(repo["id"], push_data, ref, old, new, others)
         events.append(make_event(app, repo, "push", data, actor))
     # The bookkeeping and the push events commit together.
     await store.repos.touch(repo["id"], new_default, refs_seen=after, flight=flight,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ..web.auth import TOKEN_CACHE
 from ..notify.hub import HUB
+from ..web.auth import TOKEN_CACHE
 
 
 def credentials_ended(app: web.Application, user_id: int, digests: set[bytes] | None = None,

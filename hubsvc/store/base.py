@@ -6,7 +6,8 @@ import copy
 import functools
 import time
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .engines.sqlite import Database
 from .log import append_events
@@ -16,7 +17,7 @@ def reads(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Make `def f(self, conn, ...)` an awaitable method run on a read connection."""
 
     @functools.wraps(fn)
-    async def method(self: "Table", *args: Any, **kwargs: Any) -> Any:
+    async def method(self: Table, *args: Any, **kwargs: Any) -> Any:
         return await self.db.read(functools.partial(fn, self), *args, **kwargs)
 
     method.sync = fn  # lets a write transaction reuse the same query
@@ -32,7 +33,7 @@ def writes(fn: Callable[..., Any]) -> Callable[..., Any]:
     """
 
     @functools.wraps(fn)
-    async def method(self: "Table", *args: Any, emit: Callable[[Any], list] | None = None,
+    async def method(self: Table, *args: Any, emit: Callable[[Any], list] | None = None,
                      **kwargs: Any) -> Any:
         if emit is None:
             return await self.db.write(functools.partial(fn, self), *args, **kwargs)
@@ -76,7 +77,7 @@ def cached_until_write(ttl: float = 2.0, size: int = 4096) -> Callable[..., Any]
         attribute = f"_cache_{method.__name__}"
 
         @functools.wraps(method)
-        async def wrapper(self: "Table", *args: Any) -> Any:
+        async def wrapper(self: Table, *args: Any) -> Any:
             cache = self.__dict__.get(attribute)
             generation = self.db.generation
             if cache is None or cache[0] != generation:

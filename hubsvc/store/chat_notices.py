@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 from ..errors import BadRequest
+from .access import VISIBLE
 from .base import Table, reads, writes
 from .log import move_cursor
-from .access import VISIBLE
 
 NOTICE_FIELDS = ("user_id", "repo_id", "type", "number", "title", "reason", "actor", "created_at")
 # What the bot may be told of each pending notice as things stand now: the user's newest

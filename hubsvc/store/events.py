@@ -7,8 +7,8 @@ import sqlite3
 from typing import Any
 
 from ..events.shape import Event
-from .base import Table, reads, writes
 from .access import READ_THEN, VISIBLE
+from .base import Table, reads, writes
 from .log import append_events, move_cursor
 
 

@@ -6,14 +6,15 @@ import fnmatch
 import json
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import Conflict
 from ..events.shape import Event
 from ..timeutil import now_iso
 from .base import Table, reads, writes
-from .log import move_cursor
 from .events import rows_to_events
+from .log import move_cursor
 
 MAX_PER_REPO = 20
 # What the deliveries list shows of a delivery (the body is not part of it).

@@ -6,7 +6,8 @@ import functools
 import json
 import time
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import Conflict, NotFound
 from ..timeutil import now_iso
@@ -61,7 +62,7 @@ def changes_audience(method: Callable[..., Any]) -> Callable[..., Any]:
     """After the write commits, forget the cached audience of its repository (first arg)."""
 
     @functools.wraps(method)
-    async def wrapper(self: "RepoStore", repo_id: int, *args: Any, **kwargs: Any) -> Any:
+    async def wrapper(self: RepoStore, repo_id: int, *args: Any, **kwargs: Any) -> Any:
         try:
             return await method(self, repo_id, *args, **kwargs)
         finally:

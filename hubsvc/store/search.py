@@ -5,13 +5,14 @@ from __future__ import annotations
 import functools
 import re
 from collections import OrderedDict
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from .access import VISIBLE
 from .base import Table, reads
 from .engines.sqlite import Database
 from .issues import ISSUE_SELECT, _with_assignees
 from .repos import REPO_SELECT, _page, _repo
-from .access import VISIBLE
 
 MAX_TERMS = 10
 CACHE_SIZE = 512
@@ -67,7 +68,7 @@ def cached(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any
     """
 
     @functools.wraps(method)
-    async def wrapper(self: "SearchStore", *args: Any) -> Any:
+    async def wrapper(self: SearchStore, *args: Any) -> Any:
         key = (method.__name__, *args)
         generation = self.db.generation
         if generation != self._generation:

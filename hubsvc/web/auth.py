@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import secrets
-import functools
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -18,9 +18,9 @@ import bcrypt
 from aiohttp import web
 from aiohttp_session import get_session
 
-from .botscope import bot_may
 from ..errors import BadRequest, Forbidden, Unauthorized
 from ..keys import AUTH, CONFIG, STORE
+from .botscope import bot_may
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # bcrypt reads only the first 72 bytes (bcrypt 5 refuses longer ones outright), so a

@@ -97,8 +97,10 @@ class AccessLogger(AbstractAccessLogger):
         if self.json_lines:
             self.logger.info("%(method)s %(path)s %(status)s", entry, extra={"fields": entry})
             return
-        message = ('%(remote)s "%(method)s %(path)s" %(status)s %(bytes)s %(ms)sms '
-                   'rid=%(request_id)s' % entry)
+        # The same %-format the LogRecord path uses, applied at once.
+        message = (
+            '%(remote)s "%(method)s %(path)s" %(status)s %(bytes)s %(ms)sms '  # noqa: UP031
+            'rid=%(request_id)s' % entry)
         handler = _plain_handler
         if handler is not None and self.logger.isEnabledFor(logging.INFO) \
                 and self.logger.propagate and not self.logger.handlers:

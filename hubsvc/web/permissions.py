@@ -7,9 +7,9 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from .auth import current_user
 from ..errors import Forbidden, NotFound
 from ..keys import STORE
+from .auth import current_user
 from .names import path_username
 
 LEVELS = {"read": 1, "write": 2, "admin": 3, "owner": 4}

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from .avatars import default_version
 from ..links import SiteUrl
+from .avatars import default_version
 
 
 def avatar_url(base_url: str, user: dict[str, Any]) -> str:

@@ -95,4 +95,4 @@ def load(schema: Schema, data: Any, *, partial: bool = False) -> dict[str, Any]:
 
 def read_query(request: web.Request, schema: Schema) -> dict[str, Any]:
     """The query string loaded through schema (last value wins for repeated keys)."""
-    return load(schema, {key: request.query.getone(key) for key in request.query.keys()})
+    return load(schema, {key: request.query.getone(key) for key in request.query})

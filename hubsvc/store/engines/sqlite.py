@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import itertools
 import logging
 import os
 import re
-import errno
 import sqlite3
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 import aiosqlite
 
