@@ -33,10 +33,14 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return run(args, config)
     try:
-        config = load_config(args.config, {
-            "server.host": args.host, "server.port": args.port,
-            "storage.data_dir": args.data_dir,
-        })
+        config = load_config(
+            args.config,
+            {
+                "server.host": args.host,
+                "server.port": args.port,
+                "storage.data_dir": args.data_dir,
+            },
+        )
         setup_logging(json_lines=config["server"]["access_log_json"])
         # Checked before anything is said or migrated: a busy port was a traceback
         # after "listening" (and after the database had been opened).
@@ -53,11 +57,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hubsvc: cannot start: {describe(exc)}", file=sys.stderr)
         return 2
     server = config["server"]
-    logging.getLogger("hubsvc").info("listening on %s:%s, data in %s", server["host"],
-                                      server["port"], config.data_dir)
-    web.run_app(app, host=server["host"], port=server["port"], print=None,
-                access_log_class=JsonAccessLogger if server["access_log_json"] else AccessLogger,
-                shutdown_timeout=10, loop=new_event_loop())
+    logging.getLogger("hubsvc").info(
+        "listening on %s:%s, data in %s", server["host"], server["port"], config.data_dir
+    )
+    web.run_app(
+        app,
+        host=server["host"],
+        port=server["port"],
+        print=None,
+        access_log_class=JsonAccessLogger if server["access_log_json"] else AccessLogger,
+        shutdown_timeout=10,
+        loop=new_event_loop(),
+    )
     return 0
 
 

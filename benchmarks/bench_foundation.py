@@ -42,11 +42,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=5, help="length of one wrk run (5)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per route; medians quoted (3)")
     parser.add_argument("--connections", type=int, default=32, help="wrk -c (32)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="wrk -t (1: on 2 cores more wrk threads starve the server)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="wrk -t (1: on 2 cores more wrk threads starve the server)",
+    )
     parser.add_argument("--warmup", type=float, default=1, help="unmeasured wrk run first (1 s)")
-    parser.add_argument("--pin", action="store_true",
-                        help="taskset the servers to CPU 0 and wrk to CPU 1")
+    parser.add_argument(
+        "--pin", action="store_true", help="taskset the servers to CPU 0 and wrk to CPU 1"
+    )
     return parser.parse_args(argv)
 
 
@@ -64,16 +69,24 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         server_cpus, wrk_cpus = "0", "1"
 
-    with harness.Server.hello(cpus=server_cpus, access_log="off") as bare, \
-            harness.Server.hello(cpus=server_cpus) as hello, \
-            harness.Server(cpus=server_cpus) as hub:
+    with (
+        harness.Server.hello(cpus=server_cpus, access_log="off") as bare,
+        harness.Server.hello(cpus=server_cpus) as hello,
+        harness.Server(cpus=server_cpus) as hub,
+    ):
         token = harness.sign_up(hub.url, "bench")
         auth = harness.bearer(token)
         me = harness.expect(*harness.request_json(hub.url + "/api/users/me", headers=auth), 200)
         assert me["user"]["username"] == "bench", me
-        harness.expect(*harness.request_json(hub.url + "/api/repositories", "POST",
-                                             {"name": "tool", "description": "a tool"},
-                                             headers=auth), 201)
+        harness.expect(
+            *harness.request_json(
+                hub.url + "/api/repositories",
+                "POST",
+                {"name": "tool", "description": "a tool"},
+                headers=auth,
+            ),
+            201,
+        )
         time.sleep(0.5)  # let start-up garbage settle before reading the idle figure
         idle_kib = harness.rss_kib(hub.pid)
         hello_idle_kib = harness.rss_kib(hello.pid)
@@ -83,22 +96,33 @@ def main(argv: list[str] | None = None) -> int:
             "hello GET /hello (access log)": (hello.url + "/hello", None),
             "hubsvc GET /api/users/me (bearer)": (hub.url + "/api/users/me", auth),
             "hubsvc GET /api/repositories/:owner/:name (bearer)": (
-                hub.url + "/api/repositories/bench/tool", auth),
+                hub.url + "/api/repositories/bench/tool",
+                auth,
+            ),
             "hubsvc GET /health": (hub.url + "/health", None),
         }
         names = list(targets)
-        example = harness.wrk_command(targets[names[2]][0], args.seconds, args.connections,
-                                      args.threads, {"Authorization": "Bearer <token>"},
-                                      wrk_cpus)
-        print(f"# {os.cpu_count()} CPUs; servers pinned to {server_cpus or 'any'}, wrk to "
-              f"{wrk_cpus or 'any'}; {args.rounds} rounds × {args.seconds:g} s per route, "
-              f"interleaved; medians quoted", flush=True)
+        example = harness.wrk_command(
+            targets[names[2]][0],
+            args.seconds,
+            args.connections,
+            args.threads,
+            {"Authorization": "Bearer <token>"},
+            wrk_cpus,
+        )
+        print(
+            f"# {os.cpu_count()} CPUs; servers pinned to {server_cpus or 'any'}, wrk to "
+            f"{wrk_cpus or 'any'}; {args.rounds} rounds × {args.seconds:g} s per route, "
+            f"interleaved; medians quoted",
+            flush=True,
+        )
         print(f"# load: {shlex.join(example)}", flush=True)
 
         if args.warmup > 0:
             for url, headers in targets.values():
-                harness.wrk(url, args.warmup, args.connections, args.threads, headers,
-                            cpus=wrk_cpus)
+                harness.wrk(
+                    url, args.warmup, args.connections, args.threads, headers, cpus=wrk_cpus
+                )
 
         rps: dict[str, list[float]] = {name: [] for name in names}
         p50: dict[str, list[float]] = {name: [] for name in names}
@@ -106,37 +130,70 @@ def main(argv: list[str] | None = None) -> int:
         with harness.PeakRss(hub.pid) as peak:
             for round_no in range(args.rounds):
                 # Rotate the order so no route always runs first (or last) in a round.
-                order = names[round_no % len(names):] + names[:round_no % len(names)]
+                order = names[round_no % len(names) :] + names[: round_no % len(names)]
                 for name in order:
                     url, headers = targets[name]
-                    result = harness.wrk(url, args.seconds, args.connections, args.threads,
-                                         headers, cpus=wrk_cpus)
+                    result = harness.wrk(
+                        url, args.seconds, args.connections, args.threads, headers, cpus=wrk_cpus
+                    )
                     rps[name].append(result.rps)
                     p50[name].append(result.p50_ms)
                     p99[name].append(result.p99_ms)
-                    print(f"#   round {round_no + 1} {name}: {result.rps:,.0f} req/s, "
-                          f"p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms",
-                          flush=True)
+                    print(
+                        f"#   round {round_no + 1} {name}: {result.rps:,.0f} req/s, "
+                        f"p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms",
+                        flush=True,
+                    )
 
     base = harness.median(rps[names[0]])
     print()
-    harness.report(names[0], base, "req/s", digits=0,
-                   note=f"rounds {harness.spread(rps[names[0]])}, "
-                        f"p50 {harness.median(p50[names[0]]):.2f} ms")
-    harness.report(names[1], harness.median(rps[names[1]]), "req/s", base, "bare", digits=0,
-                   note=f"rounds {harness.spread(rps[names[1]])}")
+    harness.report(
+        names[0],
+        base,
+        "req/s",
+        digits=0,
+        note=f"rounds {harness.spread(rps[names[0]])}, p50 {harness.median(p50[names[0]]):.2f} ms",
+    )
+    harness.report(
+        names[1],
+        harness.median(rps[names[1]]),
+        "req/s",
+        base,
+        "bare",
+        digits=0,
+        note=f"rounds {harness.spread(rps[names[1]])}",
+    )
     met = True
     for name, target in zip(names[2:], (ME_TARGET, REPO_TARGET, HEALTH_TARGET)):
         value = harness.median(rps[name])
         met = met and value / base >= target
-        harness.report(name, value, "req/s", base, "bare", target=target, digits=0,
-                       note=f"rounds {harness.spread(rps[name])}, "
-                            f"p50 {harness.median(p50[name]):.2f} ms, "
-                            f"p99 {harness.median(p99[name]):.2f} ms")
-    harness.report("hubsvc idle RSS", harness.mib(idle_kib), "MiB", harness.mib(hello_idle_kib),
-                   "hello", note="after start and sign-up, before load")
-    harness.report("hubsvc peak RSS under load", harness.mib(peak.peak_kib), "MiB",
-                   harness.mib(idle_kib), "idle")
+        harness.report(
+            name,
+            value,
+            "req/s",
+            base,
+            "bare",
+            target=target,
+            digits=0,
+            note=f"rounds {harness.spread(rps[name])}, "
+            f"p50 {harness.median(p50[name]):.2f} ms, "
+            f"p99 {harness.median(p99[name]):.2f} ms",
+        )
+    harness.report(
+        "hubsvc idle RSS",
+        harness.mib(idle_kib),
+        "MiB",
+        harness.mib(hello_idle_kib),
+        "hello",
+        note="after start and sign-up, before load",
+    )
+    harness.report(
+        "hubsvc peak RSS under load",
+        harness.mib(peak.peak_kib),
+        "MiB",
+        harness.mib(idle_kib),
+        "idle",
+    )
     return 0 if met else 1
 
 

@@ -50,9 +50,9 @@ from urllib.parse import quote
 import harness
 from make_repo import make_repo
 
-CLONE_TARGET = 1.2    # hubsvc clone wall time ÷ http-backend clone wall time
-BROWSE_TARGET = 2.0   # hubsvc request latency ÷ git process time
-STREAM_TARGET = 0.5   # RSS growth during a clone ÷ pack size (buffering the pack is ≥ 1)
+CLONE_TARGET = 1.2  # hubsvc clone wall time ÷ http-backend clone wall time
+BROWSE_TARGET = 2.0  # hubsvc request latency ÷ git process time
+STREAM_TARGET = 0.5  # RSS growth during a clone ÷ pack size (buffering the pack is ≥ 1)
 USERNAME = "bench"
 PASSWORD = "bench-password-1"
 REPO_NAME = "bench"
@@ -65,47 +65,72 @@ LOG_FORMAT = "%x00".join(("%H", "%P", "%an", "%ae", "%at", "%cn", "%ce", "%ct", 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="interleaved rounds of clones and of latency runs (5)")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="interleaved rounds of clones and of latency runs (5)"
+    )
     parser.add_argument("--commits", type=int, default=5000, help="generated commits (5000)")
     parser.add_argument("--files", type=int, default=500, help="generated files (500)")
-    parser.add_argument("--requests", type=int, default=50,
-                        help="hubsvc requests per route per round (50)")
-    parser.add_argument("--runs", type=int, default=30,
-                        help="git processes per command per round (30)")
-    parser.add_argument("--rss-clones", type=int, default=3,
-                        help="clones in a row while sampling the server's RSS (3)")
-    parser.add_argument("--baseline", choices=("auto", "lighttpd", "bridge"), default="auto",
-                        help="what serves git-http-backend (auto: lighttpd if installed)")
+    parser.add_argument(
+        "--requests", type=int, default=50, help="hubsvc requests per route per round (50)"
+    )
+    parser.add_argument(
+        "--runs", type=int, default=30, help="git processes per command per round (30)"
+    )
+    parser.add_argument(
+        "--rss-clones",
+        type=int,
+        default=3,
+        help="clones in a row while sampling the server's RSS (3)",
+    )
+    parser.add_argument(
+        "--baseline",
+        choices=("auto", "lighttpd", "bridge"),
+        default="auto",
+        help="what serves git-http-backend (auto: lighttpd if installed)",
+    )
     return parser.parse_args(argv)
 
 
 # --- environments ----------------------------------------------------------------------
 
+
 def git_env() -> dict[str, str]:
     """The environment hubsvc runs its git commands in (gitrepo._git_env)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_TERMINAL_PROMPT="0", GIT_NO_REPLACE_OBJECTS="1",
-               GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
+    env.update(
+        GIT_TERMINAL_PROMPT="0",
+        GIT_NO_REPLACE_OBJECTS="1",
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+    )
     return env
 
 
 def client_env(home: Path) -> dict[str, str]:
     """The cloning client's environment: no user or system config, no prompts."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(HOME=str(home), GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1",
-               GIT_CONFIG_GLOBAL=os.devnull)
+    env.update(
+        HOME=str(home),
+        GIT_TERMINAL_PROMPT="0",
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+    )
     return env
 
 
 def backend_env(project_root: Path) -> dict[str, str]:
     """What git-http-backend gets besides the CGI variables: hubsvc's git env (githttp._env)."""
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/"),
-            "GIT_CONFIG_NOSYSTEM": "1", "GIT_PROJECT_ROOT": str(project_root),
-            "GIT_HTTP_EXPORT_ALL": "1"}
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_PROJECT_ROOT": str(project_root),
+        "GIT_HTTP_EXPORT_ALL": "1",
+    }
 
 
 # --- the http-backend baseline, as a process of its own ---------------------------------
+
 
 def serve_bridge(root: Path, port: int) -> None:
     """A minimal CGI server for git-http-backend under /git/ (the `bridge` baseline)."""
@@ -131,10 +156,18 @@ def serve_bridge(root: Path, port: int) -> None:
             if not path.startswith("/git/"):
                 self.send_error(404)
                 return
-            env = dict(base_env, GATEWAY_INTERFACE="CGI/1.1", SERVER_PROTOCOL="HTTP/1.1",
-                       REQUEST_METHOD=self.command, PATH_INFO=unquote(path[len("/git"):]),
-                       QUERY_STRING=query, REMOTE_ADDR=self.client_address[0],
-                       SCRIPT_NAME="/git", SERVER_NAME="127.0.0.1", SERVER_PORT=str(port))
+            env = dict(
+                base_env,
+                GATEWAY_INTERFACE="CGI/1.1",
+                SERVER_PROTOCOL="HTTP/1.1",
+                REQUEST_METHOD=self.command,
+                PATH_INFO=unquote(path[len("/git") :]),
+                QUERY_STRING=query,
+                REMOTE_ADDR=self.client_address[0],
+                SCRIPT_NAME="/git",
+                SERVER_NAME="127.0.0.1",
+                SERVER_PORT=str(port),
+            )
             for key, value in self.headers.items():
                 name = key.upper().replace("-", "_")
                 if name == "CONTENT_TYPE":
@@ -143,12 +176,13 @@ def serve_bridge(root: Path, port: int) -> None:
                     env["CONTENT_LENGTH"] = value
                 elif name not in ("TRANSFER_ENCODING", "CONNECTION", "AUTHORIZATION"):
                     env["HTTP_" + name] = value
-            proc = subprocess.Popen([BACKEND], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    env=env)
+            proc = subprocess.Popen(
+                [BACKEND], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+            )
             feeder = threading.Thread(target=self._feed, args=(proc.stdin,), daemon=True)
             feeder.start()
             status, headers = 200, []
-            while (line := proc.stdout.readline().rstrip(b"\r\n")):
+            while line := proc.stdout.readline().rstrip(b"\r\n"):
                 key, _, value = line.decode("latin-1").partition(":")
                 if key.lower() == "status":
                     status = int(value.split()[0])
@@ -169,7 +203,7 @@ def serve_bridge(root: Path, port: int) -> None:
         def _feed(self, stdin) -> None:
             try:
                 if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                    while (size := int(self.rfile.readline().split(b";")[0], 16)):
+                    while size := int(self.rfile.readline().split(b";")[0], 16):
                         stdin.write(self.rfile.read(size))
                         self.rfile.readline()
                     while self.rfile.readline() not in (b"\r\n", b"\n", b""):
@@ -208,24 +242,26 @@ def lighttpd_config(root: Path, port: int, folder: Path) -> str:
     """lighttpd running git-http-backend as CGI under /git, as git-http-backend(1) shows."""
     env = backend_env(root)
     pairs = ", ".join(f'"{k}" => "{v}"' for k, v in env.items())
-    return "\n".join([
-        'server.modules = ("mod_alias", "mod_cgi", "mod_setenv")',
-        f'server.document-root = "{folder}"',
-        'server.bind = "127.0.0.1"',
-        f"server.port = {port}",
-        f'server.errorlog = "{folder}/error.log"',
-        f'server.upload-dirs = ("{folder}")',
-        # Stream both bodies instead of spooling them to temp files first.
-        "server.stream-request-body = 2",
-        "server.stream-response-body = 2",
-        'server.max-keep-alive-requests = 1000',
-        f'alias.url = ("/git" => "{BACKEND}")',
-        '$HTTP["url"] =~ "^/git" {',
-        '  cgi.assign = ("" => "")',
-        f"  setenv.set-environment = ({pairs})",
-        "}",
-        "",
-    ])
+    return "\n".join(
+        [
+            'server.modules = ("mod_alias", "mod_cgi", "mod_setenv")',
+            f'server.document-root = "{folder}"',
+            'server.bind = "127.0.0.1"',
+            f"server.port = {port}",
+            f'server.errorlog = "{folder}/error.log"',
+            f'server.upload-dirs = ("{folder}")',
+            # Stream both bodies instead of spooling them to temp files first.
+            "server.stream-request-body = 2",
+            "server.stream-response-body = 2",
+            "server.max-keep-alive-requests = 1000",
+            f'alias.url = ("/git" => "{BACKEND}")',
+            '$HTTP["url"] =~ "^/git" {',
+            '  cgi.assign = ("" => "")',
+            f"  setenv.set-environment = ({pairs})",
+            "}",
+            "",
+        ]
+    )
 
 
 def serve_lighttpd(root: Path, port: int, folder: Path) -> None:
@@ -239,19 +275,27 @@ def serve_lighttpd(root: Path, port: int, folder: Path) -> None:
 
 def lighttpd_path() -> str | None:
     return shutil.which("lighttpd") or (
-        "/usr/sbin/lighttpd" if os.access("/usr/sbin/lighttpd", os.X_OK) else None)
+        "/usr/sbin/lighttpd" if os.access("/usr/sbin/lighttpd", os.X_OK) else None
+    )
 
 
 def backend_server(kind: str, project_root: Path, repo_dir: str, tmp: Path) -> harness.Server:
     sub = "_serve-lighttpd" if kind == "lighttpd" else "_serve-bridge"
     return harness.Server(
-        command=[sys.executable, str(Path(__file__).resolve()), sub, str(project_root),
-                 str(tmp / kind)],
+        command=[
+            sys.executable,
+            str(Path(__file__).resolve()),
+            sub,
+            str(project_root),
+            str(tmp / kind),
+        ],
         ready_path=f"/git/{repo_dir}/info/refs?service=git-upload-pack",
-        name=f"http-backend-{kind}")
+        name=f"http-backend-{kind}",
+    )
 
 
 # --- memory of a process tree -----------------------------------------------------------
+
 
 def _children(pid: int) -> list[int]:
     kids: list[int] = []
@@ -307,11 +351,14 @@ class RssSampler:
 
 # --- helpers ----------------------------------------------------------------------------
 
+
 def run(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> bytes:
     done = subprocess.run(cmd, capture_output=True, env=env, cwd=cwd, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
-        raise RuntimeError(f"{shlex.join(cmd)} failed ({done.returncode}): "
-                           f"{done.stderr.decode(errors='replace')[-2000:]}")
+        raise RuntimeError(
+            f"{shlex.join(cmd)} failed ({done.returncode}): "
+            f"{done.stderr.decode(errors='replace')[-2000:]}"
+        )
     return done.stdout
 
 
@@ -368,13 +415,20 @@ def pick_paths(repo: Path, env: dict[str, str]) -> tuple[str, int, str, int]:
     git = ["git", f"--git-dir={repo}"]
     names = run(git + ["ls-tree", "-r", "-t", "--name-only", "-z", "main"], env).split(b"\0")
     parents = Counter(name.decode().rpartition("/")[0] for name in names if name)
-    folder, entries = max(((d, c) for d, c in parents.items() if d),
-                          key=lambda item: (item[1], item[0]))
-    touched = Counter(line for line in run(
-        git + ["log", "--format=", "--name-only", "main"], env).decode().splitlines() if line)
+    folder, entries = max(
+        ((d, c) for d, c in parents.items() if d), key=lambda item: (item[1], item[0])
+    )
+    touched = Counter(
+        line
+        for line in run(git + ["log", "--format=", "--name-only", "main"], env)
+        .decode()
+        .splitlines()
+        if line
+    )
     blobs = set(run(git + ["ls-tree", "-r", "--name-only", "main"], env).decode().splitlines())
-    path, edits = max(((p, c) for p, c in touched.items() if p in blobs),
-                      key=lambda item: (item[1], item[0]))
+    path, edits = max(
+        ((p, c) for p, c in touched.items() if p in blobs), key=lambda item: (item[1], item[0])
+    )
     return folder, entries, path, edits
 
 
@@ -384,31 +438,41 @@ def ms(values: list[float]) -> str:
 
 # --- the benchmark ----------------------------------------------------------------------
 
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    print("# command: " + shlex.join(getattr(sys, "orig_argv", [sys.executable, *sys.argv])),
-          flush=True)
+    print(
+        "# command: " + shlex.join(getattr(sys, "orig_argv", [sys.executable, *sys.argv])),
+        flush=True,
+    )
     kind = args.baseline
     if kind == "auto":
         kind = "lighttpd" if lighttpd_path() else "bridge"
     if kind == "lighttpd" and not lighttpd_path():
-        print("bench_git: `lighttpd` is not installed: `apt-get update && apt-get install -y "
-              "lighttpd`, or use --baseline bridge", file=sys.stderr)
+        print(
+            "bench_git: `lighttpd` is not installed: `apt-get update && apt-get install -y "
+            "lighttpd`, or use --baseline bridge",
+            file=sys.stderr,
+        )
         return 2
     if not os.access(BACKEND, os.X_OK):
         print(f"bench_git: {BACKEND} not found (git's http-backend)", file=sys.stderr)
         return 2
     git_version = run(["git", "--version"]).decode().strip()
     baseline_desc = {
-        "lighttpd": (run([lighttpd_path(), "-v"]).decode().strip().split(" - ")[0]
-                     + " running git-http-backend via mod_cgi (streamed bodies)"),
+        "lighttpd": (
+            run([lighttpd_path(), "-v"]).decode().strip().split(" - ")[0]
+            + " running git-http-backend via mod_cgi (streamed bodies)"
+        ),
         "bridge": "git-http-backend via the stdlib Python CGI bridge in bench_git.py",
     }[kind]
-    print(f"# {git_version}; {os.cpu_count()} CPUs; python {sys.version.split()[0]}; "
-          f"{args.rounds} rounds, medians quoted; load average "
-          f"{os.getloadavg()[0]:.2f} at start", flush=True)
-    print(f"# baseline: {baseline_desc}, serving hubsvc's own bare repository folder",
-          flush=True)
+    print(
+        f"# {git_version}; {os.cpu_count()} CPUs; python {sys.version.split()[0]}; "
+        f"{args.rounds} rounds, medians quoted; load average "
+        f"{os.getloadavg()[0]:.2f} at start",
+        flush=True,
+    )
+    print(f"# baseline: {baseline_desc}, serving hubsvc's own bare repository folder", flush=True)
 
     failed = False
     with tempfile.TemporaryDirectory(prefix="bench-git-") as tmp_name:
@@ -420,23 +484,36 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         source = make_repo(tmp / "source.git", args.commits, args.files)
         source_pack = sum(p.stat().st_size for p in (source / "objects/pack").glob("*.pack"))
-        print(f"# generated with make_repo.py: {args.commits} commits over {args.files} files "
-              f"in {time.perf_counter() - started:.1f} s ({harness.mib(source_pack / 1024):.1f} "
-              f"MiB fast-import pack)", flush=True)
+        print(
+            f"# generated with make_repo.py: {args.commits} commits over {args.files} files "
+            f"in {time.perf_counter() - started:.1f} s ({harness.mib(source_pack / 1024):.1f} "
+            f"MiB fast-import pack)",
+            flush=True,
+        )
 
         with harness.Server() as hub:
             token = harness.sign_up(hub.url, USERNAME, PASSWORD)
             start_kib = harness.rss_kib(hub.pid)
-            harness.expect(*harness.request_json(
-                hub.url + "/api/repositories", "POST", {"name": REPO_NAME},
-                harness.bearer(token)), 201)
+            harness.expect(
+                *harness.request_json(
+                    hub.url + "/api/repositories",
+                    "POST",
+                    {"name": REPO_NAME},
+                    harness.bearer(token),
+                ),
+                201,
+            )
             port = hub.url.rsplit(":", 1)[1]
-            push_url = (f"http://{USERNAME}:{quote(PASSWORD, safe='')}@127.0.0.1:{port}/"
-                        f"{USERNAME}/{REPO_NAME}.git")
+            push_url = (
+                f"http://{USERNAME}:{quote(PASSWORD, safe='')}@127.0.0.1:{port}/"
+                f"{USERNAME}/{REPO_NAME}.git"
+            )
             started = time.perf_counter()
             run(["git", f"--git-dir={source}", "push", "--quiet", "--mirror", push_url], cenv)
-            print(f"# pushed with `git push --mirror` in {time.perf_counter() - started:.1f} s",
-                  flush=True)
+            print(
+                f"# pushed with `git push --mirror` in {time.perf_counter() - started:.1f} s",
+                flush=True,
+            )
 
             found = sorted((hub.data_dir / "repositories").glob("*/*.git"))
             if len(found) != 1:
@@ -446,8 +523,11 @@ def main(argv: list[str] | None = None) -> int:
             pack_bytes = sum(p.stat().st_size for p in (served / "objects/pack").glob("*.pack"))
             packs = len(list((served / "objects/pack").glob("*.pack")))
             print(f"# hubsvc's bare repository: {served}", flush=True)
-            print(f"# its packs: {packs} file(s), {harness.mib(pack_bytes / 1024):.2f} MiB; "
-                  f"commit-graph: {graph}", flush=True)
+            print(
+                f"# its packs: {packs} file(s), {harness.mib(pack_bytes / 1024):.2f} MiB; "
+                f"commit-graph: {graph}",
+                flush=True,
+            )
 
             hub_url = f"{hub.url}/{USERNAME}/{REPO_NAME}.git"
             # Memory first, so "idle" is the server after the push only, before any clone.
@@ -459,13 +539,17 @@ def main(argv: list[str] | None = None) -> int:
             graph_after = commit_graph(served)
             if graph_after != graph:
                 print(f"# commit-graph changed during the run: {graph_after}")
-    print(f"\n# load average {os.getloadavg()[0]:.2f} at the end (other work on the machine "
-          f"shows here)", flush=True)
+    print(
+        f"\n# load average {os.getloadavg()[0]:.2f} at the end (other work on the machine "
+        f"shows here)",
+        flush=True,
+    )
     return 1 if failed else 0
 
 
-def bench_clones(args: argparse.Namespace, hub_url: str, base_url: str, tmp: Path,
-                 env: dict[str, str]) -> bool:
+def bench_clones(
+    args: argparse.Namespace, hub_url: str, base_url: str, tmp: Path, env: dict[str, str]
+) -> bool:
     print("\n## 1. clone: `git clone --bare -q <url>` into a fresh temp folder", flush=True)
     names = {"hubsvc": hub_url, "http-backend": base_url}
     for url in names.values():  # unmeasured warm-up: page cache, first-request costs
@@ -477,76 +561,118 @@ def bench_clones(args: argparse.Namespace, hub_url: str, base_url: str, tmp: Pat
         for name in order:
             elapsed, received = clone_seconds(names[name], tmp, env)
             times[name].append(elapsed)
-        print(f"#   round {round_no + 1}: " + ", ".join(
-            f"{name} {times[name][-1] * 1000:.0f} ms" for name in names), flush=True)
+        print(
+            f"#   round {round_no + 1}: "
+            + ", ".join(f"{name} {times[name][-1] * 1000:.0f} ms" for name in names),
+            flush=True,
+        )
     base = harness.median(times["http-backend"])
-    harness.report("clone via git http-backend", base * 1000, "ms", digits=0,
-                   note=f"rounds {harness.spread(t * 1000 for t in times['http-backend'])} ms; "
-                        f"pack received {harness.mib(received / 1024):.2f} MiB")
+    harness.report(
+        "clone via git http-backend",
+        base * 1000,
+        "ms",
+        digits=0,
+        note=f"rounds {harness.spread(t * 1000 for t in times['http-backend'])} ms; "
+        f"pack received {harness.mib(received / 1024):.2f} MiB",
+    )
     hub = harness.median(times["hubsvc"])
-    text = harness.report("clone via hubsvc", hub * 1000, "ms", base * 1000, "http-backend",
-                          target=CLONE_TARGET, higher_is_better=False, digits=0,
-                          note=f"rounds {harness.spread(t * 1000 for t in times['hubsvc'])} ms")
+    text = harness.report(
+        "clone via hubsvc",
+        hub * 1000,
+        "ms",
+        base * 1000,
+        "http-backend",
+        target=CLONE_TARGET,
+        higher_is_better=False,
+        digits=0,
+        note=f"rounds {harness.spread(t * 1000 for t in times['hubsvc'])} ms",
+    )
     return "NOT MET" in text
 
 
 def bench_browse(args: argparse.Namespace, url: str, repo: Path, env: dict[str, str]) -> bool:
-    print(f"\n## 2. browsing: hubsvc latency ({args.requests} requests per round on one "
-          f"kept-alive connection, anonymous, public repository) ÷ git process time "
-          f"({args.runs} spawned runs per round)", flush=True)
+    print(
+        f"\n## 2. browsing: hubsvc latency ({args.requests} requests per round on one "
+        f"kept-alive connection, anonymous, public repository) ÷ git process time "
+        f"({args.runs} spawned runs per round)",
+        flush=True,
+    )
     api = f"{url}/api/repositories/{USERNAME}/{REPO_NAME}"
     git = ["git", f"--git-dir={repo}"]
     folder, entries, path, edits = pick_paths(repo, env)
-    page = harness.expect(*harness.request_json(
-        f"{api}/commits?branch=main&limit={LIMIT}&skip={SKIP}"), 200)
+    page = harness.expect(
+        *harness.request_json(f"{api}/commits?branch=main&limit={LIMIT}&skip={SKIP}"), 200
+    )
     if len(page["commits"]) != LIMIT:
-        raise RuntimeError(f"commits page has {len(page['commits'])} items; use --commits > "
-                           f"{SKIP + LIMIT}")
+        raise RuntimeError(
+            f"commits page has {len(page['commits'])} items; use --commits > {SKIP + LIMIT}"
+        )
     oid = page["commits"][0]["oid"]
-    print(f"#   tree: {folder}/ ({entries} entries, the largest folder); file: {path} (edited "
-          f"in {edits} commits, the most-edited); diff: {oid[:12]} (first commit of the "
-          f"skip={SKIP} page)", flush=True)
+    print(
+        f"#   tree: {folder}/ ({entries} entries, the largest folder); file: {path} (edited "
+        f"in {edits} commits, the most-edited); diff: {oid[:12]} (first commit of the "
+        f"skip={SKIP} page)",
+        flush=True,
+    )
 
     cases = {
         f"commits?limit={LIMIT}&skip={SKIP}": (
             f"{api}/commits?branch=main&limit={LIMIT}&skip={SKIP}",
             # hubsvc asks for limit + 1 to know hasMore; the same command here.
-            git + ["log", "-z", f"--format={LOG_FORMAT}", f"--skip={SKIP}",
-                   f"--max-count={LIMIT + 1}", "main", "--"]),
-        "tree": (f"{api}/tree?branch=main&path={quote(folder)}",
-                 git + ["ls-tree", "-l", "main", folder + "/"]),
-        "file": (f"{api}/file?branch=main&path={quote(path)}",
-                 git + ["cat-file", "blob", f"main:{path}"]),
-        "diff": (f"{api}/commits/{oid}/diff",
-                 git + ["show", f"--format={LOG_FORMAT}", "-M", oid]),
+            git
+            + [
+                "log",
+                "-z",
+                f"--format={LOG_FORMAT}",
+                f"--skip={SKIP}",
+                f"--max-count={LIMIT + 1}",
+                "main",
+                "--",
+            ],
+        ),
+        "tree": (
+            f"{api}/tree?branch=main&path={quote(folder)}",
+            git + ["ls-tree", "-l", "main", folder + "/"],
+        ),
+        "file": (
+            f"{api}/file?branch=main&path={quote(path)}",
+            git + ["cat-file", "blob", f"main:{path}"],
+        ),
+        "diff": (f"{api}/commits/{oid}/diff", git + ["show", f"--format={LOG_FORMAT}", "-M", oid]),
     }
     check_same_work(cases, env, page)
     for name, (_, cmd) in cases.items():
-        print(f"#   {name}: GET {cases[name][0][len(url):]}  vs  {shlex.join(cmd)}", flush=True)
+        print(f"#   {name}: GET {cases[name][0][len(url) :]}  vs  {shlex.join(cmd)}", flush=True)
 
     hub_ms: dict[str, list[float]] = {name: [] for name in cases}
     git_ms: dict[str, list[float]] = {name: [] for name in cases}
     names = list(cases)
     for round_no in range(args.rounds):
-        order = names[round_no % len(names):] + names[:round_no % len(names)]
+        order = names[round_no % len(names) :] + names[: round_no % len(names)]
         for name in order:
             target, cmd = cases[name]
             hub = harness.latency(target, args.requests).samples_ms
             base = time_process(cmd, env, args.runs)
             hub_ms[name] += hub
             git_ms[name] += base
-            print(f"#   round {round_no + 1} {name}: hubsvc {ms(hub)}, git {ms(base)}",
-                  flush=True)
+            print(f"#   round {round_no + 1} {name}: hubsvc {ms(hub)}, git {ms(base)}", flush=True)
     failed = False
     for name in names:
         base = harness.median(git_ms[name])
         hub = harness.median(hub_ms[name])
-        harness.report(f"git {name}", base, "ms", digits=2,
-                       note=f"{len(git_ms[name])} runs")
-        text = harness.report(f"hubsvc {name}", hub, "ms", base, "git",
-                              target=BROWSE_TARGET, higher_is_better=False, digits=2,
-                              note=f"{len(hub_ms[name])} requests, p90 "
-                                   f"{harness.LatencyResult(hub_ms[name]).p90_ms:.2f} ms")
+        harness.report(f"git {name}", base, "ms", digits=2, note=f"{len(git_ms[name])} runs")
+        text = harness.report(
+            f"hubsvc {name}",
+            hub,
+            "ms",
+            base,
+            "git",
+            target=BROWSE_TARGET,
+            higher_is_better=False,
+            digits=2,
+            note=f"{len(hub_ms[name])} requests, p90 "
+            f"{harness.LatencyResult(hub_ms[name]).p90_ms:.2f} ms",
+        )
         failed |= "NOT MET" in text
     return failed
 
@@ -570,38 +696,70 @@ def check_same_work(cases: dict, env: dict[str, str], page: dict) -> None:
         raise RuntimeError(f"hubsvc's diff files {diff['files']} differ from git show's {shown}")
 
 
-def bench_memory(args: argparse.Namespace, hub: harness.Server, url: str, tmp: Path,
-                 env: dict[str, str], pack_bytes: int, start_kib: int) -> bool:
-    print(f"\n## 3. hubsvc memory during {args.rss_clones} clones in a row (VmRSS of the "
-          f"server pid sampled every 10 ms; git children summed separately; run before "
-          f"parts 1 and 2)", flush=True)
+def bench_memory(
+    args: argparse.Namespace,
+    hub: harness.Server,
+    url: str,
+    tmp: Path,
+    env: dict[str, str],
+    pack_bytes: int,
+    start_kib: int,
+) -> bool:
+    print(
+        f"\n## 3. hubsvc memory during {args.rss_clones} clones in a row (VmRSS of the "
+        f"server pid sampled every 10 ms; git children summed separately; run before "
+        f"parts 1 and 2)",
+        flush=True,
+    )
     time.sleep(1.0)
     idle = harness.rss_kib(hub.pid)
     harness.report("hubsvc RSS after start and sign-up", harness.mib(start_kib), "MiB")
-    harness.report("hubsvc idle RSS before the clones", harness.mib(idle), "MiB",
-                   note="after the push, before any clone")
+    harness.report(
+        "hubsvc idle RSS before the clones",
+        harness.mib(idle),
+        "MiB",
+        note="after the push, before any clone",
+    )
     growths = []
     received = 0
     for n in range(args.rss_clones):
         with RssSampler(hub.pid) as sampler:
             elapsed, received = clone_seconds(url, tmp, env)
         growths.append(sampler.peak_kib - idle)
-        harness.report(f"hubsvc peak RSS during clone {n + 1}", harness.mib(sampler.peak_kib),
-                       "MiB", harness.mib(idle), "idle",
-                       note=f"+{harness.mib(sampler.peak_kib - idle):.2f} MiB; clone "
-                            f"{elapsed * 1000:.0f} ms; {sampler.samples} samples; git children "
-                            f"peak {harness.mib(sampler.children_peak_kib):.1f} MiB")
+        harness.report(
+            f"hubsvc peak RSS during clone {n + 1}",
+            harness.mib(sampler.peak_kib),
+            "MiB",
+            harness.mib(idle),
+            "idle",
+            note=f"+{harness.mib(sampler.peak_kib - idle):.2f} MiB; clone "
+            f"{elapsed * 1000:.0f} ms; {sampler.samples} samples; git children "
+            f"peak {harness.mib(sampler.children_peak_kib):.1f} MiB",
+        )
     after = harness.rss_kib(hub.pid)
-    harness.report("hubsvc RSS after the clones", harness.mib(after), "MiB",
-                   harness.mib(idle), "idle")
-    harness.report("pack size", harness.mib(pack_bytes / 1024), "MiB", digits=2,
-                   note=f"on disk in hubsvc's repository; each clone received "
-                        f"{harness.mib(received / 1024):.2f} MiB")
+    harness.report(
+        "hubsvc RSS after the clones", harness.mib(after), "MiB", harness.mib(idle), "idle"
+    )
+    harness.report(
+        "pack size",
+        harness.mib(pack_bytes / 1024),
+        "MiB",
+        digits=2,
+        note=f"on disk in hubsvc's repository; each clone received "
+        f"{harness.mib(received / 1024):.2f} MiB",
+    )
     worst = max(growths)
-    text = harness.report("hubsvc peak RSS growth during a clone", harness.mib(worst), "MiB",
-                          harness.mib(received / 1024), "pack received",
-                          target=STREAM_TARGET, higher_is_better=False, digits=2,
-                          note="streaming keeps this flat as packs grow; buffering is ≥ 1")
+    text = harness.report(
+        "hubsvc peak RSS growth during a clone",
+        harness.mib(worst),
+        "MiB",
+        harness.mib(received / 1024),
+        "pack received",
+        target=STREAM_TARGET,
+        higher_is_better=False,
+        digits=2,
+        note="streaming keeps this flat as packs grow; buffering is ≥ 1",
+    )
     return "NOT MET" in text
 
 

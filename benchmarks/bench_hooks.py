@@ -57,25 +57,42 @@ async def _listen(counter: Counter, port: int) -> web.AppRunner:
 async def hook_round(events: int) -> tuple[float, float]:
     """Deliveries per second from the receiver's start, and from its first request."""
     port = harness.free_port()
-    settings = {"webhooks": {"allowed_hosts": ["127.0.0.1"], "retry_seconds": 0.1,
-                             "max_retry_seconds": 0.2}}
+    settings = {
+        "webhooks": {"allowed_hosts": ["127.0.0.1"], "retry_seconds": 0.1, "max_retry_seconds": 0.2}
+    }
     with harness.Server(settings) as server:
         token = harness.sign_up(server.url, "bench")
         auth = harness.bearer(token)
-        harness.expect(*harness.request_json(server.url + "/api/repositories", "POST",
-                                             {"name": "proj"}, auth), 201)
-        harness.expect(*harness.request_json(
-            server.url + "/api/repositories/bench/proj/hooks", "POST",
-            {"url": f"http://127.0.0.1:{port}/hook", "format": "json"}, auth), 201)
-        harness.expect(*harness.request_json(
-            server.url + "/api/repositories/bench/proj/issues", "POST", {"title": "t"}, auth),
-            201)
+        harness.expect(
+            *harness.request_json(server.url + "/api/repositories", "POST", {"name": "proj"}, auth),
+            201,
+        )
+        harness.expect(
+            *harness.request_json(
+                server.url + "/api/repositories/bench/proj/hooks",
+                "POST",
+                {"url": f"http://127.0.0.1:{port}/hook", "format": "json"},
+                auth,
+            ),
+            201,
+        )
+        harness.expect(
+            *harness.request_json(
+                server.url + "/api/repositories/bench/proj/issues", "POST", {"title": "t"}, auth
+            ),
+            201,
+        )
         db = sqlite3.connect(server.data_dir / "hubsvc.db", timeout=30)
-        row = db.execute("SELECT type, action, repo_id, actor_id, payload, created_at"
-                         " FROM events ORDER BY id DESC LIMIT 1").fetchone()
+        row = db.execute(
+            "SELECT type, action, repo_id, actor_id, payload, created_at"
+            " FROM events ORDER BY id DESC LIMIT 1"
+        ).fetchone()
         with db:
-            db.executemany("INSERT INTO events (type, action, repo_id, actor_id, payload,"
-                           " created_at) VALUES (?, ?, ?, ?, ?, ?)", [row] * (events - 1))
+            db.executemany(
+                "INSERT INTO events (type, action, repo_id, actor_id, payload,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                [row] * (events - 1),
+            )
         db.close()
         counter = Counter(events)
         started = time.monotonic()
@@ -99,9 +116,11 @@ async def baseline_round(events: int) -> float:
         async with aiohttp.ClientSession() as session:
             started = time.monotonic()
             for n in range(events):
-                async with session.post(f"http://127.0.0.1:{port}/hook",
-                                        data=body.replace(b'"1"', f'"{n + 1}"'.encode(), 1),
-                                        headers={"Content-Type": "application/json"}) as resp:
+                async with session.post(
+                    f"http://127.0.0.1:{port}/hook",
+                    data=body.replace(b'"1"', f'"{n + 1}"'.encode(), 1),
+                    headers={"Content-Type": "application/json"},
+                ) as resp:
                     await resp.read()
             return events / (time.monotonic() - started)
     finally:
@@ -117,16 +136,24 @@ async def main() -> int:
     for n in range(args.rounds):
         rate, from_first = await hook_round(args.events)
         base = await baseline_round(args.events)
-        print(f"# round {n + 1}: hook {rate:,.0f}/s ({from_first:,.0f}/s from its first "
-              f"request), baseline {base:,.0f}/s", flush=True)
+        print(
+            f"# round {n + 1}: hook {rate:,.0f}/s ({from_first:,.0f}/s from its first "
+            f"request), baseline {base:,.0f}/s",
+            flush=True,
+        )
         hooks.append(rate)
         firsts.append(from_first)
         bases.append(base)
     hook, base = harness.median(hooks), harness.median(bases)
     harness.report("baseline in-order POSTs to the receiver", base, "req/s")
-    harness.report(f"hook catching up {args.events:,} events", hook, "deliveries/s",
-                   baseline=base, note=f"{harness.median(firsts):,.0f}/s from the first "
-                   f"request; target ≥ 500/s: {'met' if hook >= 500 else 'NOT MET'}")
+    harness.report(
+        f"hook catching up {args.events:,} events",
+        hook,
+        "deliveries/s",
+        baseline=base,
+        note=f"{harness.median(firsts):,.0f}/s from the first "
+        f"request; target ≥ 500/s: {'met' if hook >= 500 else 'NOT MET'}",
+    )
     return 0 if hook >= 500 else 1
 
 

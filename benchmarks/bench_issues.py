@@ -52,52 +52,282 @@ TARGET = 3.0  # endpoint median latency ÷ GET /health median latency
 OWNER = "bench"
 PASSWORD = "bench-password-1"
 REPO = "tracker"
-HELPERS = 8   # other accounts: authors of some issues, assignees of others
+HELPERS = 8  # other accounts: authors of some issues, assignees of others
 COMMIT_TIME = 1_700_000_000
 
 # --- realistic text --------------------------------------------------------------------
 
 COMPONENTS = [
-    "login page", "session cookie", "avatar upload", "webhook delivery", "merge button",
-    "diff view", "commit list", "branch picker", "search box", "notification feed",
-    "pull request list", "issue tracker", "settings page", "API token", "rate limiter",
-    "clone over HTTP", "file browser", "markdown renderer", "label editor", "fork button",
-    "star counter", "password reset", "sign-up form", "commit graph", "blame view",
-    "release notes", "status badge", "repository settings", "collaborator list",
-    "websocket feed", "OpenAPI document", "health check", "access log", "config loader",
-    "database migration", "comment editor", "assignee picker", "default branch switch",
-    "raw file download", "tree view", "user profile", "preferences dialog",
+    "login page",
+    "session cookie",
+    "avatar upload",
+    "webhook delivery",
+    "merge button",
+    "diff view",
+    "commit list",
+    "branch picker",
+    "search box",
+    "notification feed",
+    "pull request list",
+    "issue tracker",
+    "settings page",
+    "API token",
+    "rate limiter",
+    "clone over HTTP",
+    "file browser",
+    "markdown renderer",
+    "label editor",
+    "fork button",
+    "star counter",
+    "password reset",
+    "sign-up form",
+    "commit graph",
+    "blame view",
+    "release notes",
+    "status badge",
+    "repository settings",
+    "collaborator list",
+    "websocket feed",
+    "OpenAPI document",
+    "health check",
+    "access log",
+    "config loader",
+    "database migration",
+    "comment editor",
+    "assignee picker",
+    "default branch switch",
+    "raw file download",
+    "tree view",
+    "user profile",
+    "preferences dialog",
 ]
 PROBLEMS = [
-    "crashes", "returns a 500 error", "times out", "shows stale data", "leaks memory",
-    "is slow on large repositories", "ignores the timezone", "breaks on unicode names",
-    "loses the scroll position", "renders twice", "fails silently", "throws an error",
-    "hangs forever", "double-counts", "drops the last line", "mangles emoji",
-    "rejects valid input", "logs the password", "shows the wrong error message",
-    "returns 404 for existing items", "ignores the limit parameter", "flickers",
-    "sends duplicate events", "answers with an empty body", "reports errors twice",
-    "uses too much CPU", "does not escape HTML", "forgets the sort order",
+    "crashes",
+    "returns a 500 error",
+    "times out",
+    "shows stale data",
+    "leaks memory",
+    "is slow on large repositories",
+    "ignores the timezone",
+    "breaks on unicode names",
+    "loses the scroll position",
+    "renders twice",
+    "fails silently",
+    "throws an error",
+    "hangs forever",
+    "double-counts",
+    "drops the last line",
+    "mangles emoji",
+    "rejects valid input",
+    "logs the password",
+    "shows the wrong error message",
+    "returns 404 for existing items",
+    "ignores the limit parameter",
+    "flickers",
+    "sends duplicate events",
+    "answers with an empty body",
+    "reports errors twice",
+    "uses too much CPU",
+    "does not escape HTML",
+    "forgets the sort order",
 ]
 CONTEXTS = [
-    "after upgrading", "on Firefox", "on mobile", "with a private fork",
-    "when the branch name has a slash", "behind a reverse proxy", "under load",
-    "for new users", "when offline", "on Windows", "with dark mode on",
-    "in the nightly build", "after a force push", "with more than 100 collaborators",
-    "when the repository is empty", "right after sign-in", "with a long title",
-    "in Safari", "on a slow network", "when two tabs are open", "for administrators",
+    "after upgrading",
+    "on Firefox",
+    "on mobile",
+    "with a private fork",
+    "when the branch name has a slash",
+    "behind a reverse proxy",
+    "under load",
+    "for new users",
+    "when offline",
+    "on Windows",
+    "with dark mode on",
+    "in the nightly build",
+    "after a force push",
+    "with more than 100 collaborators",
+    "when the repository is empty",
+    "right after sign-in",
+    "with a long title",
+    "in Safari",
+    "on a slow network",
+    "when two tabs are open",
+    "for administrators",
 ]
 FEATURES = [
-    "keyboard shortcuts", "saved replies", "a draft state", "bulk labelling",
-    "reactions", "code owners", "a dark theme", "per-branch protection", "RSS feeds",
-    "an audit log", "two-factor sign-in", "issue templates", "milestones",
-    "a compare view", "CSV export", "mentions autocomplete", "squash by default",
+    "keyboard shortcuts",
+    "saved replies",
+    "a draft state",
+    "bulk labelling",
+    "reactions",
+    "code owners",
+    "a dark theme",
+    "per-branch protection",
+    "RSS feeds",
+    "an audit log",
+    "two-factor sign-in",
+    "issue templates",
+    "milestones",
+    "a compare view",
+    "CSV export",
+    "mentions autocomplete",
+    "squash by default",
 ]
-WORDS = ["the", "request", "cache", "handler", "server", "client", "response", "database", "query", "index", "page", "token", "session", "user", "repository", "branch", "commit", "merge", "diff", "file", "tree", "log", "event", "timeout", "retry", "connection", "socket", "thread", "worker", "queue", "lock", "transaction", "migration", "schema", "field", "value", "default", "config", "option", "setting", "flag", "header", "cookie", "browser", "render", "template", "style", "layout", "button", "link", "form", "input", "validation", "message", "error", "warning", "failure", "exception", "stack", "trace", "crash", "panic", "memory", "leak", "performance", "slow", "latency", "spike", "regression", "upgrade", "release", "version", "build", "test", "flaky", "pipeline", "deploy", "docker", "container", "proxy", "nginx", "certificate", "encoding", "unicode", "emoji", "locale", "timezone", "date", "sort", "order", "filter", "search", "ranking", "pagination", "offset", "limit", "count", "label", "assignee", "author", "comment", "reply", "mention", "notification", "webhook", "payload", "signature", "secret", "permission", "access", "admin", "owner", "collaborator", "fork", "star", "clone", "push", "fetch", "remote", "origin", "upstream", "conflict", "rebase", "squash", "history", "graph", "blame"]
-EXCEPTIONS = ["KeyError", "TypeError", "ValueError", "TimeoutError", "sqlite3.OperationalError",
-              "AttributeError", "UnicodeDecodeError", "ConnectionResetError"]
+WORDS = [
+    "the",
+    "request",
+    "cache",
+    "handler",
+    "server",
+    "client",
+    "response",
+    "database",
+    "query",
+    "index",
+    "page",
+    "token",
+    "session",
+    "user",
+    "repository",
+    "branch",
+    "commit",
+    "merge",
+    "diff",
+    "file",
+    "tree",
+    "log",
+    "event",
+    "timeout",
+    "retry",
+    "connection",
+    "socket",
+    "thread",
+    "worker",
+    "queue",
+    "lock",
+    "transaction",
+    "migration",
+    "schema",
+    "field",
+    "value",
+    "default",
+    "config",
+    "option",
+    "setting",
+    "flag",
+    "header",
+    "cookie",
+    "browser",
+    "render",
+    "template",
+    "style",
+    "layout",
+    "button",
+    "link",
+    "form",
+    "input",
+    "validation",
+    "message",
+    "error",
+    "warning",
+    "failure",
+    "exception",
+    "stack",
+    "trace",
+    "crash",
+    "panic",
+    "memory",
+    "leak",
+    "performance",
+    "slow",
+    "latency",
+    "spike",
+    "regression",
+    "upgrade",
+    "release",
+    "version",
+    "build",
+    "test",
+    "flaky",
+    "pipeline",
+    "deploy",
+    "docker",
+    "container",
+    "proxy",
+    "nginx",
+    "certificate",
+    "encoding",
+    "unicode",
+    "emoji",
+    "locale",
+    "timezone",
+    "date",
+    "sort",
+    "order",
+    "filter",
+    "search",
+    "ranking",
+    "pagination",
+    "offset",
+    "limit",
+    "count",
+    "label",
+    "assignee",
+    "author",
+    "comment",
+    "reply",
+    "mention",
+    "notification",
+    "webhook",
+    "payload",
+    "signature",
+    "secret",
+    "permission",
+    "access",
+    "admin",
+    "owner",
+    "collaborator",
+    "fork",
+    "star",
+    "clone",
+    "push",
+    "fetch",
+    "remote",
+    "origin",
+    "upstream",
+    "conflict",
+    "rebase",
+    "squash",
+    "history",
+    "graph",
+    "blame",
+]
+EXCEPTIONS = [
+    "KeyError",
+    "TypeError",
+    "ValueError",
+    "TimeoutError",
+    "sqlite3.OperationalError",
+    "AttributeError",
+    "UnicodeDecodeError",
+    "ConnectionResetError",
+]
 MODULES = ["app", "auth", "store", "search", "pulls", "render", "rest", "events", "gitrepo"]
-LABELS = ["bug", "enhancement", "question", "documentation", "performance", "security",
-          "good first issue", "help wanted", "ui", "api", "git", "search", "needs triage"]
+LABELS = [
+    "bug",
+    "enhancement",
+    "question",
+    "documentation",
+    "performance",
+    "security",
+    "good first issue",
+    "help wanted",
+    "ui",
+    "api",
+    "git",
+    "search",
+    "needs triage",
+]
 
 
 class TextGen:
@@ -123,8 +353,10 @@ class TextGen:
         elif kind < 0.9:
             text = f"Add {r.choice(FEATURES)} to the {r.choice(COMPONENTS)}"
         else:
-            text = f"{r.choice(EXCEPTIONS)} in {r.choice(MODULES)}.py when using the " \
-                   f"{r.choice(COMPONENTS)}"
+            text = (
+                f"{r.choice(EXCEPTIONS)} in {r.choice(MODULES)}.py when using the "
+                f"{r.choice(COMPONENTS)}"
+            )
         return text[0].upper() + text[1:]
 
     def _prose(self, n: int) -> str:
@@ -135,19 +367,25 @@ class TextGen:
         r = self.rng
         parts = []
         if r.random() < 0.6:
-            parts.append(f"Steps to reproduce: open the {r.choice(COMPONENTS)}, then "
-                         f"{r.choice(['click save', 'reload the page', 'push a branch', 'sign out', 'paste a long text'])}.")
+            parts.append(
+                f"Steps to reproduce: open the {r.choice(COMPONENTS)}, then "
+                f"{r.choice(['click save', 'reload the page', 'push a branch', 'sign out', 'paste a long text'])}."
+            )
         if r.random() < 0.5:
             parts.append(f"Expected it to work; instead it {r.choice(PROBLEMS)}.")
         for _ in range(r.randint(1, 4)):
             parts.append(self._prose(r.randint(6, 24)))
         if r.random() < 0.3:
-            parts.append(f"The log shows `{r.choice(EXCEPTIONS)}` in `{r.choice(MODULES)}.py` "
-                         f"line {r.randint(10, 900)}.")
+            parts.append(
+                f"The log shows `{r.choice(EXCEPTIONS)}` in `{r.choice(MODULES)}.py` "
+                f"line {r.randint(10, 900)}."
+            )
         if r.random() < 0.2:
             parts.append(f"Possibly related to #{r.randint(1, 5000)}.")
         if r.random() < 0.15:
-            parts.append(f"Workaround: {r.choice(['restart the server', 'clear the cache', 'use the API directly', 'downgrade for now'])}.")
+            parts.append(
+                f"Workaround: {r.choice(['restart the server', 'clear the cache', 'use the API directly', 'downgrade for now'])}."
+            )
         return "\n\n".join(parts)
 
 
@@ -164,25 +402,39 @@ def matches(title: str, body: str, word: str) -> bool:
 
 # --- arguments -------------------------------------------------------------------------
 
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--issues", type=int, default=10_000, help="issues to seed (10000)")
-    parser.add_argument("--pulls", type=int, default=1_000,
-                        help="pull requests to seed, one branch each (1000)")
-    parser.add_argument("--requests", type=int, default=200,
-                        help="timed requests per endpoint, split over the rounds (200)")
+    parser.add_argument(
+        "--pulls", type=int, default=1_000, help="pull requests to seed, one branch each (1000)"
+    )
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=200,
+        help="timed requests per endpoint, split over the rounds (200)",
+    )
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (5)")
-    parser.add_argument("--concurrency", type=int, default=16,
-                        help="requests in flight while seeding (16)")
-    parser.add_argument("--closed", type=float, default=0.25,
-                        help="fraction of the issues closed after seeding (0.25)")
-    parser.add_argument("--query", default="error",
-                        help="search word; should match many issues (error)")
+    parser.add_argument(
+        "--concurrency", type=int, default=16, help="requests in flight while seeding (16)"
+    )
+    parser.add_argument(
+        "--closed",
+        type=float,
+        default=0.25,
+        help="fraction of the issues closed after seeding (0.25)",
+    )
+    parser.add_argument(
+        "--query", default="error", help="search word; should match many issues (error)"
+    )
     parser.add_argument("--seed", type=int, default=1, help="random seed of the text (1)")
-    parser.add_argument("--auth", action="store_true",
-                        help="send the owner's bearer token with every timed request")
-    parser.add_argument("--keep-db", metavar="PATH",
-                        help="copy the seeded database to PATH (for EXPLAIN, sqlite3)")
+    parser.add_argument(
+        "--auth", action="store_true", help="send the owner's bearer token with every timed request"
+    )
+    parser.add_argument(
+        "--keep-db", metavar="PATH", help="copy the seeded database to PATH (for EXPLAIN, sqlite3)"
+    )
     args = parser.parse_args(argv)
     if args.issues < 31 or args.pulls < 31:
         parser.error("--issues and --pulls must be > 30 so a first page is full")
@@ -193,12 +445,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 # --- git: many branches cheaply --------------------------------------------------------
 
+
 def git(*args: str, cwd: Path | None = None, stdin: bytes | None = None) -> bytes:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.com",
-           "GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
-    done = subprocess.run(["git", "-c", "credential.helper=", *args], cwd=cwd, input=stdin,
-                          capture_output=True, env=env, timeout=600)
+    env = {
+        **os.environ,
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "Bench",
+        "GIT_AUTHOR_EMAIL": "bench@example.com",
+        "GIT_COMMITTER_NAME": "Bench",
+        "GIT_COMMITTER_EMAIL": "bench@example.com",
+    }
+    done = subprocess.run(
+        ["git", "-c", "credential.helper=", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        env=env,
+        timeout=600,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed: {done.stderr.decode(errors='replace')}")
     return done.stdout
@@ -238,8 +503,8 @@ def make_branches(local: Path, branches: list[str]) -> None:
 
 # --- seeding through the API -----------------------------------------------------------
 
-async def run_jobs(jobs: list[tuple[str, str, dict, str]], concurrency: int
-                   ) -> list[dict]:
+
+async def run_jobs(jobs: list[tuple[str, str, dict, str]], concurrency: int) -> list[dict]:
     """(method, url, json body, token) jobs, `concurrency` in flight; the JSON answers."""
     results: list[dict | None] = [None] * len(jobs)
     queue: asyncio.Queue[int] = asyncio.Queue()
@@ -256,8 +521,9 @@ async def run_jobs(jobs: list[tuple[str, str, dict, str]], concurrency: int
                 except asyncio.QueueEmpty:
                     return
                 method, url, body, token = jobs[index]
-                async with session.request(method, url, json=body,
-                                           headers=harness.bearer(token)) as resp:
+                async with session.request(
+                    method, url, json=body, headers=harness.bearer(token)
+                ) as resp:
                     payload = await resp.json(content_type=None)
                     if resp.status not in (200, 201):
                         raise RuntimeError(f"{method} {url} answered {resp.status}: {payload}")
@@ -277,8 +543,12 @@ def seed(server: harness.Server, args: argparse.Namespace) -> dict:
     start = time.perf_counter()
     owner = harness.sign_up(url, OWNER, password=PASSWORD)
     helpers = [(f"dev{i}", harness.sign_up(url, f"dev{i}")) for i in range(HELPERS)]
-    harness.expect(*harness.request_json(url + "/api/repositories", "POST", {"name": REPO},
-                                         harness.bearer(owner)), 201)
+    harness.expect(
+        *harness.request_json(
+            url + "/api/repositories", "POST", {"name": REPO}, harness.bearer(owner)
+        ),
+        201,
+    )
     times["accounts and repository"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -297,24 +567,35 @@ def seed(server: harness.Server, args: argparse.Namespace) -> dict:
         title, body = text.title(), text.body()
         query_hits += matches(title, body, args.query)
         if rng.random() < 0.7:  # the owner triages: labels, sometimes assignees
-            payload = {"title": title, "body": body,
-                       "labels": rng.sample(LABELS, rng.randint(0, 3)),
-                       "assignees": [name for name, _ in rng.sample(helpers, rng.choice(
-                           [0, 0, 1, 1, 2]))]}
+            payload = {
+                "title": title,
+                "body": body,
+                "labels": rng.sample(LABELS, rng.randint(0, 3)),
+                "assignees": [name for name, _ in rng.sample(helpers, rng.choice([0, 0, 1, 1, 2]))],
+            }
             jobs.append(("POST", base + "/issues", payload, owner))
         else:
-            jobs.append(("POST", base + "/issues", {"title": title, "body": body},
-                         rng.choice(helpers)[1]))
+            jobs.append(
+                ("POST", base + "/issues", {"title": title, "body": body}, rng.choice(helpers)[1])
+            )
     for branch in branches:
         token = owner if rng.random() < 0.5 else rng.choice(helpers)[1]
-        jobs.append(("POST", base + "/pulls", {"title": text.title(), "body": text.body(),
-                                               "head": branch, "base": "main"}, token))
+        jobs.append(
+            (
+                "POST",
+                base + "/pulls",
+                {"title": text.title(), "body": text.body(), "head": branch, "base": "main"},
+                token,
+            )
+        )
     rng.shuffle(jobs)
     start = time.perf_counter()
     created = asyncio.run(run_jobs(jobs, args.concurrency))
     elapsed = time.perf_counter() - start
-    times[f"{args.issues} issues + {args.pulls} pull requests created "
-          f"({len(jobs) / elapsed:,.0f} req/s, {args.concurrency} in flight)"] = elapsed
+    times[
+        f"{args.issues} issues + {args.pulls} pull requests created "
+        f"({len(jobs) / elapsed:,.0f} req/s, {args.concurrency} in flight)"
+    ] = elapsed
 
     issue_numbers = [c["issue"]["number"] for c in created if "issue" in c]
     pull_numbers = [c["pullRequest"]["number"] for c in created if "pullRequest" in c]
@@ -325,22 +606,34 @@ def seed(server: harness.Server, args: argparse.Namespace) -> dict:
 
     to_close = rng.sample(issue_numbers, round(args.closed * len(issue_numbers)))
     start = time.perf_counter()
-    asyncio.run(run_jobs([("PATCH", f"{base}/issues/{n}", {"state": "closed"}, owner)
-                          for n in to_close], args.concurrency))
+    asyncio.run(
+        run_jobs(
+            [("PATCH", f"{base}/issues/{n}", {"state": "closed"}, owner) for n in to_close],
+            args.concurrency,
+        )
+    )
     elapsed = time.perf_counter() - start
     times[f"{len(to_close)} issues closed"] = elapsed
-    return {"times": times, "owner": owner, "query_hits": query_hits,
-            "mergeable": mergeable, "closed": len(to_close)}
+    return {
+        "times": times,
+        "owner": owner,
+        "query_hits": query_hits,
+        "mergeable": mergeable,
+        "closed": len(to_close),
+    }
 
 
 # --- measuring -------------------------------------------------------------------------
+
 
 def check(url: str, headers: dict[str, str], key: str, want: int) -> int:
     """The endpoint answers 200 with a full page (want items) and hasMore."""
     body = harness.expect(*harness.request_json(url, headers=headers), 200)
     if len(body[key]) != want or not body["hasMore"]:
-        raise RuntimeError(f"{url}: expected {want} {key} and hasMore, got "
-                           f"{len(body[key])}, hasMore={body['hasMore']}")
+        raise RuntimeError(
+            f"{url}: expected {want} {key} and hasMore, got "
+            f"{len(body[key])}, hasMore={body['hasMore']}"
+        )
     return len(body[key])
 
 
@@ -361,10 +654,13 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_issues: `git` is not installed or not on PATH", file=sys.stderr)
         return 2
     print(f"# command: {shlex.join([sys.executable, *sys.argv])}", flush=True)
-    print(f"# effective: --issues {args.issues} --pulls {args.pulls} --requests "
-          f"{args.requests} --rounds {args.rounds} --concurrency {args.concurrency} "
-          f"--closed {args.closed:g} --query {shlex.quote(args.query)} --seed {args.seed}"
-          f"{' --auth' if args.auth else ''}", flush=True)
+    print(
+        f"# effective: --issues {args.issues} --pulls {args.pulls} --requests "
+        f"{args.requests} --rounds {args.rounds} --concurrency {args.concurrency} "
+        f"--closed {args.closed:g} --query {shlex.quote(args.query)} --seed {args.seed}"
+        f"{' --auth' if args.auth else ''}",
+        flush=True,
+    )
     print(f"# {os.cpu_count()} CPUs; server and this client share them", flush=True)
 
     with harness.Server() as server:
@@ -373,11 +669,16 @@ def main(argv: list[str] | None = None) -> int:
         total = time.perf_counter() - total_start
         for name, seconds in facts["times"].items():
             print(f"# seeding: {name}: {seconds:.1f} s", flush=True)
-        print(f"seeding time: {total:.1f} s  [{args.issues} issues ({facts['closed']} closed),"
-              f" {args.pulls} pull requests ({facts['mergeable']} mergeable), through the API]",
-              flush=True)
-        print(f"# '{args.query}' (prefix) is in {facts['query_hits']} of {args.issues} issues "
-              f"({facts['query_hits'] / args.issues:.0%})", flush=True)
+        print(
+            f"seeding time: {total:.1f} s  [{args.issues} issues ({facts['closed']} closed),"
+            f" {args.pulls} pull requests ({facts['mergeable']} mergeable), through the API]",
+            flush=True,
+        )
+        print(
+            f"# '{args.query}' (prefix) is in {facts['query_hits']} of {args.issues} issues "
+            f"({facts['query_hits'] / args.issues:.0%})",
+            flush=True,
+        )
 
         headers = harness.bearer(facts["owner"]) if args.auth else {}
         base = f"{server.url}/api/repositories/{OWNER}/{REPO}"
@@ -385,7 +686,8 @@ def main(argv: list[str] | None = None) -> int:
             "GET /health": server.url + "/health",
             "GET issues?limit=30 (open, first page)": base + "/issues?limit=30",
             f"GET search?q={args.query}&type=issues": (
-                f"{server.url}/api/search?q={quote(args.query)}&type=issues"),
+                f"{server.url}/api/search?q={quote(args.query)}&type=issues"
+            ),
             "GET pulls?limit=30 (open, first page)": base + "/pulls?limit=30",
         }
         names = list(targets)
@@ -393,26 +695,33 @@ def main(argv: list[str] | None = None) -> int:
         check(targets[names[2]], headers, "results", 20)
         check(targets[names[3]], headers, "pullRequests", 30)
 
-        per_round = [args.requests // args.rounds + (1 if r < args.requests % args.rounds else 0)
-                     for r in range(args.rounds)]
-        print(f"# timing: {args.requests} sequential requests per endpoint on one kept-alive "
-              f"connection, {args.rounds} interleaved rounds (order rotates), "
-              f"{'bearer' if args.auth else 'anonymous'}", flush=True)
+        per_round = [
+            args.requests // args.rounds + (1 if r < args.requests % args.rounds else 0)
+            for r in range(args.rounds)
+        ]
+        print(
+            f"# timing: {args.requests} sequential requests per endpoint on one kept-alive "
+            f"connection, {args.rounds} interleaved rounds (order rotates), "
+            f"{'bearer' if args.auth else 'anonymous'}",
+            flush=True,
+        )
         samples: dict[str, list[float]] = {name: [] for name in names}
         for round_no in range(args.rounds):
-            order = names[round_no % len(names):] + names[:round_no % len(names)]
+            order = names[round_no % len(names) :] + names[: round_no % len(names)]
             for name in order:
                 result = harness.latency(targets[name], per_round[round_no], headers, warmup=5)
                 samples[name] += result.samples_ms
-                print(f"#   round {round_no + 1} {name}: median {result.median_ms:.2f} ms, "
-                      f"p90 {result.p90_ms:.2f} ms", flush=True)
+                print(
+                    f"#   round {round_no + 1} {name}: median {result.median_ms:.2f} ms, "
+                    f"p90 {result.p90_ms:.2f} ms",
+                    flush=True,
+                )
         # The search cache serves a repeated query from memory; a distinct offset per
         # request misses it every time and shows what ranking costs.
         cold_name = f"GET search?q={args.query}&type=issues, uncached (offset varies)"
         cold: list[float] = []
         for n in range(args.requests):
-            url = (f"{server.url}/api/search?q={quote(args.query)}&type=issues"
-                   f"&offset={n + 1}")
+            url = f"{server.url}/api/search?q={quote(args.query)}&type=issues&offset={n + 1}"
             cold += harness.latency(url, 1, headers, warmup=0).samples_ms
         samples[cold_name] = cold
         names.append(cold_name)
@@ -423,14 +732,27 @@ def main(argv: list[str] | None = None) -> int:
     print()
     results = {name: harness.LatencyResult(values) for name, values in samples.items()}
     floor = results[names[0]].median_ms
-    harness.report(names[0], floor, "ms", digits=2,
-                   note=f"p90 {results[names[0]].p90_ms:.2f} ms; the denominator")
+    harness.report(
+        names[0],
+        floor,
+        "ms",
+        digits=2,
+        note=f"p90 {results[names[0]].p90_ms:.2f} ms; the denominator",
+    )
     met = True
     for name in names[1:]:
         value = results[name].median_ms
-        harness.report(name, value, "ms", floor, "/health", target=TARGET,
-                       higher_is_better=False, digits=2,
-                       note=f"p90 {results[name].p90_ms:.2f} ms, p99 {results[name].p99_ms:.2f} ms")
+        harness.report(
+            name,
+            value,
+            "ms",
+            floor,
+            "/health",
+            target=TARGET,
+            higher_is_better=False,
+            digits=2,
+            note=f"p90 {results[name].p90_ms:.2f} ms, p99 {results[name].p99_ms:.2f} ms",
+        )
         if "uncached" not in name:  # reported for the record; the target is the endpoint's
             met = met and value / floor <= TARGET
     print(f"seeding time: {total:.1f} s")

@@ -25,8 +25,9 @@ from harness import Server, request_json, sign_up
 def timed(url: str, username: str) -> float:
     """Seconds one failed sign-in takes, end to end."""
     started = time.perf_counter()
-    status, body = request_json(url + "/auth/sign-in", "POST",
-                                {"username": username, "password": "not the password"})
+    status, body = request_json(
+        url + "/auth/sign-in", "POST", {"username": username, "password": "not the password"}
+    )
     elapsed = time.perf_counter() - started
     if status != 401:
         raise RuntimeError(f"expected 401, got {status}: {body}")
@@ -38,8 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--bcrypt-rounds", type=int, default=12)
     args = parser.parse_args(argv)
-    settings = {"security": {"bcrypt_rounds": args.bcrypt_rounds},
-                "rate_limit": {"enabled": False}}
+    settings = {"security": {"bcrypt_rounds": args.bcrypt_rounds}, "rate_limit": {"enabled": False}}
     with Server(settings) as server:
         sign_up(server.url, "known")
         timed(server.url, "known"), timed(server.url, "nobody")  # warm-up, unmeasured
@@ -47,13 +47,15 @@ def main(argv: list[str] | None = None) -> int:
         for n in range(args.rounds):
             # Interleaved, in alternating order, so drift hits both alike.
             pair = [("known", known), ("nobody", unknown)]
-            for username, into in (pair if n % 2 == 0 else pair[::-1]):
+            for username, into in pair if n % 2 == 0 else pair[::-1]:
                 into.append(timed(server.url, username))
         for name, values in (("known", known), ("unknown", unknown)):
             print(f"# {name}: " + " ".join(f"{v * 1000:.0f}" for v in values))
         k, u = statistics.median(known), statistics.median(unknown)
-        print(f"sign-in, known username, wrong password: {k * 1000:.1f} ms median "
-              f"(bcrypt cost {args.bcrypt_rounds}, {args.rounds} sign-ins)")
+        print(
+            f"sign-in, known username, wrong password: {k * 1000:.1f} ms median "
+            f"(bcrypt cost {args.bcrypt_rounds}, {args.rounds} sign-ins)"
+        )
         print(f"sign-in, unknown username: {u * 1000:.1f} ms median (ratio {u / k:.2f} vs known)")
     return 0
 

@@ -101,6 +101,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # --- the bare aiohttp baseline (run as its own process) ------------------------------
 
+
 def baseline_server(argv: list[str]) -> int:
     """`bench_ws.py _baseline --port P`: the bare broadcaster, the denominator.
 
@@ -126,8 +127,7 @@ def baseline_server(argv: list[str]) -> int:
     async def ws_handler(request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(max_msg_size=64 * 1024)
         await ws.prepare(request)
-        await ws.send_str(json.dumps({"type": "connected", "userId": "0",
-                                      "username": "baseline"}))
+        await ws.send_str(json.dumps({"type": "connected", "userId": "0", "username": "baseline"}))
         channels: set[str] = set()
         try:
             async for msg in ws:
@@ -138,8 +138,9 @@ def baseline_server(argv: list[str]) -> int:
                     channel = (message.get("repository") or {}).get("name", "")
                     channels.add(channel)
                     subscribed[channel].add(ws)
-                    await ws.send_str(json.dumps({"type": "subscribed",
-                                                  "repository": message.get("repository")}))
+                    await ws.send_str(
+                        json.dumps({"type": "subscribed", "repository": message.get("repository")})
+                    )
         finally:
             for channel in channels:
                 subscribed[channel].discard(ws)
@@ -169,8 +170,9 @@ def baseline_server(argv: list[str]) -> int:
 
     app = web.Application()
     app.router.add_routes(routes)
-    web.run_app(app, host=args.host, port=args.port, print=None, access_log=None,
-                shutdown_timeout=5)
+    web.run_app(
+        app, host=args.host, port=args.port, print=None, access_log=None, shutdown_timeout=5
+    )
     return 0
 
 
@@ -203,9 +205,18 @@ def poster_main() -> int:
         finally:
             conn.close()
         found = FANOUT_TIMING.search(resp.getheader("Server-Timing") or "")
-        print(json.dumps({"status": resp.status, "sent": sent, "answered": answered,
-                          "waited": float(found.group(1)) / 1000 if found else 0.0,
-                          "body": data[:300].decode("utf-8", "replace")}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "status": resp.status,
+                    "sent": sent,
+                    "answered": answered,
+                    "waited": float(found.group(1)) / 1000 if found else 0.0,
+                    "body": data[:300].decode("utf-8", "replace"),
+                }
+            ),
+            flush=True,
+        )
     return 0
 
 
@@ -218,16 +229,22 @@ class Poster:
 
     async def start(self) -> None:
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, os.path.abspath(__file__), "_poster",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+            sys.executable,
+            os.path.abspath(__file__),
+            "_poster",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
 
-    async def post(self, url: str, body: str, headers: dict[str, str], wanted: int
-                   ) -> tuple[float, float, float]:
+    async def post(
+        self, url: str, body: str, headers: dict[str, str], wanted: int
+    ) -> tuple[float, float, float]:
         """(sent, answered, waited) of one POST; raises unless it answered `wanted`."""
         assert self.proc is not None and self.proc.stdin and self.proc.stdout
         async with self.lock:
-            self.proc.stdin.write(json.dumps({"url": url, "body": body,
-                                              "headers": headers}).encode() + b"\n")
+            self.proc.stdin.write(
+                json.dumps({"url": url, "body": body, "headers": headers}).encode() + b"\n"
+            )
             await self.proc.stdin.drain()
             line = await self.proc.stdout.readline()
         if not line:
@@ -244,6 +261,7 @@ class Poster:
 
 
 # --- helpers -------------------------------------------------------------------------
+
 
 def pct(values: list[float], p: float) -> float:
     """The p-th percentile, the way harness.LatencyResult takes it (nearest rank)."""
@@ -269,8 +287,10 @@ def raise_nofile(needed: int) -> tuple[int, int]:
             try:  # only root may raise the hard limit
                 resource.setrlimit(resource.RLIMIT_NOFILE, (needed, needed))
             except (ValueError, OSError):
-                raise SystemExit(f"bench_ws: need {needed} open files but the hard limit is "
-                                 f"{hard}; raise it (ulimit -Hn) or lower --clients") from None
+                raise SystemExit(
+                    f"bench_ws: need {needed} open files but the hard limit is "
+                    f"{hard}; raise it (ulimit -Hn) or lower --clients"
+                ) from None
         else:
             resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
     return resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -302,7 +322,7 @@ def title_of(text: str) -> str | None:
     at = text.find(TITLE_MARK)
     if at >= 0 and text.startswith('{"type": "notification"'):
         start = at + len('"title": "')
-        return text[start:text.index('"', start)]
+        return text[start : text.index('"', start)]
     message = json.loads(text)
     if message.get("type") != "notification":
         return None
@@ -313,6 +333,7 @@ def title_of(text: str) -> str | None:
 
 BUSY = "busy "  # titles of the --writers' issues: delivered, not timed
 
+
 class Fleet:
     """`n` WebSocket clients of one server, recording when each notification arrived.
 
@@ -320,8 +341,9 @@ class Fleet:
     the list of perf_counter() times, one per client that read it.
     """
 
-    def __init__(self, name: str, ws_url: str, tokens: list[str], compress: int = 0,
-                 repo: str = REPO) -> None:
+    def __init__(
+        self, name: str, ws_url: str, tokens: list[str], compress: int = 0, repo: str = REPO
+    ) -> None:
         self.name = name
         self.repo = repo
         self.compress = compress
@@ -349,14 +371,18 @@ class Fleet:
         async def one(i: int) -> None:
             async with gate:
                 token = self.tokens[i % len(self.tokens)]
-                ws = await self.session.ws_connect(f"{self.ws_url}?token={token}",
-                                                   autoping=True, max_msg_size=1 << 20,
-                                                   compress=self.compress)
+                ws = await self.session.ws_connect(
+                    f"{self.ws_url}?token={token}",
+                    autoping=True,
+                    max_msg_size=1 << 20,
+                    compress=self.compress,
+                )
                 hello = await ws.receive_json(timeout=30)
                 if hello.get("type") != "connected":
                     raise RuntimeError(f"{self.name}: first message {hello}")
-                await ws.send_json({"type": "subscribe",
-                                    "repository": {"owner": OWNER, "name": self.repo}})
+                await ws.send_json(
+                    {"type": "subscribe", "repository": {"owner": OWNER, "name": self.repo}}
+                )
                 while True:
                     reply = await ws.receive_json(timeout=30)
                     if reply.get("type") == "subscribed":
@@ -401,8 +427,9 @@ class Fleet:
         readers, self.readers = self.readers[keep:], self.readers[:keep]
         self.closing.update(doomed)
         for i in range(0, len(doomed), 100):
-            await asyncio.gather(*(ws.close() for ws in doomed[i:i + 100]),
-                                 return_exceptions=True)
+            await asyncio.gather(
+                *(ws.close() for ws in doomed[i : i + 100]), return_exceptions=True
+            )
         await asyncio.gather(*readers, return_exceptions=True)
 
     async def shutdown(self) -> None:
@@ -414,8 +441,13 @@ class Fleet:
 class Target:
     """One server under test: how to publish an event to it, its fleet and its figures."""
 
-    def __init__(self, label: str, server: harness.Server, fleet: Fleet,
-                 post: Callable[[str], Awaitable[tuple[float, float, float]]]) -> None:
+    def __init__(
+        self,
+        label: str,
+        server: harness.Server,
+        fleet: Fleet,
+        post: Callable[[str], Awaitable[tuple[float, float, float]]],
+    ) -> None:
         self.label = label
         self.server = server
         self.fleet = fleet
@@ -448,8 +480,10 @@ class Target:
             await asyncio.wait_for(done, EVENT_TIMEOUT)
         except TimeoutError:
             got = len(self.fleet.arrivals.get(title, ()))
-            raise RuntimeError(f"{self.label}: only {got} of {len(self.fleet.sockets)} clients "
-                               f"had event {title!r} after {EVENT_TIMEOUT:g} s") from None
+            raise RuntimeError(
+                f"{self.label}: only {got} of {len(self.fleet.sockets)} clients "
+                f"had event {title!r} after {EVENT_TIMEOUT:g} s"
+            ) from None
         times = self.fleet.arrivals.pop(title)
         self.fleet.waiting.pop(title, None)
         if record:
@@ -479,33 +513,62 @@ class Target:
 
 # --- the run -------------------------------------------------------------------------
 
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--clients", type=int, default=1000,
-                        help="WebSocket clients per server (default 1000)")
-    parser.add_argument("--events", type=int, default=50,
-                        help="measured events per server (default 50)")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="interleaved rounds the events are split into (default 5)")
-    parser.add_argument("--gap", type=float, default=0.05,
-                        help="seconds between one event being complete and the next POST")
-    parser.add_argument("--users", type=int, default=4,
-                        help="accounts whose tokens the clients share (default 4)")
-    parser.add_argument("--baseline", choices=("on", "off"), default="on",
-                        help="also run the bare aiohttp broadcaster (default on)")
-    parser.add_argument("--compress", action="store_true",
-                        help="offer permessage-deflate like browsers do (both servers accept "
-                             "it); off by default, like aiohttp's client")
-    parser.add_argument("--pin", action="store_true",
-                        help="servers on CPU 0 (taskset), this client process on CPU 1")
-    parser.add_argument("--writers", type=int, default=0,
-                        help="clients creating issues one after another each while a "
-                             "server's events are measured (issue 14: 50)")
-    parser.add_argument("--writers-repo", default="busy",
-                        help="where the writers create issues: `busy` (default), a private "
-                             "repository of their own that the writers watch with a socket "
-                             "each; `live`, the measured clients' repository, so that every "
-                             "write is also sent to all of them")
+    parser.add_argument(
+        "--clients", type=int, default=1000, help="WebSocket clients per server (default 1000)"
+    )
+    parser.add_argument(
+        "--events", type=int, default=50, help="measured events per server (default 50)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="interleaved rounds the events are split into (default 5)",
+    )
+    parser.add_argument(
+        "--gap",
+        type=float,
+        default=0.05,
+        help="seconds between one event being complete and the next POST",
+    )
+    parser.add_argument(
+        "--users", type=int, default=4, help="accounts whose tokens the clients share (default 4)"
+    )
+    parser.add_argument(
+        "--baseline",
+        choices=("on", "off"),
+        default="on",
+        help="also run the bare aiohttp broadcaster (default on)",
+    )
+    parser.add_argument(
+        "--compress",
+        action="store_true",
+        help="offer permessage-deflate like browsers do (both servers accept "
+        "it); off by default, like aiohttp's client",
+    )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="servers on CPU 0 (taskset), this client process on CPU 1",
+    )
+    parser.add_argument(
+        "--writers",
+        type=int,
+        default=0,
+        help="clients creating issues one after another each while a "
+        "server's events are measured (issue 14: 50)",
+    )
+    parser.add_argument(
+        "--writers-repo",
+        default="busy",
+        help="where the writers create issues: `busy` (default), a private "
+        "repository of their own that the writers watch with a socket "
+        "each; `live`, the measured clients' repository, so that every "
+        "write is also sent to all of them",
+    )
     args = parser.parse_args(argv)
     if args.clients < 1 or args.events < 1 or args.users < 1:
         parser.error("--clients, --events and --users must be positive")
@@ -513,8 +576,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def seed(url: str, users: int, writers: int, writers_repo: str
-         ) -> tuple[str, list[str], list[str]]:
+def seed(url: str, users: int, writers: int, writers_repo: str) -> tuple[str, list[str], list[str]]:
     """The owner's token (with its public repository), `users` tokens, `writers` tokens.
 
     With writers in their own repository, that one is private and every writer is a
@@ -522,18 +584,36 @@ def seed(url: str, users: int, writers: int, writers_repo: str
     and none of the measured clients.
     """
     owner = harness.sign_up(url, OWNER)
-    harness.expect(*harness.request_json(url + "/api/repositories", "POST", {"name": REPO},
-                                         harness.bearer(owner)), 201)
+    harness.expect(
+        *harness.request_json(
+            url + "/api/repositories", "POST", {"name": REPO}, harness.bearer(owner)
+        ),
+        201,
+    )
     tokens = [harness.sign_up(url, f"wsuser{i}") for i in range(users)]
     writer_tokens = [harness.sign_up(url, f"wswriter{i}") for i in range(writers)]
     if writers and writers_repo != REPO:
-        harness.expect(*harness.request_json(
-            url + "/api/repositories", "POST", {"name": writers_repo, "visibility": "private"},
-            harness.bearer(owner)), 201)
+        harness.expect(
+            *harness.request_json(
+                url + "/api/repositories",
+                "POST",
+                {"name": writers_repo, "visibility": "private"},
+                harness.bearer(owner),
+            ),
+            201,
+        )
         for i in range(writers):
-            harness.expect(*harness.request_json(
-                f"{url}/api/repositories/{OWNER}/{writers_repo}/collaborators/wswriter{i}",
-                "PUT", {"permission": "write"}, harness.bearer(owner)), 200, 201, 204)
+            harness.expect(
+                *harness.request_json(
+                    f"{url}/api/repositories/{OWNER}/{writers_repo}/collaborators/wswriter{i}",
+                    "PUT",
+                    {"permission": "write"},
+                    harness.bearer(owner),
+                ),
+                200,
+                201,
+                204,
+            )
     return owner, tokens, writer_tokens
 
 
@@ -542,16 +622,17 @@ def show_rss(target: Target) -> None:
         print(f"# {target.label} RSS {key}: {harness.mib(kib):.1f} MiB", flush=True)
 
 
-async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Server | None
-              ) -> int:
+async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Server | None) -> int:
     owner, tokens, writer_tokens = seed(hub.url, args.users, args.writers, args.writers_repo)
     ws_hub = hub.url.replace("http://", "ws://") + "/ws"
     post_session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
 
     async def post_hub(title: str, repo: str = REPO, token: str = owner) -> None:
-        async with post_session.post(f"{hub.url}/api/repositories/{OWNER}/{repo}/issues",
-                                     json={"title": title},
-                                     headers=harness.bearer(token)) as resp:
+        async with post_session.post(
+            f"{hub.url}/api/repositories/{OWNER}/{repo}/issues",
+            json={"title": title},
+            headers=harness.bearer(token),
+        ) as resp:
             body = await resp.read()
             if resp.status != 201:
                 raise RuntimeError(f"POST issues answered {resp.status}: {body[:300]!r}")
@@ -560,10 +641,12 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
     await poster.start()
 
     async def measured_hub(title: str) -> tuple[float, float, float]:
-        return await poster.post(f"{hub.url}/api/repositories/{OWNER}/{REPO}/issues",
-                                 json.dumps({"title": title}),
-                                 {**harness.bearer(owner), "Content-Type": "application/json"},
-                                 201)
+        return await poster.post(
+            f"{hub.url}/api/repositories/{OWNER}/{REPO}/issues",
+            json.dumps({"title": title}),
+            {**harness.bearer(owner), "Content-Type": "application/json"},
+            201,
+        )
 
     writes: defaultdict[str, int] = defaultdict(int)
 
@@ -585,6 +668,7 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
         async def end() -> None:
             stop.set()
             await asyncio.gather(*tasks)
+
         return end
 
     targets: list[Target] = []
@@ -595,6 +679,7 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
     template: dict[str, Any] = {}
 
     if base is not None:
+
         def copy(title: str) -> str:
             message = json.loads(json.dumps(template))
             message["notification"]["id"] = uuid.uuid4().hex
@@ -602,13 +687,17 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
             return json.dumps(message)
 
         async def measured_base(title: str) -> tuple[float, float, float]:
-            return await poster.post(base.url + "/publish", copy(title),
-                                     {"Content-Type": "application/json"}, 202)
+            return await poster.post(
+                base.url + "/publish", copy(title), {"Content-Type": "application/json"}, 202
+            )
 
         async def post_base(title: str, channel: str = REPO) -> None:
-            async with post_session.post(base.url + "/publish", params={"channel": channel},
-                                         data=copy(title),
-                                         headers={"Content-Type": "application/json"}) as resp:
+            async with post_session.post(
+                base.url + "/publish",
+                params={"channel": channel},
+                data=copy(title),
+                headers={"Content-Type": "application/json"},
+            ) as resp:
                 body = await resp.read()
                 if resp.status != 202:
                     raise RuntimeError(f"POST /publish answered {resp.status}: {body[:300]!r}")
@@ -620,11 +709,13 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
         targets.append(base_target)
     if args.writers and args.writers_repo != REPO:
         # The writers watch their own repository: its events have an audience too.
-        hub_target.writer_fleet = Fleet("hubsvc writers", ws_hub, writer_tokens, compress,
-                                        repo=args.writers_repo)
+        hub_target.writer_fleet = Fleet(
+            "hubsvc writers", ws_hub, writer_tokens, compress, repo=args.writers_repo
+        )
         if base is not None:
-            base_target.writer_fleet = Fleet("bare aiohttp writers", ws_base, ["-"], compress,
-                                             repo=args.writers_repo)
+            base_target.writer_fleet = Fleet(
+                "bare aiohttp writers", ws_base, ["-"], compress, repo=args.writers_repo
+            )
 
     try:
         for target in targets:  # hubsvc first: the baseline copies its notification
@@ -645,39 +736,50 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
             await asyncio.sleep(1.0)
             target.rss["after clients"] = harness.rss_kib(target.server.pid)
             deflate = sum(1 for ws in fleet.sockets if ws.compress)
-            print(f"# {target.label}: {args.clients} clients connected and subscribed in "
-                  f"{target.connect_s:.1f} s; server open files: "
-                  f"{len(os.listdir(f'/proc/{target.server.pid}/fd'))}; permessage-deflate "
-                  f"on {deflate}", flush=True)
+            print(
+                f"# {target.label}: {args.clients} clients connected and subscribed in "
+                f"{target.connect_s:.1f} s; server open files: "
+                f"{len(os.listdir(f'/proc/{target.server.pid}/fd'))}; permessage-deflate "
+                f"on {deflate}",
+                flush=True,
+            )
             if target.writer_fleet is not None:
                 # After "after clients": the writers' sockets are not in the per-client
                 # figure when connected, and only add to the after-the-events one.
                 await target.writer_fleet.open()
                 await target.writer_fleet.connect(args.writers)
-        print(f"# notification size: {len(hub_target.fleet.sample_text)} bytes "
-              f"(the baseline broadcasts a copy of it)", flush=True)
+        print(
+            f"# notification size: {len(hub_target.fleet.sample_text)} bytes "
+            f"(the baseline broadcasts a copy of it)",
+            flush=True,
+        )
 
         # This process only measures; a full collection in the middle of a fan-out would
         # delay the receipts, so the connected state is frozen out of the collector.
         gc.collect()
         gc.freeze()
 
-        per_round = [args.events // args.rounds + (1 if r < args.events % args.rounds else 0)
-                     for r in range(args.rounds)]
+        per_round = [
+            args.events // args.rounds + (1 if r < args.events % args.rounds else 0)
+            for r in range(args.rounds)
+        ]
         for r, n in enumerate(per_round):
             order = targets if r % 2 == 0 else targets[::-1]
             for target in order:
                 await target.events(n, args.gap, functools.partial(busy, target))
                 p50, worst = target.rounds[-1]
-                print(f"# round {r + 1} {target.label}: {n} events, last client p50 "
-                      f"{p50:.1f} ms, max {worst:.1f} ms", flush=True)
+                print(
+                    f"# round {r + 1} {target.label}: {n} events, last client p50 "
+                    f"{p50:.1f} ms, max {worst:.1f} ms",
+                    flush=True,
+                )
         for target in targets:
             target.rss["after events"] = harness.rss_kib(target.server.pid)
 
         base_loops: list[float] = []
         if base is not None:
             async with post_session.get(base.url + "/stats") as resp:
-                base_loops = (await resp.json())["loops_ms"][-args.events:]
+                base_loops = (await resp.json())["loops_ms"][-args.events :]
     finally:
         for target in targets:
             await target.fleet.shutdown()
@@ -691,12 +793,18 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
     for target in targets:
         show_rss(target)
     if args.writers:
-        where = (f"{OWNER}/{REPO}, sent to every measured client too" if args.writers_repo == REPO
-                 else f"{OWNER}/{args.writers_repo} (private, watched by the writers' "
-                      f"{args.writers} sockets)")
+        where = (
+            f"{OWNER}/{REPO}, sent to every measured client too"
+            if args.writers_repo == REPO
+            else f"{OWNER}/{args.writers_repo} (private, watched by the writers' "
+            f"{args.writers} sockets)"
+        )
         for target in targets:
-            print(f"# {target.label}: {args.writers} writers made {writes[target.label]} "
-                  f"events in {where} while its events were measured", flush=True)
+            print(
+                f"# {target.label}: {args.writers} writers made {writes[target.label]} "
+                f"events in {where} while its events were measured",
+                flush=True,
+            )
     dropped = hub_target.fleet.closed_early
     print(f"# hubsvc sockets closed by the server during the run: {dropped}", flush=True)
 
@@ -706,12 +814,19 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
     b = targets[1] if base is not None else None
     print(flush=True)
     if b is not None:
-        print(f"bare aiohttp send loop ({args.clients} sockets): p50 "
-              f"{pct(base_loops, 50):.1f} ms, p99 {pct(base_loops, 99):.1f} ms", flush=True)
-    harness.report("hubsvc POST issues answer", pct(h.post_ms, 50), "ms",
-                   note=f"p99 {pct(h.post_ms, 99):.1f} ms, of which waiting for the fan-out "
-                        f"(Server-Timing) p50 {pct(h.waited_ms, 50):.1f} ms, p99 "
-                        f"{pct(h.waited_ms, 99):.1f} ms; not part of the latency")
+        print(
+            f"bare aiohttp send loop ({args.clients} sockets): p50 "
+            f"{pct(base_loops, 50):.1f} ms, p99 {pct(base_loops, 99):.1f} ms",
+            flush=True,
+        )
+    harness.report(
+        "hubsvc POST issues answer",
+        pct(h.post_ms, 50),
+        "ms",
+        note=f"p99 {pct(h.post_ms, 99):.1f} ms, of which waiting for the fan-out "
+        f"(Server-Timing) p50 {pct(h.waited_ms, 50):.1f} ms, p99 "
+        f"{pct(h.waited_ms, 99):.1f} ms; not part of the latency",
+    )
     first = f"first client p50 {pct(h.first_ms, 50):.1f} ms"
     if b is not None:
         first += f", bare aiohttp {pct(b.first_ms, 50):.1f} ms"
@@ -721,9 +836,12 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
         if early:
             # The server starts sending once the event commits, which may be before
             # its answer is on the wire: a receipt may come before t0.
-            print(f"# {target.label}: in {early} of {len(target.first_ms)} events the first "
-                  f"client read the notification before t0 (by {-min(target.first_ms):.1f} "
-                  f"ms at most)", flush=True)
+            print(
+                f"# {target.label}: in {early} of {len(target.first_ms)} events the first "
+                f"client read the notification before t0 (by {-min(target.first_ms):.1f} "
+                f"ms at most)",
+                flush=True,
+            )
     p99 = pct(h.last_ms, 99)
     for who, attr in (("median-client", "median_ms"), ("last-client", "last_ms")):
         for p in (50, 99):
@@ -736,25 +854,34 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
                 met = p99 <= LATENCY_TARGET_MS
                 ok &= met
                 note = f"target ≤ {LATENCY_TARGET_MS:g} ms: {'met' if met else 'NOT MET'}"
-            harness.report(f"hubsvc {name}", pct(getattr(h, attr), p), "ms", theirs, bname,
-                           note=note)
+            harness.report(
+                f"hubsvc {name}", pct(getattr(h, attr), p), "ms", theirs, bname, note=note
+            )
     base_cpu = b.server_cpu_s / b.events_done * 1000 if b is not None else None
     for target in targets[::-1]:
-        harness.report(f"{target.label} server CPU per event",
-                       target.server_cpu_s / target.events_done * 1000, "ms",
-                       base_cpu if target is h else None, bname,
-                       note=f"client process CPU per event "
-                            f"{target.client_cpu_s / target.events_done * 1000:.1f} ms")
+        harness.report(
+            f"{target.label} server CPU per event",
+            target.server_cpu_s / target.events_done * 1000,
+            "ms",
+            base_cpu if target is h else None,
+            bname,
+            note=f"client process CPU per event "
+            f"{target.client_cpu_s / target.events_done * 1000:.1f} ms",
+        )
 
     def per_client(t: Target, when: str) -> float:
         return (t.rss[when] - t.rss["before clients"]) / args.clients
 
     for target in targets[::-1]:
-        harness.report(f"{target.label} RSS before clients", harness.mib(
-            target.rss["before clients"]), "MiB")
-        harness.report(f"{target.label} RSS with {args.clients} clients", harness.mib(
-            target.rss["after clients"]), "MiB",
-            note=f"after the events {harness.mib(target.rss['after events']):.1f} MiB")
+        harness.report(
+            f"{target.label} RSS before clients", harness.mib(target.rss["before clients"]), "MiB"
+        )
+        harness.report(
+            f"{target.label} RSS with {args.clients} clients",
+            harness.mib(target.rss["after clients"]),
+            "MiB",
+            note=f"after the events {harness.mib(target.rss['after events']):.1f} MiB",
+        )
     # Per client: once connected and subscribed, and once every socket has carried the
     # events (a compressor, say, is only made for the first message sent); the target
     # is checked against the larger.
@@ -768,10 +895,11 @@ async def run(args: argparse.Namespace, hub: harness.Server, base: harness.Serve
             worst = max(cost, per_client(h, "after clients"))
             met = worst < RSS_TARGET_KIB
             ok &= met
-            note = (f"target < {RSS_TARGET_KIB:g} KiB (the larger of the two, {worst:.1f}): "
-                    f"{'met' if met else 'NOT MET'}")
-        harness.report(f"hubsvc RSS per client ({label})", cost, "KiB", base_cost, bname,
-                       note=note)
+            note = (
+                f"target < {RSS_TARGET_KIB:g} KiB (the larger of the two, {worst:.1f}): "
+                f"{'met' if met else 'NOT MET'}"
+            )
+        harness.report(f"hubsvc RSS per client ({label})", cost, "KiB", base_cost, bname, note=note)
     return 0 if ok else 1
 
 
@@ -783,31 +911,43 @@ def main(argv: list[str] | None = None) -> int:
         return poster_main()
     args = parse_args(argv)
     print(f"# command: {shlex.join([sys.executable, *sys.argv])}", flush=True)
-    print(f"# effective: --clients {args.clients} --events {args.events} --rounds "
-          f"{args.rounds} --gap {args.gap:g} --users {args.users} --baseline {args.baseline}"
-          f"{' --compress' if args.compress else ''}{' --pin' if args.pin else ''}"
-          f"{f' --writers {args.writers} --writers-repo {args.writers_repo}' if args.writers else ''}",
-          flush=True)
+    print(
+        f"# effective: --clients {args.clients} --events {args.events} --rounds "
+        f"{args.rounds} --gap {args.gap:g} --users {args.users} --baseline {args.baseline}"
+        f"{' --compress' if args.compress else ''}{' --pin' if args.pin else ''}"
+        f"{f' --writers {args.writers} --writers-repo {args.writers_repo}' if args.writers else ''}",
+        flush=True,
+    )
     servers = 2 if args.baseline == "on" else 1
     soft, hard = raise_nofile(servers * args.clients + 256)
     print(f"# load average at start: {loadavg()}", flush=True)
-    print(f"# {os.cpu_count()} CPUs; RLIMIT_NOFILE of this client process: soft {soft}, "
-          f"hard {hard} (the servers inherit it)", flush=True)
+    print(
+        f"# {os.cpu_count()} CPUs; RLIMIT_NOFILE of this client process: soft {soft}, "
+        f"hard {hard} (the servers inherit it)",
+        flush=True,
+    )
     server_cpus = None
     if args.pin:
         server_cpus = "0"
         os.sched_setaffinity(0, {1})
     settings = {"websocket": {"max_per_ip": args.clients + 100}}
     with harness.Server(settings, cpus=server_cpus) as hub:
-        print(f"# hubsvc pid {hub.pid}, open files limit {'/'.join(nofile_limits(hub.pid))}",
-              flush=True)
+        print(
+            f"# hubsvc pid {hub.pid}, open files limit {'/'.join(nofile_limits(hub.pid))}",
+            flush=True,
+        )
         if args.baseline == "on":
-            base = harness.Server(command=[sys.executable, os.path.abspath(__file__),
-                                           "_baseline"], cpus=server_cpus,
-                                  name="bare-aiohttp")
+            base = harness.Server(
+                command=[sys.executable, os.path.abspath(__file__), "_baseline"],
+                cpus=server_cpus,
+                name="bare-aiohttp",
+            )
             with base:
-                print(f"# bare aiohttp pid {base.pid}, open files limit "
-                      f"{'/'.join(nofile_limits(base.pid))}", flush=True)
+                print(
+                    f"# bare aiohttp pid {base.pid}, open files limit "
+                    f"{'/'.join(nofile_limits(base.pid))}",
+                    flush=True,
+                )
                 return asyncio.run(run(args, hub, base))
         return asyncio.run(run(args, hub, None))
 

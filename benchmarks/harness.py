@@ -73,11 +73,18 @@ class Server:
     way for every server so the logging cost is comparable. `cpus` pins it with taskset.
     """
 
-    def __init__(self, settings: dict[str, dict[str, Any]] | None = None, *,
-                 command: Sequence[str] | None = None, ready_path: str = "/health",
-                 cpus: str | None = None, name: str = "hubsvc",
-                 start_timeout: float = 30.0, root: Path = ROOT,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        settings: dict[str, dict[str, Any]] | None = None,
+        *,
+        command: Sequence[str] | None = None,
+        ready_path: str = "/health",
+        cpus: str | None = None,
+        name: str = "hubsvc",
+        start_timeout: float = 30.0,
+        root: Path = ROOT,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.settings = {section: dict(values) for section, values in BENCH_SETTINGS.items()}
         for section, values in (settings or {}).items():
             self.settings.setdefault(section, {}).update(values)
@@ -97,9 +104,12 @@ class Server:
     @classmethod
     def hello(cls, cpus: str | None = None, access_log: str = "hubsvc") -> Server:
         """The hello-world baseline, benchmarks/hello.py, run the same way."""
-        return cls(command=[sys.executable, str(BENCH_DIR / "hello.py"),
-                            "--access-log", access_log],
-                   ready_path="/hello", cpus=cpus, name="hello")
+        return cls(
+            command=[sys.executable, str(BENCH_DIR / "hello.py"), "--access-log", access_log],
+            ready_path="/hello",
+            cpus=cpus,
+            name="hello",
+        )
 
     @property
     def pid(self) -> int:
@@ -125,8 +135,16 @@ class Server:
         else:
             config = self.tmp_dir / "config.toml"
             config.write_text(_toml(self.settings))
-            argv = [sys.executable, str(self.root / "run.py"), "--config", str(config),
-                    "--port", str(self.port), "--data-dir", str(self.data_dir)]
+            argv = [
+                sys.executable,
+                str(self.root / "run.py"),
+                "--config",
+                str(config),
+                "--port",
+                str(self.port),
+                "--data-dir",
+                str(self.data_dir),
+            ]
         if self.cpus is not None:
             argv = [_require_tool("taskset"), "--cpu-list", self.cpus, *argv]
         return argv
@@ -141,8 +159,14 @@ class Server:
         # The environment must not change the settings under test.
         env = {k: v for k, v in env.items() if not k.startswith("HUBSVC_")}
         env.update(self.extra_env)
-        self.proc = subprocess.Popen(self._argv(), stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=self.root, env=env)
+        self.proc = subprocess.Popen(
+            self._argv(),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.root,
+            env=env,
+        )
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -157,8 +181,9 @@ class Server:
                 time.sleep(0.05)
         log = self.logs()
         self.stop()
-        raise RuntimeError(f"{self.name} did not answer {self.ready_path} in "
-                           f"{self.start_timeout:.0f} s:\n{log}")
+        raise RuntimeError(
+            f"{self.name} did not answer {self.ready_path} in {self.start_timeout:.0f} s:\n{log}"
+        )
 
     def logs(self, tail: int = 4000) -> str:
         """The end of the process's output."""
@@ -198,13 +223,26 @@ class Server:
 
 # --- seeding -------------------------------------------------------------------------
 
-def request_json(url: str, method: str = "GET", body: Any = None,
-                 headers: dict[str, str] | None = None, timeout: float = 30.0
-                 ) -> tuple[int, Any]:
+
+def request_json(
+    url: str,
+    method: str = "GET",
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30.0,
+) -> tuple[int, Any]:
     """One JSON request with urllib; returns (status, decoded body or None)."""
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={
-        "Content-Type": "application/json", "Accept": "application/json", **(headers or {})})
+    req = urllib.request.Request(
+        url,
+        data=data,
+        method=method,
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            **(headers or {}),
+        },
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             status, raw = resp.status, resp.read()
@@ -223,12 +261,24 @@ def expect(status: int, body: Any, *wanted: int) -> Any:
     return body
 
 
-def sign_up(base_url: str, username: str, password: str = "correct horse battery",
-            email: str | None = None, name: str | None = None) -> str:
+def sign_up(
+    base_url: str,
+    username: str,
+    password: str = "correct horse battery",
+    email: str | None = None,
+    name: str | None = None,
+) -> str:
     """Create an account through POST /auth/sign-up and return its bearer token."""
-    status, body = request_json(base_url + "/auth/sign-up", "POST", {
-        "email": email or f"{username}@example.com", "username": username,
-        "password": password, "name": name or username.title()})
+    status, body = request_json(
+        base_url + "/auth/sign-up",
+        "POST",
+        {
+            "email": email or f"{username}@example.com",
+            "username": username,
+            "password": password,
+            "name": name or username.title(),
+        },
+    )
     return expect(status, body, 201)["token"]
 
 
@@ -238,6 +288,7 @@ def bearer(token: str) -> dict[str, str]:
 
 
 # --- memory --------------------------------------------------------------------------
+
 
 def _status_kib(pid: int, key: str) -> int:
     with open(f"/proc/{pid}/status") as fh:
@@ -304,6 +355,7 @@ class PeakRss:
 
 # --- load with wrk -------------------------------------------------------------------
 
+
 class ToolMissing(RuntimeError):
     """A command-line tool the benchmark needs is not installed."""
 
@@ -311,14 +363,19 @@ class ToolMissing(RuntimeError):
 def _require_tool(name: str, hint: str = "") -> str:
     path = shutil.which(name)
     if path is None:
-        raise ToolMissing(f"`{name}` is not installed or not on PATH" + (f": {hint}" if hint else ""))
+        raise ToolMissing(
+            f"`{name}` is not installed or not on PATH" + (f": {hint}" if hint else "")
+        )
     return path
 
 
 def require_wrk() -> str:
     """The path of wrk, or ToolMissing saying how to install it."""
-    return _require_tool("wrk", "install it with `apt-get update && apt-get install -y wrk` "
-                                "(Debian/Ubuntu) or `brew install wrk` (macOS)")
+    return _require_tool(
+        "wrk",
+        "install it with `apt-get update && apt-get install -y wrk` "
+        "(Debian/Ubuntu) or `brew install wrk` (macOS)",
+    )
 
 
 @dataclass
@@ -363,30 +420,48 @@ def parse_wrk(output: str) -> WrkResult:
     latency = re.search(rf"^\s+Latency\s+{_DURATION}\s+{_DURATION}\s+{_DURATION}", output, re.M)
     if not (rps and done and latency):
         raise RuntimeError(f"could not parse wrk output:\n{output}")
-    percentiles = {m.group(1): _ms(m.group(2), m.group(3)) for m in re.finditer(
-        rf"^\s+(\d+%)\s+{_DURATION}\s*$", output, re.M)}
+    percentiles = {
+        m.group(1): _ms(m.group(2), m.group(3))
+        for m in re.finditer(rf"^\s+(\d+%)\s+{_DURATION}\s*$", output, re.M)
+    }
     non_2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
-    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
-                     output)
+    sock = re.search(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output
+    )
     socket_errors = {}
     if sock:
-        socket_errors = dict(zip(("connect", "read", "write", "timeout"),
-                                 map(int, sock.groups())))
+        socket_errors = dict(zip(("connect", "read", "write", "timeout"), map(int, sock.groups())))
     return WrkResult(
-        rps=float(rps.group(1)), requests=int(done.group(1)),
+        rps=float(rps.group(1)),
+        requests=int(done.group(1)),
         seconds=_ms(done.group(2), done.group(3)) / 1000,
         latency_avg_ms=_ms(latency.group(1), latency.group(2)),
         latency_max_ms=_ms(latency.group(5), latency.group(6)),
-        percentiles_ms=percentiles, non_2xx=int(non_2xx.group(1)) if non_2xx else 0,
-        socket_errors=socket_errors, output=output)
+        percentiles_ms=percentiles,
+        non_2xx=int(non_2xx.group(1)) if non_2xx else 0,
+        socket_errors=socket_errors,
+        output=output,
+    )
 
 
-def wrk_command(url: str, seconds: float, connections: int, threads: int,
-                headers: dict[str, str] | None = None, cpus: str | None = None,
-                timeout_s: float = 10.0) -> list[str]:
+def wrk_command(
+    url: str,
+    seconds: float,
+    connections: int,
+    threads: int,
+    headers: dict[str, str] | None = None,
+    cpus: str | None = None,
+    timeout_s: float = 10.0,
+) -> list[str]:
     """The wrk command line (with taskset in front when cpus is given)."""
-    argv = [require_wrk(), f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s",
-            f"--timeout={timeout_s:g}s", "--latency"]
+    argv = [
+        require_wrk(),
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{max(1, round(seconds))}s",
+        f"--timeout={timeout_s:g}s",
+        "--latency",
+    ]
     for key, value in (headers or {}).items():
         argv += ["-H", f"{key}: {value}"]
     argv.append(url)
@@ -395,9 +470,16 @@ def wrk_command(url: str, seconds: float, connections: int, threads: int,
     return argv
 
 
-def wrk(url: str, seconds: float = 5, connections: int = 32, threads: int = 1,
-        headers: dict[str, str] | None = None, *, cpus: str | None = None,
-        allow_errors: bool = False) -> WrkResult:
+def wrk(
+    url: str,
+    seconds: float = 5,
+    connections: int = 32,
+    threads: int = 1,
+    headers: dict[str, str] | None = None,
+    *,
+    cpus: str | None = None,
+    allow_errors: bool = False,
+) -> WrkResult:
     """Load url with the wrk process for `seconds`; raises if any answer was not 2xx/3xx.
 
     A benchmark that silently measures 401s or 429s would measure the wrong thing, so
@@ -409,12 +491,15 @@ def wrk(url: str, seconds: float = 5, connections: int = 32, threads: int = 1,
         raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr or done.stdout}")
     result = parse_wrk(done.stdout)
     if result.errors and not allow_errors:
-        raise RuntimeError(f"wrk saw {result.non_2xx} non-2xx answers and socket errors "
-                           f"{result.socket_errors} on {url}:\n{done.stdout}")
+        raise RuntimeError(
+            f"wrk saw {result.non_2xx} non-2xx answers and socket errors "
+            f"{result.socket_errors} on {url}:\n{done.stdout}"
+        )
     return result
 
 
 # --- latency of single requests ------------------------------------------------------
+
 
 @dataclass
 class LatencyResult:
@@ -439,9 +524,17 @@ class LatencyResult:
         return self.percentile_ms(99)
 
 
-def latency(url: str, n: int = 200, headers: dict[str, str] | None = None, *,
-            method: str = "GET", body: bytes | None = None, warmup: int = 10,
-            expect_status: Iterable[int] = (200,), timeout: float = 60.0) -> LatencyResult:
+def latency(
+    url: str,
+    n: int = 200,
+    headers: dict[str, str] | None = None,
+    *,
+    method: str = "GET",
+    body: bytes | None = None,
+    warmup: int = 10,
+    expect_status: Iterable[int] = (200,),
+    timeout: float = 60.0,
+) -> LatencyResult:
     """Time n requests one after another over one persistent http.client connection.
 
     For endpoints too slow or too heavy for wrk: the figure is the time a single
@@ -472,6 +565,7 @@ def latency(url: str, n: int = 200, headers: dict[str, str] | None = None, *,
 
 # --- figures -------------------------------------------------------------------------
 
+
 def median(values: Iterable[float]) -> float:
     """The median of the values (of the rounds, usually)."""
     values = list(values)
@@ -486,9 +580,17 @@ def spread(values: Iterable[float]) -> str:
     return f"{min(values):.0f}–{max(values):.0f}" if values else "-"
 
 
-def report(name: str, value: float, unit: str = "", baseline: float | None = None,
-           baseline_name: str = "baseline", target: float | None = None,
-           higher_is_better: bool = True, note: str = "", digits: int = 1) -> str:
+def report(
+    name: str,
+    value: float,
+    unit: str = "",
+    baseline: float | None = None,
+    baseline_name: str = "baseline",
+    target: float | None = None,
+    higher_is_better: bool = True,
+    note: str = "",
+    digits: int = 1,
+) -> str:
     """Print and return `name: value unit (ratio X vs baseline)`, with a target verdict."""
     text = f"{name}: {value:,.{digits}f}{(' ' + unit) if unit else ''}"
     if baseline:

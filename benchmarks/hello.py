@@ -30,26 +30,39 @@ routes = web.RouteTableDef()
 @routes.get("/hello")
 async def hello(request: web.Request) -> web.Response:
     """{"hello": "world"}."""
-    return web.Response(body=json.dumps({"hello": "world"}, separators=(",", ":")).encode(),
-                        content_type="application/json")
+    return web.Response(
+        body=json.dumps({"hello": "world"}, separators=(",", ":")).encode(),
+        content_type="application/json",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="hello-world aiohttp baseline")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8081)
-    parser.add_argument("--access-log", choices=("hubsvc", "off"), default="hubsvc",
-                        help="log every request like hubsvc does (default), or not at all")
+    parser.add_argument(
+        "--access-log",
+        choices=("hubsvc", "off"),
+        default="hubsvc",
+        help="log every request like hubsvc does (default), or not at all",
+    )
     args = parser.parse_args(argv)
     setup_logging()
     app = web.Application()
     app.router.add_routes(routes)
     if args.access_log == "hubsvc":
-        web.run_app(app, host=args.host, port=args.port, print=None,
-                    access_log_class=AccessLogger, shutdown_timeout=10)
+        web.run_app(
+            app,
+            host=args.host,
+            port=args.port,
+            print=None,
+            access_log_class=AccessLogger,
+            shutdown_timeout=10,
+        )
     else:
-        web.run_app(app, host=args.host, port=args.port, print=None, access_log=None,
-                    shutdown_timeout=10)
+        web.run_app(
+            app, host=args.host, port=args.port, print=None, access_log=None, shutdown_timeout=10
+        )
     return 0
 
 

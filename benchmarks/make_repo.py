@@ -20,7 +20,58 @@ import time
 from pathlib import Path
 from typing import IO
 
-WORDS = ["account", "branch", "buffer", "cache", "client", "commit", "config", "context", "cursor", "data", "default", "diff", "entry", "event", "field", "filter", "handler", "index", "issue", "limit", "listener", "message", "module", "offset", "option", "owner", "page", "parser", "path", "payload", "queue", "reader", "record", "request", "response", "result", "review", "schema", "search", "session", "source", "state", "stream", "token", "tree", "update", "user", "value", "worker", "writer"]
+WORDS = [
+    "account",
+    "branch",
+    "buffer",
+    "cache",
+    "client",
+    "commit",
+    "config",
+    "context",
+    "cursor",
+    "data",
+    "default",
+    "diff",
+    "entry",
+    "event",
+    "field",
+    "filter",
+    "handler",
+    "index",
+    "issue",
+    "limit",
+    "listener",
+    "message",
+    "module",
+    "offset",
+    "option",
+    "owner",
+    "page",
+    "parser",
+    "path",
+    "payload",
+    "queue",
+    "reader",
+    "record",
+    "request",
+    "response",
+    "result",
+    "review",
+    "schema",
+    "search",
+    "session",
+    "source",
+    "state",
+    "stream",
+    "token",
+    "tree",
+    "update",
+    "user",
+    "value",
+    "worker",
+    "writer",
+]
 AUTHORS = [
     ("Ada Lovelace", "ada@example.com", "+0000"),
     ("Grace Hopper", "grace@example.com", "-0500"),
@@ -115,14 +166,15 @@ def _stream(out: IO[bytes], commits: int, files: int, seed: int) -> None:
     out.write(b"done\n")
 
 
-def make_repo(path: str | Path, commits: int = 5000, files: int = 500,
-              seed: int = 1) -> Path:
+def make_repo(path: str | Path, commits: int = 5000, files: int = 500, seed: int = 1) -> Path:
     """Create a bare repository at path with generated history; return the path."""
     path = Path(path)
-    subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main",
-                    str(path)], check=True)
-    proc = subprocess.Popen(["git", f"--git-dir={path}", "fast-import", "--quiet",
-                             "--done"], stdin=subprocess.PIPE)
+    subprocess.run(
+        ["git", "init", "--quiet", "--bare", "--initial-branch=main", str(path)], check=True
+    )
+    proc = subprocess.Popen(
+        ["git", f"--git-dir={path}", "fast-import", "--quiet", "--done"], stdin=subprocess.PIPE
+    )
     assert proc.stdin is not None
     try:
         _stream(proc.stdin, commits, files, seed)

@@ -26,10 +26,16 @@ from pathlib import Path
 import aiohttp
 import harness
 
-GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "Soak",
-           "GIT_AUTHOR_EMAIL": "soak@example.com", "GIT_COMMITTER_NAME": "Soak",
-           "GIT_COMMITTER_EMAIL": "soak@example.com"}
+GIT_ENV = {
+    **os.environ,
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "Soak",
+    "GIT_AUTHOR_EMAIL": "soak@example.com",
+    "GIT_COMMITTER_NAME": "Soak",
+    "GIT_COMMITTER_EMAIL": "soak@example.com",
+}
 PASSWORD = "correct horse battery"
 
 
@@ -49,8 +55,9 @@ class Stats:
         return len(self.latencies)
 
 
-async def api_worker(session: aiohttp.ClientSession, url: str, users: list[dict],
-                     stats: Stats, stop: asyncio.Event) -> None:
+async def api_worker(
+    session: aiohttp.ClientSession, url: str, users: list[dict], stats: Stats, stop: asyncio.Event
+) -> None:
     rng = random.Random()
     while not stop.is_set():
         user = rng.choice(users)
@@ -66,12 +73,19 @@ async def api_worker(session: aiohttp.ClientSession, url: str, users: list[dict]
         elif roll < 0.80:
             method, path, body = "POST", repo + "/issues", {"title": f"soak {rng.random()}"}
         elif roll < 0.92:
-            method, path, body = "POST", repo + "/issues/1/comments", {"body": "x" * rng.randint(10, 2000)}
+            method, path, body = (
+                "POST",
+                repo + "/issues/1/comments",
+                {"body": "x" * rng.randint(10, 2000)},
+            )
         elif roll < 0.97:
             method, path, body = "GET", "/health", None
         else:
-            method, path, body = "POST", "/auth/sign-in", {"username": user["name"],
-                                                             "password": PASSWORD}
+            method, path, body = (
+                "POST",
+                "/auth/sign-in",
+                {"username": user["name"], "password": PASSWORD},
+            )
         start = time.perf_counter()
         try:
             async with session.request(method, url + path, json=body, headers=headers) as resp:
@@ -85,13 +99,19 @@ async def api_worker(session: aiohttp.ClientSession, url: str, users: list[dict]
 
 async def git(*args: str, cwd: Path | None = None) -> int:
     proc = await asyncio.create_subprocess_exec(
-        "git", *args, cwd=cwd, env=GIT_ENV, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL)
+        "git",
+        *args,
+        cwd=cwd,
+        env=GIT_ENV,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     return await proc.wait()
 
 
-async def git_worker(n: int, url: str, users: list[dict], work: Path, stats: Stats,
-                     stop: asyncio.Event) -> None:
+async def git_worker(
+    n: int, url: str, users: list[dict], work: Path, stats: Stats, stop: asyncio.Event
+) -> None:
     user = users[n % len(users)]
     host = url.removeprefix("http://")
     remote = f"http://{user['name']}:{PASSWORD.replace(' ', '%20')}@{host}/{user['name']}/proj.git"
@@ -114,8 +134,9 @@ async def git_worker(n: int, url: str, users: list[dict], work: Path, stats: Sta
         await asyncio.to_thread(subprocess.run, ["rm", "-rf", str(clone)])
 
 
-async def ws_client(session: aiohttp.ClientSession, url: str, token: str,
-                    stop: asyncio.Event) -> None:
+async def ws_client(
+    session: aiohttp.ClientSession, url: str, token: str, stop: asyncio.Event
+) -> None:
     ws_url = url.replace("http://", "ws://") + f"/ws?token={token}"
     while not stop.is_set():
         try:
@@ -134,8 +155,11 @@ async def ws_client(session: aiohttp.ClientSession, url: str, token: str,
 def sample(server: harness.Server) -> dict:
     pid = server.pid
     wal = server.data_dir / "hubsvc.db-wal"
-    return {"rss": harness.rss_kib(pid) / 1024, "fds": len(os.listdir(f"/proc/{pid}/fd")),
-            "wal": (wal.stat().st_size if wal.exists() else 0) / 1e6}
+    return {
+        "rss": harness.rss_kib(pid) / 1024,
+        "fds": len(os.listdir(f"/proc/{pid}/fd")),
+        "wal": (wal.stat().st_size if wal.exists() else 0) / 1e6,
+    }
 
 
 def row(minute: str, s: dict, stats: Stats | None) -> str:
@@ -144,45 +168,74 @@ def row(minute: str, s: dict, stats: Stats | None) -> str:
     else:
         ms = sorted(x * 1000 for x in stats.latencies)
         p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
-        lat = (f"{statistics.median(ms):8.1f} {p99:8.1f} {len(ms):>8} {stats.errors:>6} "
-               f"{stats.clones:>6} {stats.pushes:>6}")
+        lat = (
+            f"{statistics.median(ms):8.1f} {p99:8.1f} {len(ms):>8} {stats.errors:>6} "
+            f"{stats.clones:>6} {stats.pushes:>6}"
+        )
     return f"{minute:>6} {s['rss']:8.1f} {s['fds']:>5} {s['wal']:8.2f} {lat}"
 
 
 async def main(args: argparse.Namespace) -> int:
     env = {"HUBSVC_TRACEMALLOC": str(args.tracemalloc)} if args.tracemalloc else {}
-    server = harness.Server({"websocket": {"max_per_ip": args.ws + 10},
-                             "server": {"git_processes_per_client": 64, "git_processes": 64}},
-                            env=env).start()
+    server = harness.Server(
+        {
+            "websocket": {"max_per_ip": args.ws + 10},
+            "server": {"git_processes_per_client": 64, "git_processes": 64},
+        },
+        env=env,
+    ).start()
     try:
         users = []
         for n in range(args.users):
             name = f"soak{n}"
             token = harness.sign_up(server.url, name, PASSWORD)
-            harness.expect(*harness.request_json(server.url + "/api/repositories", "POST",
-                                                 {"name": "proj", "autoInit": True},
-                                                 harness.bearer(token)), 201)
-            harness.expect(*harness.request_json(
-                server.url + f"/api/repositories/{name}/proj/issues", "POST", {"title": "one"},
-                harness.bearer(token)), 201)
+            harness.expect(
+                *harness.request_json(
+                    server.url + "/api/repositories",
+                    "POST",
+                    {"name": "proj", "autoInit": True},
+                    harness.bearer(token),
+                ),
+                201,
+            )
+            harness.expect(
+                *harness.request_json(
+                    server.url + f"/api/repositories/{name}/proj/issues",
+                    "POST",
+                    {"title": "one"},
+                    harness.bearer(token),
+                ),
+                201,
+            )
             users.append({"name": name, "token": token})
         stats, stop = Stats(), asyncio.Event()
         connector = aiohttp.TCPConnector(limit=0)
-        print(f"# soak: {args.minutes} min, {args.api} API workers, {args.git} git workers, "
-              f"{args.ws} WebSocket clients; then {args.idle_minutes} min idle")
-        print(f"{'min':>6} {'RSS MiB':>8} {'fds':>5} {'WAL MB':>8} {'p50 ms':>8} {'p99 ms':>8} "
-              f"{'requests':>8} {'errors':>6} {'clones':>6} {'pushes':>6}")
+        print(
+            f"# soak: {args.minutes} min, {args.api} API workers, {args.git} git workers, "
+            f"{args.ws} WebSocket clients; then {args.idle_minutes} min idle"
+        )
+        print(
+            f"{'min':>6} {'RSS MiB':>8} {'fds':>5} {'WAL MB':>8} {'p50 ms':>8} {'p99 ms':>8} "
+            f"{'requests':>8} {'errors':>6} {'clones':>6} {'pushes':>6}"
+        )
         print(row("start", sample(server), None), flush=True)
         totals = {"requests": 0, "clones": 0, "pushes": 0, "errors": 0}
         with tempfile.TemporaryDirectory(prefix="soak-git-") as work:
             async with aiohttp.ClientSession(connector=connector) as session:
-                tasks = [asyncio.create_task(api_worker(session, server.url, users, stats, stop))
-                         for _ in range(args.api)]
-                tasks += [asyncio.create_task(git_worker(n, server.url, users, Path(work),
-                                                         stats, stop)) for n in range(args.git)]
-                tasks += [asyncio.create_task(ws_client(session, server.url,
-                                                        users[n % len(users)]["token"], stop))
-                          for n in range(args.ws)]
+                tasks = [
+                    asyncio.create_task(api_worker(session, server.url, users, stats, stop))
+                    for _ in range(args.api)
+                ]
+                tasks += [
+                    asyncio.create_task(git_worker(n, server.url, users, Path(work), stats, stop))
+                    for n in range(args.git)
+                ]
+                tasks += [
+                    asyncio.create_task(
+                        ws_client(session, server.url, users[n % len(users)]["token"], stop)
+                    )
+                    for n in range(args.ws)
+                ]
                 for minute in range(1, args.minutes + 1):
                     await asyncio.sleep(60)
                     print(row(str(minute), sample(server), stats), flush=True)
@@ -196,15 +249,17 @@ async def main(args: argparse.Namespace) -> int:
         for minute in range(1, args.idle_minutes + 1):
             await asyncio.sleep(60)
             print(row(f"idle{minute}", sample(server), None), flush=True)
-        print(f"# totals: {totals['requests']} API requests, {totals['clones']} clones, "
-              f"{totals['pushes']} pushes, {totals['errors']} errors")
+        print(
+            f"# totals: {totals['requests']} API requests, {totals['clones']} clones, "
+            f"{totals['pushes']} pushes, {totals['errors']} errors"
+        )
         status, body = harness.request_json(server.url + "/health")
         print(f"# /health {status}: {body}")
         if args.tracemalloc:
             lines = [line for line in server.logs(200000).splitlines() if "tracemalloc:" in line]
             starts = [i for i, line in enumerate(lines) if "traced" in line]
             print("# last tracemalloc report:")
-            for line in lines[starts[-1]:] if starts else []:
+            for line in lines[starts[-1] :] if starts else []:
                 print("#", line.split("tracemalloc:", 1)[1])
     finally:
         server.stop()
@@ -219,6 +274,10 @@ if __name__ == "__main__":
     parser.add_argument("--git", type=int, default=2, help="concurrent clone+push workers")
     parser.add_argument("--ws", type=int, default=200, help="WebSocket clients held open")
     parser.add_argument("--users", type=int, default=10)
-    parser.add_argument("--tracemalloc", type=float, default=0,
-                        help="seconds between the server's tracemalloc reports (0: off)")
+    parser.add_argument(
+        "--tracemalloc",
+        type=float,
+        default=0,
+        help="seconds between the server's tracemalloc reports (0: off)",
+    )
     sys.exit(asyncio.run(main(parser.parse_args())))

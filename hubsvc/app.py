@@ -74,8 +74,11 @@ async def request_context(request: web.Request, handler):
     incoming = request.headers.get("X-Request-Id", "")
     # An id only has to tell requests apart, not be unguessable: getrandbits costs a
     # fraction of uuid4's os.urandom system call, which showed in the profile.
-    rid = incoming if incoming and _REQUEST_ID_RE.match(incoming) else \
-        f"{random.getrandbits(64):016x}"
+    rid = (
+        incoming
+        if incoming and _REQUEST_ID_RE.match(incoming)
+        else f"{random.getrandbits(64):016x}"
+    )
     request[REQUEST_ID] = rid
     request_id_var.set(rid)
     paced_seconds.set(0.0)  # a keep-alive connection's requests share one task's context
@@ -89,8 +92,9 @@ async def _add_request_id(request: web.Request, response: web.StreamResponse) ->
     paced = paced_seconds.get()
     if paced:
         # How long the answer waited for the live fan-out to catch up (EventBus.paced).
-        response.headers["Server-Timing"] = f'fanout;dur={paced * 1000:.1f};desc="waited for ' \
-                                            'the WebSocket fan-out"'
+        response.headers["Server-Timing"] = (
+            f'fanout;dur={paced * 1000:.1f};desc="waited for the WebSocket fan-out"'
+        )
 
 
 async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -108,9 +112,13 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     if granted:
         log.info("security.admins made %s administrators", ", ".join(granted))
     for name in missing:
-        log.warning("security.admins lists %s, but no account has that name: nothing is "
-                    "granted, now or when someone signs it up. Create the account, then grant it "
-                    "with `python run.py make-admin %s`", name, name)
+        log.warning(
+            "security.admins lists %s, but no account has that name: nothing is "
+            "granted, now or when someone signs it up. Create the account, then grant it "
+            "with `python run.py make-admin %s`",
+            name,
+            name,
+        )
     yield
     await asyncio.to_thread(app[REPO_FILES].close)
     await store.close()
@@ -193,28 +201,42 @@ def create_app(config: Config) -> web.Application:
     ensure_secret(config)
     security = config["security"]
     cookie = EncryptedCookieStorage(
-        cookie_key(security["secret_key"]), cookie_name="session", httponly=True,
-        samesite="Lax", path="/", secure=config.base_url.startswith("https://"),
+        cookie_key(security["secret_key"]),
+        cookie_name="session",
+        httponly=True,
+        samesite="Lax",
+        path="/",
+        secure=config.base_url.startswith("https://"),
         max_age=security["session_days"] * 86400,
     )
     app = web.Application(
         client_max_size=config["server"]["max_body_bytes"],
-        middlewares=[request_context, body_deadline, rate_limit_middleware, error_middleware,
-                     _sessions_when_used(session_middleware(cookie)), auth_middleware],
+        middlewares=[
+            request_context,
+            body_deadline,
+            rate_limit_middleware,
+            error_middleware,
+            _sessions_when_used(session_middleware(cookie)),
+            auth_middleware,
+        ],
         # aiohttp's 8190-byte request line is shorter than the documented query limits
         # (a 4096-character path plus a branch, percent-encoded): those must reach us.
         # aiohttp has no header read timeout of its own, but its keep-alive timer runs
         # from the connection's start and from each answer until a whole request head
         # is in, and closes the connection when it fires: that is the header deadline.
         # Set here rather than in run.py so the tests' servers get it too.
-        handler_args={"max_line_size": 65536,
-                      "keepalive_timeout": config["server"]["header_timeout_seconds"]},
+        handler_args={
+            "max_line_size": 65536,
+            "keepalive_timeout": config["server"]["header_timeout_seconds"],
+        },
     )
     app[CONFIG] = config
     app[STATE] = {}
-    app[STORE] = Store(config.data_dir / "hubsvc.db",
-                       read_timeout_ms=config["database"]["read_timeout_ms"],
-                       write_timeout_ms=config["database"]["write_timeout_ms"])
+    app[STORE] = Store(
+        config.data_dir / "hubsvc.db",
+        read_timeout_ms=config["database"]["read_timeout_ms"],
+        write_timeout_ms=config["database"]["write_timeout_ms"],
+    )
     app[BUS] = EventBus()
     app[BACKGROUND] = Background()
     app[TOKEN_CACHE] = TokenCache()
@@ -230,22 +252,56 @@ def create_app(config: Config) -> web.Application:
     make_slots(app)
     limits = config["rate_limit"]
     if limits["enabled"]:
-        app[LIMITER] = TokenBucket(limits["burst"], limits["per_minute"] / 60,
-                                   max_keys=limits["max_keys"])
-        app[SIGN_IN_LIMITER] = TokenBucket(limits["sign_in_per_15_minutes"],
-                                           limits["sign_in_per_15_minutes"] / 900,
-                                           max_keys=limits["max_keys"])
-        app[GIT_LIMITER] = TokenBucket(limits["git_burst"], limits["git_per_minute"] / 60,
-                                       max_keys=limits["max_keys"])
-    app.cleanup_ctx.extend([_store_ctx, _bus_ctx, pull_sync_ctx, webhook_ctx, hooks_ctx,
-                            mail_ctx, email_ctx, chat_dm_ctx, hub_ctx, push_journal_ctx,
-                            maintenance_ctx])
+        app[LIMITER] = TokenBucket(
+            limits["burst"], limits["per_minute"] / 60, max_keys=limits["max_keys"]
+        )
+        app[SIGN_IN_LIMITER] = TokenBucket(
+            limits["sign_in_per_15_minutes"],
+            limits["sign_in_per_15_minutes"] / 900,
+            max_keys=limits["max_keys"],
+        )
+        app[GIT_LIMITER] = TokenBucket(
+            limits["git_burst"], limits["git_per_minute"] / 60, max_keys=limits["max_keys"]
+        )
+    app.cleanup_ctx.extend(
+        [
+            _store_ctx,
+            _bus_ctx,
+            pull_sync_ctx,
+            webhook_ctx,
+            hooks_ctx,
+            mail_ctx,
+            email_ctx,
+            chat_dm_ctx,
+            hub_ctx,
+            push_journal_ctx,
+            maintenance_ctx,
+        ]
+    )
     app.on_shutdown.extend([_mark_shutdown, close_sockets, wake_polls])
     app.on_response_prepare.extend([add_rate_headers, _add_request_id])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
-    for module in (meta_api, docs_api, events_api, auth_api, account_api, users_api, admin_api,
-                   repos_api, issues_api, pulls_api, search_api, chat_api, chat_notices_api,
-                   webhooks_api, hooks_api, ws_api, git_api, compare_api, smart_http):
+    for module in (
+        meta_api,
+        docs_api,
+        events_api,
+        auth_api,
+        account_api,
+        users_api,
+        admin_api,
+        repos_api,
+        issues_api,
+        pulls_api,
+        search_api,
+        chat_api,
+        chat_notices_api,
+        webhooks_api,
+        hooks_api,
+        ws_api,
+        git_api,
+        compare_api,
+        smart_http,
+    ):
         app.router.add_routes(module.routes)
     _setup_cors(app, config)
     return app
@@ -257,8 +313,12 @@ def _setup_cors(app: web.Application, config: Config) -> None:
     if not origins:
         return
     options = aiohttp_cors.ResourceOptions(
-        allow_credentials=True, expose_headers="*", allow_headers="*",
-        allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"], max_age=3600)
+        allow_credentials=True,
+        expose_headers="*",
+        allow_headers="*",
+        allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+        max_age=3600,
+    )
     cors = aiohttp_cors.setup(app, defaults=dict.fromkeys(origins, options))
     for route in list(app.router.routes()):
         # "*" routes (git-lfs's, answered 501 to any method) are for git, not browsers.
@@ -271,19 +331,33 @@ def _setup_cors(app: web.Application, config: Config) -> None:
     app.on_response_prepare.append(_cors_on_errors(frozenset(origins)))
 
 
-_SIMPLE_HEADERS = frozenset(h.lower() for h in (
-    "Cache-Control", "Content-Language", "Content-Type", "Expires", "Last-Modified", "Pragma"))
+_SIMPLE_HEADERS = frozenset(
+    h.lower()
+    for h in (
+        "Cache-Control",
+        "Content-Language",
+        "Content-Type",
+        "Expires",
+        "Last-Modified",
+        "Pragma",
+    )
+)
 
 
 def _cors_on_errors(origins: frozenset[str]):
     """An on_response_prepare hook giving error answers the CORS headers of a configured origin."""
+
     async def add(request: web.Request, response: web.StreamResponse) -> None:
         origin = request.headers.get("Origin")
-        if (response.status < 400 or origin not in origins
-                or "Access-Control-Allow-Origin" in response.headers):
+        if (
+            response.status < 400
+            or origin not in origins
+            or "Access-Control-Allow-Origin" in response.headers
+        ):
             return
         exposed = sorted(k for k in response.headers if k.lower() not in _SIMPLE_HEADERS)
         response.headers["Access-Control-Expose-Headers"] = ",".join(exposed)
         response.headers["Access-Control-Allow-Origin"] = origin
         response.headers["Access-Control-Allow-Credentials"] = "true"
+
     return add

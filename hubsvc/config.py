@@ -50,9 +50,15 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "git_per_minute": 300,
         "git_burst": 600,
     },
-    "chat": {"webhook_url": "", "webhook_secret": "", "bot_key": "", "link_token_minutes": 60,
-             "retry_seconds": 2.0, "webhook_tolerance_seconds": 300,
-             "webhook_repositories": []},
+    "chat": {
+        "webhook_url": "",
+        "webhook_secret": "",
+        "bot_key": "",
+        "link_token_minutes": 60,
+        "retry_seconds": 2.0,
+        "webhook_tolerance_seconds": 300,
+        "webhook_repositories": [],
+    },
     "mail": {
         "smtp_host": "",
         "smtp_port": 587,
@@ -114,11 +120,15 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("server", "git_processes"): (_positive, "must be a positive integer"),
     ("server", "git_processes_per_client"): (_positive, "must be a positive integer"),
     ("server", "min_free_mb"): (lambda v: v >= 0, "must be an integer, 0 or more"),
-    ("database", "write_timeout_ms"): (lambda v: 1 <= v <= 600000,
-                                       "must be an integer from 1 to 600000"),
+    ("database", "write_timeout_ms"): (
+        lambda v: 1 <= v <= 600000,
+        "must be an integer from 1 to 600000",
+    ),
     ("security", "session_days"): (_positive, "must be a positive integer"),
-    ("security", "bcrypt_rounds"): (lambda v: isinstance(v, int) and 4 <= v <= 16,
-                                    "must be an integer from 4 to 16"),
+    ("security", "bcrypt_rounds"): (
+        lambda v: isinstance(v, int) and 4 <= v <= 16,
+        "must be an integer from 4 to 16",
+    ),
     ("rate_limit", "per_minute"): (_positive, "must be a positive integer"),
     ("rate_limit", "burst"): (_positive, "must be a positive integer"),
     ("rate_limit", "sign_in_per_15_minutes"): (_positive, "must be a positive integer"),
@@ -128,18 +138,29 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("rate_limit", "ipv6_prefix"): (lambda v: 1 <= v <= 128, "must be an integer from 1 to 128"),
     ("chat", "webhook_url"): (_url_or_empty, "must be an http:// or https:// URL"),
     ("chat", "link_token_minutes"): (_positive, "must be a positive integer"),
-    ("chat", "retry_seconds"): (lambda v: 0 < v <= 3600, "must be a number of seconds from 0 to 3600"),
+    ("chat", "retry_seconds"): (
+        lambda v: 0 < v <= 3600,
+        "must be a number of seconds from 0 to 3600",
+    ),
     ("chat", "webhook_tolerance_seconds"): (_positive, "must be a positive integer"),
-    ("chat", "webhook_repositories"): (lambda v: all(r.count("/") == 1 and all(r.split("/"))
-                                                     for r in v), "must list owner/name strings"),
+    ("chat", "webhook_repositories"): (
+        lambda v: all(r.count("/") == 1 and all(r.split("/")) for r in v),
+        "must list owner/name strings",
+    ),
     ("mail", "smtp_port"): (_port, "must be an integer from 1 to 65535"),
     ("mail", "max_attempts"): (_positive, "must be a positive integer"),
-    ("webhooks", "timeout_seconds"): (lambda v: 0 < v <= 300,
-                                      "must be a number of seconds from 0 to 300"),
-    ("webhooks", "retry_seconds"): (lambda v: 0 < v <= 3600,
-                                    "must be a number of seconds from 0 to 3600"),
-    ("webhooks", "max_retry_seconds"): (lambda v: 0 < v <= 86400,
-                                        "must be a number of seconds from 0 to 86400"),
+    ("webhooks", "timeout_seconds"): (
+        lambda v: 0 < v <= 300,
+        "must be a number of seconds from 0 to 300",
+    ),
+    ("webhooks", "retry_seconds"): (
+        lambda v: 0 < v <= 3600,
+        "must be a number of seconds from 0 to 3600",
+    ),
+    ("webhooks", "max_retry_seconds"): (
+        lambda v: 0 < v <= 86400,
+        "must be a number of seconds from 0 to 86400",
+    ),
     ("webhooks", "disable_after_hours"): (lambda v: v > 0, "must be a positive number"),
     ("websocket", "max_per_ip"): (_positive, "must be a positive integer"),
     ("events", "retention_days"): (_positive, "must be a positive integer"),
@@ -177,8 +198,9 @@ class Config:
     def base_url(self) -> SiteUrl:
         """The public URL of the API, carrying web_url for the links it builds."""
         server = self.values["server"]
-        return SiteUrl(server["base_url"] or f"http://{server['host']}:{server['port']}",
-                       server["web_url"])
+        return SiteUrl(
+            server["base_url"] or f"http://{server['host']}:{server['port']}", server["web_url"]
+        )
 
 
 def _coerce_env(raw: str, default: Any, name: str) -> Any:
@@ -222,7 +244,7 @@ def _check_type(section: str, key: str, value: Any, default: Any) -> None:
     if (section, key) == ("mail", "starttls"):
         # true and false, as older files say, still mean always and never.
         if not (isinstance(value, bool) or value in STARTTLS):
-            raise ConfigError(f"{name}: must be \"auto\", true or false")
+            raise ConfigError(f'{name}: must be "auto", true or false')
         return
     if isinstance(default, bool):
         if not isinstance(value, bool):
@@ -249,8 +271,11 @@ def _toml_where(exc: tomllib.TOMLDecodeError) -> str:
     return f"{match[2]}: {match[1]}" if match else f"({exc})"
 
 
-def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
-                env: Mapping[str, str] | None = None) -> Config:
+def load_config(
+    path: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Config:
     """Defaults, then the file, then HUBSVC_* variables, then explicit overrides."""
     values = {section: dict(keys) for section, keys in DEFAULTS.items()}
     if path is not None:

@@ -45,6 +45,8 @@ def too_open(data_dir: Path) -> list[str]:
         except FileNotFoundError:
             continue
         if mode & ~wanted:
-            found.append(f"{path} has mode {mode:04o}, wider than {wanted:04o}: "
-                         f"run chmod {wanted:o} {path} (the server does at start)")
+            found.append(
+                f"{path} has mode {mode:04o}, wider than {wanted:04o}: "
+                f"run chmod {wanted:o} {path} (the server does at start)"
+            )
     return found

@@ -16,8 +16,9 @@ def check_listen(host: str, port: int) -> None:
     """Bind host:port once, as aiohttp will, so a busy port is reported before anything runs."""
     where = "(set [server] host or --host)"
     try:
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
-                                   flags=socket.AI_PASSIVE)
+        infos = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
     except socket.gaierror as exc:
         raise StartupError(f"host {host} cannot be resolved: {exc.strerror} {where}") from None
     for family, kind, proto, _, address in infos:
@@ -32,13 +33,17 @@ def check_listen(host: str, port: int) -> None:
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
                     raise StartupError(
-                        f"port {port} is in use (set [server] port or --port)") from None
+                        f"port {port} is in use (set [server] port or --port)"
+                    ) from None
                 if exc.errno == errno.EACCES:
-                    raise StartupError(f"port {port} needs root or CAP_NET_BIND_SERVICE "
-                                       "(set [server] port or --port)") from None
+                    raise StartupError(
+                        f"port {port} needs root or CAP_NET_BIND_SERVICE "
+                        "(set [server] port or --port)"
+                    ) from None
                 if exc.errno == errno.EADDRNOTAVAIL:
                     raise StartupError(
-                        f"host {host} is not an address of this machine {where}") from None
+                        f"host {host} is not an address of this machine {where}"
+                    ) from None
                 raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 

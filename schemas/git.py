@@ -47,16 +47,21 @@ class BranchListSchema(Base):
 class DiffFileSchema(Base):
     path = Str(required=True)
     oldPath = Str(allow_none=True, required=True)
-    status = Str(required=True, validate=validate.OneOf(
-        ["added", "modified", "deleted", "renamed"]))
+    status = Str(
+        required=True, validate=validate.OneOf(["added", "modified", "deleted", "renamed"])
+    )
     additions = Int(required=True)
     deletions = Int(required=True)
     binary = Bool(required=True)
     patch = Str(required=True)
-    truncated = Bool(metadata={"description": "present and true when the patch was cut or "
-                                              "left out (a side over 4 MiB, or the diff's "
-                                              "max_diff_bytes spent); additions and deletions "
-                                              "still count every line when the file was read"})
+    truncated = Bool(
+        metadata={
+            "description": "present and true when the patch was cut or "
+            "left out (a side over 4 MiB, or the diff's "
+            "max_diff_bytes spent); additions and deletions "
+            "still count every line when the file was read"
+        }
+    )
 
 
 class DiffStatsSchema(Base):
@@ -69,10 +74,14 @@ class DiffSchema(Base):
     commit = Nested(CommitSchema, required=True)
     files = List(Nested(DiffFileSchema), required=True)
     stats = Nested(DiffStatsSchema, required=True)
-    truncated = Bool(required=True, metadata={
-        "description": "true when files were left out (past max_diff_files; filesChanged "
-                       "still counts them, additions and deletions count the listed files) "
-                       "or any listed file's patch was cut"})
+    truncated = Bool(
+        required=True,
+        metadata={
+            "description": "true when files were left out (past max_diff_files; filesChanged "
+            "still counts them, additions and deletions count the listed files) "
+            "or any listed file's patch was cut"
+        },
+    )
 
 
 class TreeEntrySchema(Base):
@@ -87,8 +96,12 @@ class TreeEntrySchema(Base):
 class TreeSchema(Base):
     files = List(Nested(TreeEntrySchema), required=True)
     isEmpty = Bool(required=True)
-    hasMore = Bool(metadata={"description": "more entries follow this page (absent for an "
-                                            "empty repository, whose answer the contract fixes)"})
+    hasMore = Bool(
+        metadata={
+            "description": "more entries follow this page (absent for an "
+            "empty repository, whose answer the contract fixes)"
+        }
+    )
 
 
 class FileSchema(Base):
@@ -99,19 +112,26 @@ class FileSchema(Base):
     isBinary = Bool(required=True)
     encoding = Str(required=True, validate=validate.OneOf(["utf-8", "base64"]))
     content = Str(required=True, metadata={"description": "empty when truncated"})
-    truncated = Bool(metadata={"description": "present and true when the file is larger than "
-                                              "the server's max_blob_bytes: content is empty "
-                                              "(size, isBinary and encoding still hold); "
-                                              "return=1 streams the whole file"})
+    truncated = Bool(
+        metadata={
+            "description": "present and true when the file is larger than "
+            "the server's max_blob_bytes: content is empty "
+            "(size, isBinary and encoding still hold); "
+            "return=1 streams the whole file"
+        }
+    )
 
 
 class FileEnvelopeSchema(Base):
     file = Nested(FileSchema, required=True)
 
 
-_BRANCH = fields.String(metadata={"description": "branch, tag or full commit oid; "
-                                                 "default: the repository's default branch"},
-                        validate=validate.Length(min=1, max=255))
+_BRANCH = fields.String(
+    metadata={
+        "description": "branch, tag or full commit oid; default: the repository's default branch"
+    },
+    validate=validate.Length(min=1, max=255),
+)
 
 
 class CommitsQuerySchema(Base):
@@ -123,9 +143,13 @@ class CommitsQuerySchema(Base):
 class TreeQuerySchema(Base):
     branch = _BRANCH
     path = fields.String(load_default="", validate=validate.Length(max=4096))
-    limit = fields.Integer(validate=validate.Range(min=1), metadata={
-        "description": "entries per page; default and most: the server's max_tree_entries "
-                       "(1000 unless configured)"})
+    limit = fields.Integer(
+        validate=validate.Range(min=1),
+        metadata={
+            "description": "entries per page; default and most: the server's max_tree_entries "
+            "(1000 unless configured)"
+        },
+    )
     offset = Offset()
 
 
@@ -133,10 +157,15 @@ class FileQuerySchema(Base):
     branch = _BRANCH
     path = fields.String(required=True, validate=validate.Length(min=1, max=4096))
     # `return` is a Python keyword, hence data_key.
-    raw = fields.Integer(data_key="return", load_default=0, validate=validate.OneOf([0, 1]),
-                         metadata={"description": "1: the raw bytes instead of JSON"})
+    raw = fields.Integer(
+        data_key="return",
+        load_default=0,
+        validate=validate.OneOf([0, 1]),
+        metadata={"description": "1: the raw bytes instead of JSON"},
+    )
 
 
 class InfoRefsQuerySchema(Base):
-    service = fields.String(required=True, validate=validate.OneOf(
-        ["git-upload-pack", "git-receive-pack"]))
+    service = fields.String(
+        required=True, validate=validate.OneOf(["git-upload-pack", "git-receive-pack"])
+    )

@@ -14,21 +14,43 @@ URL_MAX = 2048
 
 
 class _HookFields(Base):
-    url = Str(validate=validate.Length(min=1, max=URL_MAX), metadata={
-        "description": "http:// or https://; a host resolving to a loopback, private, "
-        "link-local, multicast, unspecified, reserved or site-local address, or to an IPv6 "
-        "address embedding such an IPv4 one (IPv4-mapped or -compatible, 6to4, Teredo, "
-        "NAT64), is refused (400) unless webhooks.allowed_hosts lists it"})
-    format = Str(validate=validate.OneOf(FORMATS), metadata={
-        "description": "discord (the default), slack, or json (the event as the API shows it)"})
-    events = List(Str(validate=validate.OneOf(EVENT_TYPES)), validate=validate.Length(min=1),
-                  metadata={"description": "event types to deliver (default: all)"})
-    branches = Str(allow_none=True, validate=validate.Length(max=255), metadata={
-        "description": "a glob (fnmatch: *, ?, [..]) a push's branch must match, e.g. "
-        "\"main\" or \"release/*\"; null or \"\": every branch"})
-    secret = Str(allow_none=True, validate=validate.Length(max=255), load_only=True, metadata={
-        "description": "write-only: signs each body as X-Hub-Signature-256: sha256=<hex "
-        "HMAC-SHA256 of the body>; null or \"\" removes it"})
+    url = Str(
+        validate=validate.Length(min=1, max=URL_MAX),
+        metadata={
+            "description": "http:// or https://; a host resolving to a loopback, private, "
+            "link-local, multicast, unspecified, reserved or site-local address, or to an IPv6 "
+            "address embedding such an IPv4 one (IPv4-mapped or -compatible, 6to4, Teredo, "
+            "NAT64), is refused (400) unless webhooks.allowed_hosts lists it"
+        },
+    )
+    format = Str(
+        validate=validate.OneOf(FORMATS),
+        metadata={
+            "description": "discord (the default), slack, or json (the event as the API shows it)"
+        },
+    )
+    events = List(
+        Str(validate=validate.OneOf(EVENT_TYPES)),
+        validate=validate.Length(min=1),
+        metadata={"description": "event types to deliver (default: all)"},
+    )
+    branches = Str(
+        allow_none=True,
+        validate=validate.Length(max=255),
+        metadata={
+            "description": "a glob (fnmatch: *, ?, [..]) a push's branch must match, e.g. "
+            '"main" or "release/*"; null or "": every branch'
+        },
+    )
+    secret = Str(
+        allow_none=True,
+        validate=validate.Length(max=255),
+        load_only=True,
+        metadata={
+            "description": "write-only: signs each body as X-Hub-Signature-256: sha256=<hex "
+            'HMAC-SHA256 of the body>; null or "" removes it'
+        },
+    )
     active = Bool(metadata={"description": "false: nothing is delivered (default true)"})
 
     @validates("url")
@@ -40,8 +62,11 @@ class _HookFields(Base):
 
 
 class HookCreateSchema(_HookFields):
-    url = Str(required=True, validate=validate.Length(min=1, max=URL_MAX),
-              metadata=_HookFields._declared_fields["url"].metadata)
+    url = Str(
+        required=True,
+        validate=validate.Length(min=1, max=URL_MAX),
+        metadata=_HookFields._declared_fields["url"].metadata,
+    )
 
 
 class HookUpdateSchema(_HookFields):
@@ -49,25 +74,37 @@ class HookUpdateSchema(_HookFields):
 
 
 class HookEventSchema(Base):
-    id = Str(allow_none=True, required=True, metadata={"description": "the event id; null "
-                                                        "for a ping"})
+    id = Str(
+        allow_none=True, required=True, metadata={"description": "the event id; null for a ping"}
+    )
     type = Str(required=True, metadata={"description": "an event type, or ping"})
     action = Str(allow_none=True, required=True)
 
 
 class HookDeliverySchema(Base):
     id = Str(required=True)
-    guid = Str(required=True, metadata={"description": "sent as X-Hubsvc-Delivery; the "
-                                        "same for every attempt and redelivery of the event"})
+    guid = Str(
+        required=True,
+        metadata={
+            "description": "sent as X-Hubsvc-Delivery; the "
+            "same for every attempt and redelivery of the event"
+        },
+    )
     event = Nested(HookEventSchema, required=True)
     status = Str(required=True, validate=validate.OneOf(["pending", "delivered", "failed"]))
     attempts = Int(required=True)
-    statusCode = Int(allow_none=True, required=True, metadata={
-        "description": "the receiver's HTTP status at the last attempt; null if none"})
+    statusCode = Int(
+        allow_none=True,
+        required=True,
+        metadata={"description": "the receiver's HTTP status at the last attempt; null if none"},
+    )
     durationMs = Int(allow_none=True, required=True)
     error = Str(allow_none=True, required=True)
-    responseExcerpt = Str(allow_none=True, required=True, metadata={
-        "description": "the first 1,000 characters of the receiver's answer"})
+    responseExcerpt = Str(
+        allow_none=True,
+        required=True,
+        metadata={"description": "the first 1,000 characters of the receiver's answer"},
+    )
     nextAttemptAt = Str(allow_none=True, required=True)
     createdAt = Str(required=True)
     deliveredAt = Str(allow_none=True, required=True)
@@ -80,9 +117,14 @@ class HookSchema(Base):
     events = List(Str(), required=True)
     branches = Str(allow_none=True, required=True)
     active = Bool(required=True)
-    disabledReason = Str(allow_none=True, required=True, metadata={
-        "description": "why the server set the hook inactive (failing for "
-        "webhooks.disable_after_hours); PATCH active: true clears it"})
+    disabledReason = Str(
+        allow_none=True,
+        required=True,
+        metadata={
+            "description": "why the server set the hook inactive (failing for "
+            "webhooks.disable_after_hours); PATCH active: true clears it"
+        },
+    )
     hasSecret = Bool(required=True)
     createdAt = Str(required=True)
     lastDelivery = Nested(HookDeliverySchema, allow_none=True, required=True)

@@ -30,11 +30,14 @@ class IssueSchema(Base):
     updatedAt = Str(required=True)
     closedAt = Str(allow_none=True, required=True)
     repository = Nested(RepoRefSchema)
-    url = Str(metadata={
-        "description": "a link that opens: the page under [server] web_url when set "
-        "(GitHub-shaped: {web_url}/owner/name, …/issues/3, …/pulls/3, {web_url}/username), "
-        "else the API resource ({base_url}/api/repositories/owner/name, …/issues/3, "
-        "…/pulls/3, {base_url}/api/users/username)"})
+    url = Str(
+        metadata={
+            "description": "a link that opens: the page under [server] web_url when set "
+            "(GitHub-shaped: {web_url}/owner/name, …/issues/3, …/pulls/3, {web_url}/username), "
+            "else the API resource ({base_url}/api/repositories/owner/name, …/issues/3, "
+            "…/pulls/3, {base_url}/api/users/username)"
+        }
+    )
 
 
 class CommentSchema(Base):
@@ -53,8 +56,11 @@ class PullSchema(IssueSchema):
     headSha = Str(allow_none=True)
     baseSha = Str(allow_none=True)
     merged = Bool(required=True)
-    mergeable = Bool(allow_none=True, required=True,
-                     metadata={"description": "null while unknown or once merged"})
+    mergeable = Bool(
+        allow_none=True,
+        required=True,
+        metadata={"description": "null while unknown or once merged"},
+    )
     mergedAt = Str(allow_none=True, required=True)
     mergedBy = Nested(UserSummarySchema, allow_none=True, required=True)
     mergeCommit = Str(allow_none=True, required=True)
@@ -137,24 +143,42 @@ class _ListQuerySchema(Base):
 
     limit = fields.Integer(load_default=30, validate=validate.Range(1, 100))
     offset = Offset()
-    labels = fields.String(validate=validate.Length(max=1100), metadata={
-        "description": "comma-separated label names; every one must be on the item "
-                       "(ignoring case)"})
-    assignee = fields.String(validate=validate.Length(min=1, max=39), metadata={
-        "description": "a username (`me`: the caller), `none` for unassigned or `*` for "
-                       "assigned to anyone"})
-    author = fields.String(validate=validate.Length(min=1, max=39), metadata={
-        "description": "the author's username (`me`: the caller)"})
-    creator = fields.String(validate=validate.Length(min=1, max=39), metadata={
-        "description": "GitHub's name for author"})
-    since = fields.String(metadata={
-        "description": "ISO 8601 time: only items updated at or after it"})
-    sort = fields.String(load_default="created",
-                         validate=validate.OneOf(["created", "updated", "comments"]))
+    labels = fields.String(
+        validate=validate.Length(max=1100),
+        metadata={
+            "description": "comma-separated label names; every one must be on the item "
+            "(ignoring case)"
+        },
+    )
+    assignee = fields.String(
+        validate=validate.Length(min=1, max=39),
+        metadata={
+            "description": "a username (`me`: the caller), `none` for unassigned or `*` for "
+            "assigned to anyone"
+        },
+    )
+    author = fields.String(
+        validate=validate.Length(min=1, max=39),
+        metadata={"description": "the author's username (`me`: the caller)"},
+    )
+    creator = fields.String(
+        validate=validate.Length(min=1, max=39),
+        metadata={"description": "GitHub's name for author"},
+    )
+    since = fields.String(
+        metadata={"description": "ISO 8601 time: only items updated at or after it"}
+    )
+    sort = fields.String(
+        load_default="created", validate=validate.OneOf(["created", "updated", "comments"])
+    )
     direction = fields.String(load_default="desc", validate=validate.OneOf(["asc", "desc"]))
-    ignoreUnknown = fields.Boolean(load_default=False, metadata={
-        "description": "true: unknown query parameters and unknown state values are "
-                       "ignored instead of answering 400"})
+    ignoreUnknown = fields.Boolean(
+        load_default=False,
+        metadata={
+            "description": "true: unknown query parameters and unknown state values are "
+            "ignored instead of answering 400"
+        },
+    )
 
     @post_load
     def _parse(self, data, **_):
@@ -178,8 +202,9 @@ class IssueListQuerySchema(_ListQuerySchema):
 
 
 class PullListQuerySchema(_ListQuerySchema):
-    state = fields.String(load_default="open",
-                          validate=validate.OneOf(["open", "closed", "merged", "all"]))
+    state = fields.String(
+        load_default="open", validate=validate.OneOf(["open", "closed", "merged", "all"])
+    )
 
 
 class PullFileListSchema(Base):
@@ -195,29 +220,35 @@ class PullCommitListSchema(Base):
 
 
 class CompareSchema(Base):
-    status = Str(required=True, validate=validate.OneOf(
-        ["identical", "ahead", "behind", "diverged"]))
+    status = Str(
+        required=True, validate=validate.OneOf(["identical", "ahead", "behind", "diverged"])
+    )
     aheadBy = Int(required=True)
     behindBy = Int(required=True)
     baseCommit = Str(required=True)
     headCommit = Str(required=True)
     mergeBaseCommit = Str(allow_none=True, required=True)
     totalCommits = Int(required=True)
-    commits = List(Nested(CommitSchema), required=True, metadata={
-        "description": "oldest first, at most 250"})
+    commits = List(
+        Nested(CommitSchema), required=True, metadata={"description": "oldest first, at most 250"}
+    )
     totalFiles = Int(required=True)
-    files = List(Nested(DiffFileSchema), required=True, metadata={
-        "description": "at most 300, with patches"})
+    files = List(
+        Nested(DiffFileSchema), required=True, metadata={"description": "at most 300, with patches"}
+    )
 
 
 class PullCreateSchema(Base):
     title = Str(required=True, validate=TITLE)
     body = Str(load_default="", validate=BODY)
     head = Str(required=True, validate=branch_name, metadata=BRANCH_DOC)
-    base = Str(validate=branch_name, metadata={
-        **BRANCH_DOC, "description": "default: the default branch"})
-    headRepository = Nested(RepoRefSchema, metadata={
-        "description": "the fork the head branch lives in; default: this repository"})
+    base = Str(
+        validate=branch_name, metadata={**BRANCH_DOC, "description": "default: the default branch"}
+    )
+    headRepository = Nested(
+        RepoRefSchema,
+        metadata={"description": "the fork the head branch lives in; default: this repository"},
+    )
 
 
 class PullUpdateSchema(Base):
@@ -228,12 +259,12 @@ class PullUpdateSchema(Base):
 
 
 class MergeSchema(Base):
-    method = Str(load_default="merge",
-                 validate=validate.OneOf(["merge", "squash", "fast-forward"]))
+    method = Str(load_default="merge", validate=validate.OneOf(["merge", "squash", "fast-forward"]))
     message = Str(validate=validate.Length(min=1, max=65536))
 
     @validates_schema
     def _no_message_for_ff(self, data, **_):
         if data.get("method") == "fast-forward" and data.get("message"):
-            raise ValidationError("a fast-forward writes no commit, so it takes no message",
-                                  "message")
+            raise ValidationError(
+                "a fast-forward writes no commit, so it takes no message", "message"
+            )

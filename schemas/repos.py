@@ -19,7 +19,9 @@ from .common import (
 )
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
-BRANCH_RE = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)(?!-)[^\x00-\x20~^:?*\[\\\x7f]{1,200}(?<![/.])(?<!\.lock)$")
+BRANCH_RE = re.compile(
+    r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)(?!-)[^\x00-\x20~^:?*\[\\\x7f]{1,200}(?<![/.])(?<!\.lock)$"
+)
 
 
 def repo_name(value: str) -> None:
@@ -57,11 +59,14 @@ class RepoSchema(Base):
     isOwner = Bool(required=True)
     fork = Bool()
     parent = Nested(RepoRefSchema, allow_none=True)
-    url = Str(metadata={
-        "description": "a link that opens: the page under [server] web_url when set "
-        "(GitHub-shaped: {web_url}/owner/name, …/issues/3, …/pulls/3, {web_url}/username), "
-        "else the API resource ({base_url}/api/repositories/owner/name, …/issues/3, "
-        "…/pulls/3, {base_url}/api/users/username)"})
+    url = Str(
+        metadata={
+            "description": "a link that opens: the page under [server] web_url when set "
+            "(GitHub-shaped: {web_url}/owner/name, …/issues/3, …/pulls/3, {web_url}/username), "
+            "else the API resource ({base_url}/api/repositories/owner/name, …/issues/3, "
+            "…/pulls/3, {base_url}/api/users/username)"
+        }
+    )
     cloneUrl = Str(metadata={"description": "smart-HTTP clone URL for git"})
     permission = Str(metadata={"description": "the caller's role: owner, admin, write, read"})
 

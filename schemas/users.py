@@ -11,10 +11,23 @@ from hubsvc.web.auth import password_problem
 
 from .common import Base, Bool, Email, Int, List, Nested, PageQuerySchema, Str, UserSummarySchema
 
-RESERVED_USERNAMES = frozenset({
-    "me", "api", "auth", "ws", "health", "admin", "settings", "login", "logout", "new",
-    "explore", "static", "ghost",
-})
+RESERVED_USERNAMES = frozenset(
+    {
+        "me",
+        "api",
+        "auth",
+        "ws",
+        "health",
+        "admin",
+        "settings",
+        "login",
+        "logout",
+        "new",
+        "explore",
+        "static",
+        "ghost",
+    }
+)
 USERNAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$")
 
 
@@ -27,7 +40,8 @@ def _password(value: str) -> None:
 def _username(value: str) -> None:
     if not USERNAME_RE.fullmatch(value):
         raise ValidationError(
-            "must be 1-39 letters, digits or '-', not starting or ending with '-'")
+            "must be 1-39 letters, digits or '-', not starting or ending with '-'"
+        )
     if value.lower() in RESERVED_USERNAMES:
         raise ValidationError("is reserved")
 
@@ -40,8 +54,7 @@ class UserSchema(UserSummarySchema):
 
 class SignUpSchema(Base):
     email = Email(required=True, validate=validate.Length(max=254))
-    username = Str(required=True, validate=_username,
-                   metadata={"pattern": USERNAME_RE.pattern})
+    username = Str(required=True, validate=_username, metadata={"pattern": USERNAME_RE.pattern})
     password = Str(required=True, validate=_password, load_only=True)
     name = Str(required=True, validate=validate.Length(max=100))
 
@@ -59,7 +72,9 @@ class SignInSchema(Base):
 
 class AuthResultSchema(Base):
     user = Nested(UserSchema, required=True)
-    token = Str(required=True, metadata={"description": "bearer token; also set in the session cookie"})
+    token = Str(
+        required=True, metadata={"description": "bearer token; also set in the session cookie"}
+    )
     expiresAt = Str()
 
 
@@ -112,8 +127,11 @@ class SettingsSchema(Base):
     location = Str(validate=validate.Length(max=100))
     website = Str(validate=[validate.Length(max=500), _website])
     preferences = Nested(PreferencesSchema)
-    currentPassword = Str(validate=validate.Length(max=1024), load_only=True, metadata={
-        "description": "the account's password: required when email changes"})
+    currentPassword = Str(
+        validate=validate.Length(max=1024),
+        load_only=True,
+        metadata={"description": "the account's password: required when email changes"},
+    )
 
 
 class SettingsEnvelopeSchema(Base):
@@ -121,20 +139,20 @@ class SettingsEnvelopeSchema(Base):
 
 
 class PasswordChangeSchema(Base):
-    currentPassword = Str(required=True, validate=validate.Length(max=1024),
-                                    load_only=True)
-    newPassword = Str(required=True, validate=_password, load_only=True,
-                                metadata={"description": "8 to 72 bytes"})
+    currentPassword = Str(required=True, validate=validate.Length(max=1024), load_only=True)
+    newPassword = Str(
+        required=True, validate=_password, load_only=True, metadata={"description": "8 to 72 bytes"}
+    )
 
 
 class TokenSchema(Base):
     id = Str(required=True)
     name = Str(required=True)
     createdAt = Str(required=True)
-    expiresAt = Str(required=True, allow_none=True,
-                              metadata={"description": "null: never expires"})
-    lastUsedAt = Str(required=True, allow_none=True,
-                               metadata={"description": "updated at most once a minute"})
+    expiresAt = Str(required=True, allow_none=True, metadata={"description": "null: never expires"})
+    lastUsedAt = Str(
+        required=True, allow_none=True, metadata={"description": "updated at most once a minute"}
+    )
 
 
 def _token_name(value: str) -> None:
@@ -145,15 +163,22 @@ def _token_name(value: str) -> None:
 class TokenCreateSchema(Base):
     name = Str(required=True, validate=[validate.Length(min=1, max=100), _token_name])
     expiresAt = fields.AwareDateTime(
-        load_default=None, allow_none=True, default_timezone=UTC,
-        metadata={"description": "ISO 8601 time in the future; null or absent: never"})
+        load_default=None,
+        allow_none=True,
+        default_timezone=UTC,
+        metadata={"description": "ISO 8601 time in the future; null or absent: never"},
+    )
 
 
 class TokenCreatedSchema(Base):
     token = Nested(TokenSchema, required=True)
-    secret = Str(required=True, metadata={
-        "description": "hubsvc_pat_…: shown only in this answer; use it as a bearer token or "
-                       "as git's password"})
+    secret = Str(
+        required=True,
+        metadata={
+            "description": "hubsvc_pat_…: shown only in this answer; use it as a bearer token or "
+            "as git's password"
+        },
+    )
 
 
 class TokenListSchema(Base):

@@ -47,17 +47,40 @@ class _Pull(_Issue):
 
 
 class IssueDataSchema(_Open):
-    action = fields.String(required=True, validate=validate.OneOf(
-        ["opened", "closed", "reopened", "edited", "commented", "comment_edited",
-         "comment_deleted"]))
+    action = fields.String(
+        required=True,
+        validate=validate.OneOf(
+            [
+                "opened",
+                "closed",
+                "reopened",
+                "edited",
+                "commented",
+                "comment_edited",
+                "comment_deleted",
+            ]
+        ),
+    )
     issue = fields.Nested(_Issue, required=True)
     comment = fields.Nested(_Comment)
 
 
 class PullDataSchema(_Open):
-    action = fields.String(required=True, validate=validate.OneOf(
-        ["opened", "closed", "reopened", "edited", "merged", "commented", "comment_edited",
-         "comment_deleted"]))
+    action = fields.String(
+        required=True,
+        validate=validate.OneOf(
+            [
+                "opened",
+                "closed",
+                "reopened",
+                "edited",
+                "merged",
+                "commented",
+                "comment_edited",
+                "comment_deleted",
+            ]
+        ),
+    )
     pullRequest = fields.Nested(_Pull, required=True)
     comment = fields.Nested(_Comment)
 
@@ -95,19 +118,28 @@ class ForkDataSchema(_Open):
     forker = fields.Nested(_Person, allow_none=True)
 
 
-INBOUND_DATA = {"issue": IssueDataSchema, "pull_request": PullDataSchema,
-                "push": PushDataSchema, "star": StarDataSchema, "fork": ForkDataSchema}
+INBOUND_DATA = {
+    "issue": IssueDataSchema,
+    "pull_request": PullDataSchema,
+    "push": PushDataSchema,
+    "star": StarDataSchema,
+    "fork": ForkDataSchema,
+}
 
 
 class InboundEventSchema(Base):
     type = Str(required=True, validate=validate.OneOf(EVENT_TYPES))
     repository = Nested(RepoRefSchema, required=True)
-    data = Dict(required=True, metadata={
-        "description": "the event's data, checked by type before the 202: issue {action, "
-        "issue {number, title, state, …}}; pull_request {action, pullRequest {number, title, "
-        "state, …}}; push {ref, commits [{oid, message, author {name}}], totalCommits}; "
-        "star {action added|removed}; fork {forkee {fullName, url}, forker}. Other fields "
-        "pass through."})
+    data = Dict(
+        required=True,
+        metadata={
+            "description": "the event's data, checked by type before the 202: issue {action, "
+            "issue {number, title, state, …}}; pull_request {action, pullRequest {number, title, "
+            "state, …}}; push {ref, commits [{oid, message, author {name}}], totalCommits}; "
+            "star {action added|removed}; fork {forkee {fullName, url}, forker}. Other fields "
+            "pass through."
+        },
+    )
 
     @post_load
     def _typed(self, item: dict, **_: object) -> dict:
@@ -158,6 +190,9 @@ class DeliveryEnvelopeSchema(Base):
 
 class WebhookTestSchema(Base):
     success = Bool(required=True)
-    status = Int(allow_none=True, required=True, metadata={
-        "description": "the receiver's HTTP status, null when it could not be reached"})
+    status = Int(
+        allow_none=True,
+        required=True,
+        metadata={"description": "the receiver's HTTP status, null when it could not be reached"},
+    )
     error = Str(allow_none=True)

@@ -56,9 +56,11 @@ class Recorder:
 
     async def wait_for(self, count: int, timeout: float = 5.0) -> list:
         """Wait until at least count events arrived."""
+
         async def poll() -> None:
             while len(self.events) < count:
                 await asyncio.sleep(0.01)
+
         await asyncio.wait_for(poll(), timeout)
         return self.events
 
@@ -92,10 +94,15 @@ class User:
 async def sign_up(client, username: str | None = None, password: str = "correct horse") -> User:
     """Create an account through the API."""
     username = username or f"user{next(_names)}"
-    resp = await client.post("/auth/sign-up", json={
-        "email": f"{username}@example.com", "username": username,
-        "password": password, "name": username.title(),
-    })
+    resp = await client.post(
+        "/auth/sign-up",
+        json={
+            "email": f"{username}@example.com",
+            "username": username,
+            "password": password,
+            "name": username.title(),
+        },
+    )
     assert resp.status == 201, await resp.text()
     body = await resp.json()
     client.session.cookie_jar.clear()  # keep tests on explicit credentials
@@ -119,8 +126,11 @@ def small_disk(tmp_path):
         pytest.skip("mounting a small filesystem needs root")
     mount = tmp_path / "small"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
     yield mount

@@ -17,7 +17,8 @@ def module_name(path: Path) -> str:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(node: ast.AST, typing: bool):
@@ -52,8 +53,9 @@ def graph(typing: bool = False) -> tuple[dict[str, set[str]], dict[str, int]]:
                     base = base.rpartition(".")[0]
                 mod = node.module or ""
                 stem = (f"{base}.{mod}" if mod else base) if node.level else mod
-                targets = [f"{stem}.{a.name}" if f"{stem}.{a.name}" in files else stem
-                           for a in node.names]
+                targets = [
+                    f"{stem}.{a.name}" if f"{stem}.{a.name}" in files else stem for a in node.names
+                ]
             for target in targets:
                 while target and target not in files:
                     target = target.rpartition(".")[0]
@@ -103,8 +105,10 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 if __name__ == "__main__":
     edges, lines = graph()
     biggest = max(lines, key=lines.get)
-    print(f"modules: {len(edges)}, lines: {sum(lines.values())}, "
-          f"largest: {biggest} ({lines[biggest]} lines)")
+    print(
+        f"modules: {len(edges)}, lines: {sum(lines.values())}, "
+        f"largest: {biggest} ({lines[biggest]} lines)"
+    )
     print(f"modules directly in hubsvc/: {sum(1 for m in edges if m.count('.') == 1)}")
     for comp in cycles(edges):
         print("circle:", " ".join(comp))

@@ -26,10 +26,12 @@ def discord_problems(body: dict) -> list[str]:
         problems.append("more than 10 embeds")
     total = 0
     for embed in embeds:
-        texts = {"title": (embed.get("title", ""), 256),
-                 "description": (embed.get("description", ""), 4096),
-                 "footer.text": (embed.get("footer", {}).get("text", ""), 2048),
-                 "author.name": (embed.get("author", {}).get("name", ""), 256)}
+        texts = {
+            "title": (embed.get("title", ""), 256),
+            "description": (embed.get("description", ""), 4096),
+            "footer.text": (embed.get("footer", {}).get("text", ""), 2048),
+            "author.name": (embed.get("author", {}).get("name", ""), 256),
+        }
         fields = embed.get("fields", [])
         if len(fields) > 25:
             problems.append("more than 25 fields")
@@ -70,13 +72,19 @@ class Receiver:
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()
-        record = {"headers": dict(request.headers), "body": body, "json": json.loads(body),
-                  "at": time.monotonic(), "status": 200}
+        record = {
+            "headers": dict(request.headers),
+            "body": body,
+            "json": json.loads(body),
+            "at": time.monotonic(),
+            "status": 200,
+        }
         self.requests.append(record)
         if self.discord and (problems := discord_problems(record["json"])):
             record["status"] = 400
-            return web.json_response({"message": "Invalid Form Body", "errors": problems},
-                                     status=400)
+            return web.json_response(
+                {"message": "Invalid Form Body", "errors": problems}, status=400
+            )
         step = self.plan.pop(0) if self.plan else 200
         if step == "hang":
             await asyncio.sleep(30)

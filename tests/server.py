@@ -48,9 +48,19 @@ class ServerProcess:
         config = self._write_config()
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "run.py"), "--config", str(config), "--port",
-             str(self.port), "--data-dir", str(self.data_dir)],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT,
+            [
+                sys.executable,
+                str(ROOT / "run.py"),
+                "--config",
+                str(config),
+                "--port",
+                str(self.port),
+                "--data-dir",
+                str(self.data_dir),
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
         deadline = time.monotonic() + timeout
@@ -71,6 +81,7 @@ class ServerProcess:
     def stop(self, sig: int | None = None, timeout: float = 20) -> int:
         """Send sig (SIGTERM by default) and wait for the exit code."""
         import signal
+
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(sig or signal.SIGTERM)
@@ -80,12 +91,17 @@ class ServerProcess:
             self.log.close()
         return code
 
-    def request(self, method: str, path: str, body: dict | None = None,
-                headers: dict | None = None) -> tuple[int, dict]:
+    def request(
+        self, method: str, path: str, body: dict | None = None, headers: dict | None = None
+    ) -> tuple[int, dict]:
         """A JSON request with urllib; returns status and decoded body."""
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json", **(headers or {})})
+        req = urllib.request.Request(
+            self.url + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json", **(headers or {})},
+        )
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
                 raw = resp.read()
@@ -104,8 +120,11 @@ class ServerProcess:
 
 def seed_owner(server: ServerProcess, repo: str = "proj") -> tuple[dict[str, str], str]:
     """Sign up `owner` (password 12345678) with a public repository: (headers, git URL)."""
-    status, body = server.request("POST", "/auth/sign-up", {
-        "email": "o@example.com", "username": "owner", "password": "12345678", "name": "O"})
+    status, body = server.request(
+        "POST",
+        "/auth/sign-up",
+        {"email": "o@example.com", "username": "owner", "password": "12345678", "name": "O"},
+    )
     assert status == 201, body
     headers = {"Authorization": f"Bearer {body['token']}"}
     assert server.request("POST", "/api/repositories", {"name": repo}, headers)[0] == 201

@@ -10,8 +10,9 @@ from .server import ServerProcess
 
 def _get(server: ServerProcess, path: str, source: str, forwarded: str) -> int:
     """GET path from the loopback address `source`, with an X-Forwarded-For header."""
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10,
-                                      source_address=(source, 0))
+    conn = http.client.HTTPConnection(
+        "127.0.0.1", server.port, timeout=10, source_address=(source, 0)
+    )
     try:
         conn.request("GET", path, headers={"X-Forwarded-For": forwarded})
         resp = conn.getresponse()
@@ -23,8 +24,10 @@ def _get(server: ServerProcess, path: str, source: str, forwarded: str) -> int:
 
 def test_forwarded_address_logged_only_from_a_trusted_proxy(tmp_path):
     # 127.0.0.2 plays the proxy; 127.0.0.1 is a client that forges the header.
-    server = ServerProcess(tmp_path / "data", {"server": {
-        "access_log_json": True, "trusted_proxies": ["127.0.0.2/32"]}}).start()
+    server = ServerProcess(
+        tmp_path / "data",
+        {"server": {"access_log_json": True, "trusted_proxies": ["127.0.0.2/32"]}},
+    ).start()
     try:
         assert _get(server, "/api/users/via-proxy", "127.0.0.2", "203.0.113.9") == 404
         assert _get(server, "/api/users/forged", "127.0.0.1", "198.51.100.7") == 404

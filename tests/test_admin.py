@@ -26,8 +26,13 @@ def cli(data_dir: Path, *args: str, password: str | None = None) -> subprocess.C
         env["HUBSVC_PASSWORD"] = password
     return subprocess.run(
         [sys.executable, str(ROOT / "run.py"), "--data-dir", str(data_dir), *args],
-        capture_output=True, text=True, env=env, cwd=ROOT, stdin=subprocess.DEVNULL,
-        timeout=120)
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
 
 
 def ok(done: subprocess.CompletedProcess) -> str:
@@ -59,8 +64,15 @@ def is_admin(server: ServerProcess, username: str, password: str = PASSWORD) -> 
 
 
 def git(*args: str, cwd: Path | None = None) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **GIT_ENV}, stdin=subprocess.DEVNULL, timeout=60)
+    done = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ENV},
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
     assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
     return done.stdout
 
@@ -72,12 +84,22 @@ def remote(server: ServerProcess, owner: str, name: str, password: str = PASSWOR
 
 def test_create_user_then_sign_in_with_the_admin_rules(tmp_path):
     data = tmp_path / "data"
-    assert "administrator" in ok(cli(data, "create-user", "alice", "alice@example.com",
-                                     password=PASSWORD))  # the first account
+    assert "administrator" in ok(
+        cli(data, "create-user", "alice", "alice@example.com", password=PASSWORD)
+    )  # the first account
     with ThreadPoolExecutor(2) as pool:
         bob = pool.submit(cli, data, "create-user", "bob", "bob@example.com", password=PASSWORD)
-        carol = pool.submit(cli, data, "create-user", "carol", "carol@example.com",
-                            "--name", "Carol C", "--admin", password=PASSWORD)
+        carol = pool.submit(
+            cli,
+            data,
+            "create-user",
+            "carol",
+            "carol@example.com",
+            "--name",
+            "Carol C",
+            "--admin",
+            password=PASSWORD,
+        )
         assert "administrator" not in ok(bob.result())
         assert "administrator" in ok(carol.result())
     with ServerProcess(data) as server:
@@ -94,8 +116,9 @@ def test_create_user_then_sign_in_with_the_admin_rules(tmp_path):
             (("BOB", "other@example.com"), PASSWORD, "username is taken"),
             (("erin", "Bob@Example.com"), PASSWORD, "e-mail is already registered"),
         ]
-        calls = [(1, message, ("create-user", *args), password)
-                 for args, password, message in cases]
+        calls = [
+            (1, message, ("create-user", *args), password) for args, password, message in cases
+        ]
         calls += [
             # No password in the environment and no terminal to ask on: a usage error.
             (2, "HUBSVC_PASSWORD", ("create-user", "dave", "d@example.com"), None),
@@ -123,8 +146,9 @@ def test_reset_password_revokes_tokens_and_admin_flags_change(tmp_path):
         # Made with another sign-in's token: a token the server has seen stays in its
         # cache for up to 5 seconds, and these two must be unseen to show the revocation.
         maker = sign_in(server, "bob")[1]["token"]
-        status, created = server.request("POST", "/api/users/me/tokens", {"name": "ci"},
-                                         {"Authorization": f"Bearer {maker}"})
+        status, created = server.request(
+            "POST", "/api/users/me/tokens", {"name": "ci"}, {"Authorization": f"Bearer {maker}"}
+        )
         assert status == 201, created
         ok(cli(data, "reset-password", "bob", password="new password 2"))
         assert me(server, old_token)[0] == 401
@@ -149,9 +173,16 @@ OPS = {"security": {"admins": ["ops"]}}
 
 
 def sign_up(server: ServerProcess, username: str) -> None:
-    status, body = server.request("POST", "/auth/sign-up", {
-        "email": f"{username}@example.com", "username": username, "password": PASSWORD,
-        "name": username})
+    status, body = server.request(
+        "POST",
+        "/auth/sign-up",
+        {
+            "email": f"{username}@example.com",
+            "username": username,
+            "password": PASSWORD,
+            "name": username,
+        },
+    )
     assert status == 201, body
 
 
@@ -159,8 +190,9 @@ def admin_api(server: ServerProcess, username: str) -> int:
     """The status of GET /api/admin/users for a fresh sign-in of username."""
     status, body = sign_in(server, username)
     assert status == 200, body
-    return server.request("GET", "/api/admin/users",
-                          headers={"Authorization": f"Bearer {body['token']}"})[0]
+    return server.request(
+        "GET", "/api/admin/users", headers={"Authorization": f"Bearer {body['token']}"}
+    )[0]
 
 
 def test_security_admins_skips_a_name_nobody_has_and_a_later_sign_up_gets_nothing(tmp_path):
@@ -187,8 +219,9 @@ def test_security_admins_grant_stays_with_the_account_not_the_name(tmp_path):
     with ServerProcess(data, OPS) as server:
         assert admin_api(server, "ops") == 200  # it existed at the start that listed it
         status, body = sign_in(server, "root")
-        status, _ = server.request("DELETE", "/api/admin/users/ops",
-                                   headers={"Authorization": f"Bearer {body['token']}"})
+        status, _ = server.request(
+            "DELETE", "/api/admin/users/ops", headers={"Authorization": f"Bearer {body['token']}"}
+        )
         assert status == 204
         sign_up(server, "ops")  # someone else takes the deleted administrator's name
         assert admin_api(server, "ops") == 403
@@ -233,9 +266,13 @@ class Writer(threading.Thread):
     def done(self) -> dict[str, list[str]]:
         """What was written so far (each item acknowledged by the server)."""
         with self.lock:
-            return {"users": list(self.users), "repos": list(self.repos),
-                    "issues": list(self.issues), "commits": list(self.commits),
-                    "deleted": list(self.deleted)}
+            return {
+                "users": list(self.users),
+                "repos": list(self.repos),
+                "issues": list(self.issues),
+                "commits": list(self.commits),
+                "deleted": list(self.deleted),
+            }
 
     def run(self) -> None:
         try:
@@ -248,19 +285,29 @@ class Writer(threading.Thread):
 
     def step(self, n: int) -> None:
         server = self.server
-        status, _ = server.request("POST", "/auth/sign-up", {
-            "email": f"w{n}@example.com", "username": f"w{n}", "password": PASSWORD,
-            "name": f"W {n}"})
+        status, _ = server.request(
+            "POST",
+            "/auth/sign-up",
+            {
+                "email": f"w{n}@example.com",
+                "username": f"w{n}",
+                "password": PASSWORD,
+                "name": f"W {n}",
+            },
+        )
         assert status == 201
-        status, _ = server.request("POST", "/api/repositories",
-                                   {"name": f"r{n}", "autoInit": n % 2 == 0}, self.headers)
+        status, _ = server.request(
+            "POST", "/api/repositories", {"name": f"r{n}", "autoInit": n % 2 == 0}, self.headers
+        )
         assert status == 201
-        status, _ = server.request("POST", "/api/repositories/alice/base/issues",
-                                   {"title": f"issue {n}"}, self.headers)
+        status, _ = server.request(
+            "POST", "/api/repositories/alice/base/issues", {"title": f"issue {n}"}, self.headers
+        )
         assert status == 201
         if n % 3 == 2:  # deletes race the backup too
-            status, _ = server.request("DELETE", f"/api/repositories/alice/r{n - 1}",
-                                       None, self.headers)
+            status, _ = server.request(
+                "DELETE", f"/api/repositories/alice/r{n - 1}", None, self.headers
+            )
             assert status == 204
             with self.lock:
                 self.deleted.append(f"r{n - 1}")
@@ -284,12 +331,23 @@ def test_backup_during_writes_restores_to_a_working_service(tmp_path):
     data, dest, restored = tmp_path / "data", tmp_path / "backup", tmp_path / "restored"
     server = ServerProcess(data).start()
     try:
-        status, body = server.request("POST", "/auth/sign-up", {
-            "email": "alice@example.com", "username": "alice", "password": PASSWORD,
-            "name": "Alice"})
+        status, body = server.request(
+            "POST",
+            "/auth/sign-up",
+            {
+                "email": "alice@example.com",
+                "username": "alice",
+                "password": PASSWORD,
+                "name": "Alice",
+            },
+        )
         assert status == 201
-        status, _ = server.request("POST", "/api/repositories", {"name": "base", "autoInit": True},
-                                   {"Authorization": f"Bearer {body['token']}"})
+        status, _ = server.request(
+            "POST",
+            "/api/repositories",
+            {"name": "base", "autoInit": True},
+            {"Authorization": f"Bearer {body['token']}"},
+        )
         assert status == 201
         work = tmp_path / "work"
         git("clone", "-q", remote(server, "alice", "base"), str(work))
@@ -374,14 +432,22 @@ def test_backup_during_writes_restores_to_a_working_service(tmp_path):
 def test_check_finds_a_corrupt_repository_a_missing_folder_and_an_orphan(tmp_path):
     data = tmp_path / "data"
     with ServerProcess(data) as server:
-        status, body = server.request("POST", "/auth/sign-up", {
-            "email": "alice@example.com", "username": "alice", "password": PASSWORD,
-            "name": "Alice"})
+        status, body = server.request(
+            "POST",
+            "/auth/sign-up",
+            {
+                "email": "alice@example.com",
+                "username": "alice",
+                "password": PASSWORD,
+                "name": "Alice",
+            },
+        )
         headers = {"Authorization": f"Bearer {body['token']}"}
         ids = []
         for name in ("one", "two", "three"):
-            status, body = server.request("POST", "/api/repositories",
-                                          {"name": name, "autoInit": True}, headers)
+            status, body = server.request(
+                "POST", "/api/repositories", {"name": name, "autoInit": True}, headers
+            )
             assert status == 201
             ids.append(int(body["repo"]["id"]))
         # check runs fine next to the server.
@@ -396,8 +462,7 @@ def test_check_finds_a_corrupt_repository_a_missing_folder_and_an_orphan(tmp_pat
     problems = done.stderr.strip().splitlines()
     assert len(problems) == 4, done.stderr
     assert any(f"repository {ids[0]} (alice/one): git fsck" in p for p in problems)
-    assert any(f"repository {ids[1]} (alice/two): folder" in p and "missing" in p
-               for p in problems)
+    assert any(f"repository {ids[1]} (alice/two): folder" in p and "missing" in p for p in problems)
     assert any("999.git has no repository row" in p for p in problems)
     assert "check found 3 problems" in problems[-1]
 
@@ -411,9 +476,16 @@ def test_data_folder_and_secrets_are_private_and_check_warns_when_wider(tmp_path
     old = os.umask(0o022)  # the usual umask: 0755 folders, 0644 files unless set otherwise
     try:
         with ServerProcess(data) as server:
-            status, _ = server.request("POST", "/auth/sign-up", {
-                "email": "alice@example.com", "username": "alice", "password": PASSWORD,
-                "name": "Alice"})
+            status, _ = server.request(
+                "POST",
+                "/auth/sign-up",
+                {
+                    "email": "alice@example.com",
+                    "username": "alice",
+                    "password": PASSWORD,
+                    "name": "Alice",
+                },
+            )
             assert status == 201
             assert _mode(data) == 0o700
             for name in ("hubsvc.db", "hubsvc.db-wal", "hubsvc.db-shm", "secret_key"):
@@ -432,7 +504,10 @@ def test_data_folder_and_secrets_are_private_and_check_warns_when_wider(tmp_path
         warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
         # (check's own read opened the journal files, which take the database's mode.)
         assert {w.split()[1] for w in warnings} >= {
-            str(data), str(data / "hubsvc.db"), str(data / "secret_key")}, done.stderr
+            str(data),
+            str(data / "hubsvc.db"),
+            str(data / "secret_key"),
+        }, done.stderr
         assert any(f"{data} has mode 0755, wider than 0700" in w for w in warnings)
         assert any("secret_key has mode 0644, wider than 0600" in w for w in warnings)
         # ... and the next start fixes the modes.

@@ -41,8 +41,12 @@ async def test_closed_sign_up_leaves_account_creation_to_administrators(aiohttp_
     resp = await client.post("/auth/sign-up", json=body)
     assert resp.status == 403 and "administrator" in (await resp.json())["error"]
     # The first account comes from run.py create-user, which calls this same store code.
-    await client.app[STORE].users.create(username="root", email="root@example.com",
-                                         name="Root", password_hash=await hash_password(PASSWORD, 4))
+    await client.app[STORE].users.create(
+        username="root",
+        email="root@example.com",
+        name="Root",
+        password_hash=await hash_password(PASSWORD, 4),
+    )
     root_token = (await (await sign_in(client, "root")).json())["token"]
     root = {"Authorization": f"Bearer {root_token}"}
     resp = await client.post(USERS, json=body, headers=root)
@@ -56,8 +60,12 @@ async def test_closed_sign_up_leaves_account_creation_to_administrators(aiohttp_
     resp = await sign_in(client, "eve")
     assert resp.status == 200
     eve_headers = {"Authorization": f"Bearer {(await resp.json())['token']}"}
-    for method, path in (("GET", USERS), ("POST", USERS), ("PATCH", f"{USERS}/root"),
-                         ("DELETE", f"{USERS}/root")):
+    for method, path in (
+        ("GET", USERS),
+        ("POST", USERS),
+        ("PATCH", f"{USERS}/root"),
+        ("DELETE", f"{USERS}/root"),
+    ):
         resp = await client.request(method, path, json=body, headers=eve_headers)
         assert resp.status == 403, (method, path)
     assert (await client.get(USERS)).status == 401
@@ -78,8 +86,9 @@ async def test_disabling_stops_every_credential_at_once(client, alice, bob, tmp_
     resp = await sign_in(client, "bob")
     assert resp.status == 403 and "disabled" in (await resp.json())["error"]
     for secret in (bob.password, pat):
-        code, _, err = await git("ls-remote", remote(client, bob, "bob", "code", secret),
-                                 check=False)
+        code, _, err = await git(
+            "ls-remote", remote(client, bob, "bob", "code", secret), check=False
+        )
         assert code != 0, err
     # Enabled again: the unexpired tokens work again.
     resp = await client.patch(f"{USERS}/bob", json={"disabled": False}, headers=alice.headers)
@@ -108,16 +117,24 @@ async def test_the_last_administrator_stays(client, alice, bob):
 async def test_deleting_a_user_keeps_their_issues_under_the_ghost(client, alice, bob, tmp_path):
     await create(client, alice, "proj")
     theirs = await create(client, bob, "theirs", autoInit=True)
-    await client.post("/api/repositories/bob/theirs/fork", json={"name": "mine"},
-                      headers=alice.headers)
-    resp = await client.post("/api/repositories/alice/proj/issues",
-                             json={"title": "by bob"}, headers=bob.headers)
+    await client.post(
+        "/api/repositories/bob/theirs/fork", json={"name": "mine"}, headers=alice.headers
+    )
+    resp = await client.post(
+        "/api/repositories/alice/proj/issues", json={"title": "by bob"}, headers=bob.headers
+    )
     number = (await resp.json())["issue"]["number"]
-    await client.post(f"/api/repositories/alice/proj/issues/{number}/comments",
-                      json={"body": "bob says"}, headers=bob.headers)
+    await client.post(
+        f"/api/repositories/alice/proj/issues/{number}/comments",
+        json={"body": "bob says"},
+        headers=bob.headers,
+    )
     await client.post("/api/repositories/alice/proj/star", headers=bob.headers)
-    await client.put("/api/repositories/alice/proj/collaborators/bob",
-                     json={"permission": "write"}, headers=alice.headers)
+    await client.put(
+        "/api/repositories/alice/proj/collaborators/bob",
+        json={"permission": "write"},
+        headers=alice.headers,
+    )
     folder = client.app[REPO_FILES].path(int(theirs["id"]))
     assert folder.exists()
     ws = await connect(client, bob)
@@ -135,13 +152,17 @@ async def test_deleting_a_user_keeps_their_issues_under_the_ghost(client, alice,
     assert fork["parent"] is None
     proj = (await (await client.get("/api/repositories/alice/proj")).json())["repo"]
     assert proj["starCount"] == 0
-    collaborators = await (await client.get("/api/repositories/alice/proj/collaborators",
-                                            headers=alice.headers)).json()
+    collaborators = await (
+        await client.get("/api/repositories/alice/proj/collaborators", headers=alice.headers)
+    ).json()
     assert collaborators["users"] == []
     # The ghost cannot sign in, be assigned, or collaborate; the name bob is free again.
     assert (await sign_in(client, "ghost", "not-a-password")).status == 401
-    resp = await client.put("/api/repositories/alice/proj/collaborators/ghost",
-                            json={"permission": "read"}, headers=alice.headers)
+    resp = await client.put(
+        "/api/repositories/alice/proj/collaborators/ghost",
+        json={"permission": "read"},
+        headers=alice.headers,
+    )
     assert resp.status == 404
     new_bob = await sign_up(client, "bob")
     assert new_bob.id != bob.id
@@ -153,8 +174,9 @@ async def test_security_admins_names_only_accounts_existing_at_start(aiohttp_cli
     await sign_up(first, "root")
     await sign_up(first, "carol")
     await first.close()
-    client = await aiohttp_client(create_app(make_config(
-        tmp_path, security__admins=["carol", "dave"])))
+    client = await aiohttp_client(
+        create_app(make_config(tmp_path, security__admins=["carol", "dave"]))
+    )
     carol = await sign_in(client, "carol")
     carol_headers = {"Authorization": f"Bearer {(await carol.json())['token']}"}
     assert (await whoami(client, carol_headers))[1]["user"]["isAdmin"] is True
@@ -189,9 +211,11 @@ async def test_migration_upgrades_a_database_whose_user_is_named_ghost(tmp_path)
     db = tmp_path / "hubsvc.db"
     conn = sqlite3.connect(db, isolation_level=None)
     apply_migrations(conn, old_sql)
-    conn.execute("INSERT INTO users (username, username_key, email, email_key, password_hash,"
-                 " created_at, updated_at) VALUES ('Ghost', 'ghost', 'g@x.org', 'g@x.org', 'h',"
-                 " 't', 't')")
+    conn.execute(
+        "INSERT INTO users (username, username_key, email, email_key, password_hash,"
+        " created_at, updated_at) VALUES ('Ghost', 'ghost', 'g@x.org', 'g@x.org', 'h',"
+        " 't', 't')"
+    )
     conn.close()
     store = Store(db)  # opening applies 0011 to the existing database
     await store.open()
@@ -199,9 +223,9 @@ async def test_migration_upgrades_a_database_whose_user_is_named_ghost(tmp_path)
         kept = await store.users.by_username("ghost")
         assert kept["email"] == "g@x.org" and not kept["is_ghost"] and not kept["disabled"]
         assert await store.users.count() == 1
-        rows = await store.db.read(lambda c: c.execute(
-            "SELECT username FROM users WHERE is_ghost = 1").fetchall())
+        rows = await store.db.read(
+            lambda c: c.execute("SELECT username FROM users WHERE is_ghost = 1").fetchall()
+        )
         assert len(rows) == 1 and rows[0][0].startswith("ghost-")
     finally:
         await store.close()
-

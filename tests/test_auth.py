@@ -15,9 +15,15 @@ from .conftest import make_config, sign_up
 
 
 async def test_sign_up_answers_user_and_token_and_sets_cookie(client):
-    resp = await client.post("/auth/sign-up", json={
-        "email": "Carol@Example.com", "username": "carol", "password": "longenough",
-        "name": "Carol"})
+    resp = await client.post(
+        "/auth/sign-up",
+        json={
+            "email": "Carol@Example.com",
+            "username": "carol",
+            "password": "longenough",
+            "name": "Carol",
+        },
+    )
     assert resp.status == 201
     body = await resp.json()
     assert set(body["user"]) >= {"id", "email", "username", "name"}
@@ -60,11 +66,25 @@ async def test_sign_up_validation(client):
 
 
 async def test_taken_username_or_email_is_409_ignoring_case(client, alice):
-    resp = await client.post("/auth/sign-up", json={
-        "email": "other@example.com", "username": "ALICE", "password": "12345678", "name": "A"})
+    resp = await client.post(
+        "/auth/sign-up",
+        json={
+            "email": "other@example.com",
+            "username": "ALICE",
+            "password": "12345678",
+            "name": "A",
+        },
+    )
     assert resp.status == 409
-    resp = await client.post("/auth/sign-up", json={
-        "email": "ALICE@example.com", "username": "alice2", "password": "12345678", "name": "A"})
+    resp = await client.post(
+        "/auth/sign-up",
+        json={
+            "email": "ALICE@example.com",
+            "username": "alice2",
+            "password": "12345678",
+            "name": "A",
+        },
+    )
     assert resp.status == 409
 
 
@@ -90,7 +110,9 @@ async def test_sign_in_by_email_or_username_and_same_error_for_everything_wrong(
 
 
 async def test_cookie_and_bearer_resolve_to_the_same_user(client, alice):
-    resp = await client.post("/auth/sign-in", json={"username": "alice", "password": alice.password})
+    resp = await client.post(
+        "/auth/sign-in", json={"username": "alice", "password": alice.password}
+    )
     token = (await resp.json())["token"]
     by_cookie = await client.get("/api/users/me")  # the cookie jar holds the session cookie
     assert by_cookie.status == 200
@@ -103,7 +125,9 @@ async def test_cookie_and_bearer_resolve_to_the_same_user(client, alice):
 
 
 async def test_sign_out_revokes_the_token_everywhere(client, alice):
-    resp = await client.post("/auth/sign-in", json={"username": "alice", "password": alice.password})
+    resp = await client.post(
+        "/auth/sign-in", json={"username": "alice", "password": alice.password}
+    )
     token = (await resp.json())["token"]
     headers = {"Authorization": f"Bearer {token}"}
     assert (await client.get("/api/users/me")).status == 200
@@ -124,8 +148,12 @@ async def test_sign_out_by_bearer(client, alice):
 
 async def test_expired_token_is_401(client, alice):
     store = client.app[STORE]
-    await store.db.write(lambda c: c.execute("UPDATE tokens SET expires_at = ? WHERE hash = ?",
-                                             (int(time.time()) - 1, token_digest(alice.token))))
+    await store.db.write(
+        lambda c: c.execute(
+            "UPDATE tokens SET expires_at = ? WHERE hash = ?",
+            (int(time.time()) - 1, token_digest(alice.token)),
+        )
+    )
     client.app[TOKEN_CACHE].forget(token_digest(alice.token))
     resp = await client.get("/api/users/me", headers=alice.headers)
     assert resp.status == 401
@@ -138,31 +166,43 @@ async def test_garbage_bearer_is_401(client):
 
 
 async def test_tokens_are_stored_only_as_hashes(client, alice):
-    rows = await client.app[STORE].db.read(lambda c: c.execute("SELECT hash FROM tokens").fetchall())
+    rows = await client.app[STORE].db.read(
+        lambda c: c.execute("SELECT hash FROM tokens").fetchall()
+    )
     assert rows and all(bytes(r[0]) != alice.token.encode() for r in rows)
     dump = await client.app[STORE].db.read(
-        lambda c: "\n".join(str(tuple(r)) for t in ("tokens", "users")
-                            for r in c.execute(f"SELECT * FROM {t}")))
+        lambda c: "\n".join(
+            str(tuple(r)) for t in ("tokens", "users") for r in c.execute(f"SELECT * FROM {t}")
+        )
+    )
     assert alice.token not in dump
     assert alice.password not in dump
 
 
 async def test_cookie_writes_need_an_allowed_origin(client, alice):
     await client.post("/auth/sign-in", json={"username": "alice", "password": alice.password})
-    resp = await client.patch("/api/users/me/settings", json={"bio": "x"},
-                              headers={"Origin": "https://evil.example"})
+    resp = await client.patch(
+        "/api/users/me/settings", json={"bio": "x"}, headers={"Origin": "https://evil.example"}
+    )
     assert resp.status == 403
-    resp = await client.patch("/api/users/me/settings", json={"bio": "x"},
-                              headers={"Referer": "https://evil.example/page"})
+    resp = await client.patch(
+        "/api/users/me/settings",
+        json={"bio": "x"},
+        headers={"Referer": "https://evil.example/page"},
+    )
     assert resp.status == 403
     good = str(client.make_url("/")).rstrip("/")
-    resp = await client.patch("/api/users/me/settings", json={"bio": "ok"},
-                              headers={"Origin": good})
+    resp = await client.patch(
+        "/api/users/me/settings", json={"bio": "ok"}, headers={"Origin": good}
+    )
     assert resp.status == 200
     # Bearer requests are not subject to the origin check: a page cannot forge them.
     client.session.cookie_jar.clear()
-    resp = await client.patch("/api/users/me/settings", json={"bio": "b"},
-                              headers={**alice.headers, "Origin": "https://evil.example"})
+    resp = await client.patch(
+        "/api/users/me/settings",
+        json={"bio": "b"},
+        headers={**alice.headers, "Origin": "https://evil.example"},
+    )
     assert resp.status == 200
 
 
@@ -171,7 +211,9 @@ async def test_sign_in_attempts_are_limited_per_ip_and_login(aiohttp_client, tmp
     client = await aiohttp_client(create_app(config))
     await sign_up(client, "dave")
     for _ in range(3):
-        resp = await client.post("/auth/sign-in", json={"username": "dave", "password": "wrongwrong"})
+        resp = await client.post(
+            "/auth/sign-in", json={"username": "dave", "password": "wrongwrong"}
+        )
         assert resp.status == 401
     resp = await client.post("/auth/sign-in", json={"username": "dave", "password": "wrongwrong"})
     assert resp.status == 429
@@ -204,9 +246,14 @@ async def test_passwords_over_72_bytes_are_400_naming_the_limit(client, alice):
     resp = await client.post("/auth/sign-in", json={"username": "nobody", "password": "x" * 73})
     assert resp.status == 400
     # A lone surrogate is no UTF-8 at all: refused, not a crash.
-    for path, body in (("/auth/sign-up", '{"email": "s@example.com", "username": "sur", '
-                                         '"name": "S", "password": "\\ud800abcdefgh"}'),
-                       ("/auth/sign-in", '{"username": "alice", "password": "\\ud800abcdefgh"}')):
+    for path, body in (
+        (
+            "/auth/sign-up",
+            '{"email": "s@example.com", "username": "sur", '
+            '"name": "S", "password": "\\ud800abcdefgh"}',
+        ),
+        ("/auth/sign-in", '{"username": "alice", "password": "\\ud800abcdefgh"}'),
+    ):
         resp = await client.post(path, data=body, headers={"Content-Type": "application/json"})
         assert resp.status == 400, path
         assert "password" in (await resp.json())["error"]
@@ -234,8 +281,9 @@ async def test_one_sign_in_budget_per_account_by_username_or_email(aiohttp_clien
     for login in ({"username": "hank"}, {"email": "HANK@example.com"}, {"username": "HANK"}):
         resp = await client.post("/auth/sign-in", json={**login, "password": "wrongwrong"})
         assert resp.status == 401
-    resp = await client.post("/auth/sign-in", json={"email": "hank@example.com",
-                                                    "password": "wrongwrong"})
+    resp = await client.post(
+        "/auth/sign-in", json={"email": "hank@example.com", "password": "wrongwrong"}
+    )
     assert resp.status == 429
     # An unknown login is counted by its casefolded text.
     for _ in range(3):
@@ -246,13 +294,20 @@ async def test_one_sign_in_budget_per_account_by_username_or_email(aiohttp_clien
 
 
 async def test_sign_in_limit_groups_ipv6_clients_by_64(aiohttp_client, tmp_path):
-    config = make_config(tmp_path, rate_limit__enabled=True, rate_limit__sign_in_per_15_minutes=2,
-                         server__trusted_proxies=["127.0.0.0/8"])
+    config = make_config(
+        tmp_path,
+        rate_limit__enabled=True,
+        rate_limit__sign_in_per_15_minutes=2,
+        server__trusted_proxies=["127.0.0.0/8"],
+    )
     client = await aiohttp_client(create_app(config))
 
     async def attempt(ip: str) -> int:
-        resp = await client.post("/auth/sign-in", headers={"X-Forwarded-For": ip},
-                                 json={"username": "ivy", "password": "wrongwrong"})
+        resp = await client.post(
+            "/auth/sign-in",
+            headers={"X-Forwarded-For": ip},
+            json={"username": "ivy", "password": "wrongwrong"},
+        )
         return resp.status
 
     # Two addresses of one /64 spend one budget ...

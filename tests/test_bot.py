@@ -52,29 +52,53 @@ EVERY_COMMAND = [
 
 # The service, seeded once per module
 
+
 def _sign_up(server: ServerProcess, name: str) -> dict[str, Any]:
-    status, body = server.request("POST", "/auth/sign-up", {
-        "email": f"{name}@example.com", "username": name, "password": PASSWORD,
-        "name": name.title()})
+    status, body = server.request(
+        "POST",
+        "/auth/sign-up",
+        {
+            "email": f"{name}@example.com",
+            "username": name,
+            "password": PASSWORD,
+            "name": name.title(),
+        },
+    )
     assert status == 201, body
-    return {"id": body["user"]["id"], "name": name,
-            "headers": {"Authorization": f"Bearer {body['token']}"}}
+    return {
+        "id": body["user"]["id"],
+        "name": name,
+        "headers": {"Authorization": f"Bearer {body['token']}"},
+    }
 
 
-def _call(server: ServerProcess, user: dict, method: str, path: str, body: dict | None = None,
-          expect: int = 200) -> dict:
+def _call(
+    server: ServerProcess,
+    user: dict,
+    method: str,
+    path: str,
+    body: dict | None = None,
+    expect: int = 200,
+) -> dict:
     status, answer = server.request(method, path, body, user["headers"])
     assert status == expect, (method, path, status, answer)
     return answer
 
 
 def _git(*args: str, cwd: Path) -> None:
-    subprocess.run(["git", *args], cwd=cwd, env={**os.environ, **ENV}, check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env={**os.environ, **ENV},
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
 
 
-def _push_commits(server: ServerProcess, user: dict, repo: str, branch: str, messages: list[str],
-                  work: Path) -> None:
+def _push_commits(
+    server: ServerProcess, user: dict, repo: str, branch: str, messages: list[str], work: Path
+) -> None:
     url = server.url.replace("http://", f"http://{user['name']}:{PASSWORD}@") + f"/{repo}.git"
     folder = work / f"{repo.replace('/', '-')}-{branch}"
     _git("clone", "-q", url, str(folder), cwd=work)
@@ -87,30 +111,66 @@ def _push_commits(server: ServerProcess, user: dict, repo: str, branch: str, mes
 def link(server: ServerProcess, user: dict, chat_id: str, token: str | None = None) -> None:
     """The link flow as the service runs it: a token for the chat id, verified by the user."""
     if token is None:
-        status, body = server.request("POST", "/api/chat/link/generate", {"chatId": chat_id},
-                                      {"X-Chat-Bot-Key": BOT_KEY})
+        status, body = server.request(
+            "POST", "/api/chat/link/generate", {"chatId": chat_id}, {"X-Chat-Bot-Key": BOT_KEY}
+        )
         assert status == 200, body
         token = body["token"]
-    _call(server, user, "POST", "/api/chat/link/verify",
-          {"token": token, "serviceUserId": user["id"]})
+    _call(
+        server, user, "POST", "/api/chat/link/verify", {"token": token, "serviceUserId": user["id"]}
+    )
 
 
 def seed(server: ServerProcess, work: Path) -> dict[str, Any]:
     ada, bob, cyd = (_sign_up(server, n) for n in ("ada", "bob", "cyd"))
     repos = "/api/repositories"
-    _call(server, ada, "POST", repos, {"name": "tool", "description": "A tool for parsing",
-                                       "autoInit": True}, 201)
-    _call(server, ada, "POST", repos, {"name": "secret", "description": "Secret plans",
-                                       "visibility": "private", "autoInit": True}, 201)
-    _call(server, ada, "POST", repos, {"name": "trunked", "defaultBranch": "trunk",
-                                       "autoInit": True}, 201)
+    _call(
+        server,
+        ada,
+        "POST",
+        repos,
+        {"name": "tool", "description": "A tool for parsing", "autoInit": True},
+        201,
+    )
+    _call(
+        server,
+        ada,
+        "POST",
+        repos,
+        {
+            "name": "secret",
+            "description": "Secret plans",
+            "visibility": "private",
+            "autoInit": True,
+        },
+        201,
+    )
+    _call(
+        server,
+        ada,
+        "POST",
+        repos,
+        {"name": "trunked", "defaultBranch": "trunk", "autoInit": True},
+        201,
+    )
     broken = _call(server, ada, "POST", repos, {"name": "broken"}, 201)["repo"]
     for n in range(1, 13):
-        _call(server, ada, "POST", f"{repos}/ada/tool/issues",
-              {"title": f"Parser bug {n}", "body": f"Case {n} fails\nsecond line"}, 201)
+        _call(
+            server,
+            ada,
+            "POST",
+            f"{repos}/ada/tool/issues",
+            {"title": f"Parser bug {n}", "body": f"Case {n} fails\nsecond line"},
+            201,
+        )
     old = _call(server, ada, "POST", f"{repos}/ada/tool/issues", {"title": "Old crash"}, 201)
-    _call(server, ada, "PATCH", f"{repos}/ada/tool/issues/{old['issue']['number']}",
-          {"state": "closed"})
+    _call(
+        server,
+        ada,
+        "PATCH",
+        f"{repos}/ada/tool/issues/{old['issue']['number']}",
+        {"state": "closed"},
+    )
     _call(server, ada, "POST", f"{repos}/ada/secret/issues", {"title": "Hidden leak"}, 201)
     _push_commits(server, ada, "ada/tool", "main", [f"Change {n}" for n in range(1, 12)], work)
 
@@ -119,18 +179,37 @@ def seed(server: ServerProcess, work: Path) -> dict[str, Any]:
     _push_commits(server, bob, "bob/tool", "idea", ["Faster parser"], work)
     fork = {"owner": "bob", "name": "tool"}
     numbers = {}
-    for title, head in (("Better docs", "docs"), ("Faster parser", "idea"),
-                        ("Open idea", "main")):
-        numbers[title] = _call(server, bob, "POST", f"{repos}/ada/tool/pulls", {
-            "title": title, "head": head, "headRepository": fork}, 201)["pullRequest"]["number"]
-    _call(server, ada, "POST", f"{repos}/ada/tool/pulls/{numbers['Better docs']}/merge",
-          {"method": "fast-forward"})
-    _call(server, bob, "PATCH", f"{repos}/ada/tool/pulls/{numbers['Faster parser']}",
-          {"state": "closed"})
+    for title, head in (("Better docs", "docs"), ("Faster parser", "idea"), ("Open idea", "main")):
+        numbers[title] = _call(
+            server,
+            bob,
+            "POST",
+            f"{repos}/ada/tool/pulls",
+            {"title": title, "head": head, "headRepository": fork},
+            201,
+        )["pullRequest"]["number"]
+    _call(
+        server,
+        ada,
+        "POST",
+        f"{repos}/ada/tool/pulls/{numbers['Better docs']}/merge",
+        {"method": "fast-forward"},
+    )
+    _call(
+        server,
+        bob,
+        "PATCH",
+        f"{repos}/ada/tool/pulls/{numbers['Faster parser']}",
+        {"state": "closed"},
+    )
 
     # A repository whose git data is gone: the service answers 500 for its commits.
-    folder = server.data_dir / "repositories" / f"{int(broken['id']) // 1000:03d}" / \
-        f"{broken['id']}.git"
+    folder = (
+        server.data_dir
+        / "repositories"
+        / f"{int(broken['id']) // 1000:03d}"
+        / f"{broken['id']}.git"
+    )
     assert folder.is_dir()
     subprocess.run(["rm", "-rf", str(folder)], check=True)
 
@@ -153,9 +232,13 @@ def service(tmp_path_factory):
 @pytest.fixture
 def limited(tmp_path):
     """A service that allows each client four requests, then one a minute."""
-    server = ServerProcess(tmp_path / "data", {
-        "chat": {"bot_key": BOT_KEY},
-        "rate_limit": {"enabled": True, "burst": 4, "per_minute": 1}}).start()
+    server = ServerProcess(
+        tmp_path / "data",
+        {
+            "chat": {"bot_key": BOT_KEY},
+            "rate_limit": {"enabled": True, "burst": 4, "per_minute": 1},
+        },
+    ).start()
     yield server
     server.stop()
 
@@ -188,6 +271,7 @@ def unreachable_url() -> str:
 
 # Discord's limits, checked on every reply the tests see
 
+
 def check_embed(reply: Reply) -> discord.Embed:
     embed = discord_front.to_embed(reply)
     assert isinstance(embed, discord.Embed)
@@ -203,8 +287,7 @@ def check_embed(reply: Reply) -> discord.Embed:
     return embed
 
 
-async def ask(base: str, chat_id: str, command: str, /, key: str = BOT_KEY, **args: Any
-              ) -> Reply:
+async def ask(base: str, chat_id: str, command: str, /, key: str = BOT_KEY, **args: Any) -> Reply:
     """One command through the command layer, its reply checked as a Discord embed too."""
     async with ApiClient(base, key) as api:
         reply = await run_command(api, chat_id, command, args)
@@ -214,12 +297,18 @@ async def ask(base: str, chat_id: str, command: str, /, key: str = BOT_KEY, **ar
 
 def is_sorry(reply: Reply, *phrases: str) -> bool:
     text = reply.description
-    return (reply.title == "Sorry" and reply.private and reply.colour == RED
-            and all(p in text for p in phrases) and "Traceback" not in text
-            and len(text) < 400)
+    return (
+        reply.title == "Sorry"
+        and reply.private
+        and reply.colour == RED
+        and all(p in text for p in phrases)
+        and "Traceback" not in text
+        and len(text) < 400
+    )
 
 
 # The command layer
+
 
 async def test_repo_public_private_linked_and_not(service):
     url = service.url
@@ -298,12 +387,16 @@ async def test_commits_default_branch_paging_and_private(service):
     reply = await ask(url, NOBODY_CHAT, "commits", repository="ada/tool")
     assert reply.title == "Commits on main in ada/tool" and reply.colour == PUSH_BLUE
     lines = reply.description.splitlines()
-    assert len(lines) == 10 and re.match(r"^`[0-9a-f]{7}` Better docs — Tess Ter, 2026-01-02$",
-                                         lines[0])
+    assert len(lines) == 10 and re.match(
+        r"^`[0-9a-f]{7}` Better docs — Tess Ter, 2026-01-02$", lines[0]
+    )
     assert reply.footer == "Page 1 · next: /commits repository:ada/tool page:2"
     reply = await ask(url, NOBODY_CHAT, "commits", repository="ada/tool", page=2)
-    assert [line.split(" ", 1)[1].split(" —")[0] for line in reply.description.splitlines()] \
-        == ["Change 2", "Change 1", "Initial commit"]
+    assert [line.split(" ", 1)[1].split(" —")[0] for line in reply.description.splitlines()] == [
+        "Change 2",
+        "Change 1",
+        "Initial commit",
+    ]
     reply = await ask(url, NOBODY_CHAT, "commits", repository="bob/tool", branch="idea")
     assert reply.title == "Commits on idea in bob/tool"
     assert reply.description.splitlines()[0].split(" ", 1)[1].startswith("Faster parser")
@@ -353,14 +446,14 @@ async def test_fork_needs_a_link_and_names(service):
     reply = await ask(url, NOBODY_CHAT, "fork", repository="ada/tool")
     assert is_sorry(reply, "Forking needs your account", "/link")
     reply = await ask(url, BOB_CHAT, "fork", repository="ada/tool")
-    assert is_sorry(reply, "already have a repository named tool",
-                    "/fork ada/tool name:new-name")
+    assert is_sorry(reply, "already have a repository named tool", "/fork ada/tool name:new-name")
     reply = await ask(url, BOB_CHAT, "fork", repository="ada/tool", name="tool-copy")
     assert reply.title == "Forked ada/tool" and reply.colour == FORK_GREEN
     assert reply.url == f"{url}/api/repositories/bob/tool-copy" and not reply.private
     assert "bob/tool-copy" in reply.description
-    assert (await ask(url, NOBODY_CHAT, "repo", repository="bob/tool-copy")).title \
-        == "bob/tool-copy"
+    assert (
+        await ask(url, NOBODY_CHAT, "repo", repository="bob/tool-copy")
+    ).title == "bob/tool-copy"
     assert is_sorry(await ask(url, BOB_CHAT, "fork", repository="ada/secret"), "wasn't found")
     reply = await ask(url, ADA_CHAT, "fork", repository="ada/secret", name="secret-2")
     assert reply.title == "Forked ada/secret" and reply.private
@@ -380,8 +473,9 @@ async def test_link_flow_by_page_and_by_email(service):
     # The person opens the page and confirms; the page calls verify as the signed-in user.
     link(service, cyd, chat, token)
     reply = await ask(url, chat, "link-status")
-    assert reply.title == "Linked" and reply.description == \
-        "Your chat account is linked to cyd (Cyd)."
+    assert (
+        reply.title == "Linked" and reply.description == "Your chat account is linked to cyd (Cyd)."
+    )
     assert {f.name: f.value for f in reply.fields} == {"Account": "cyd", "Verified": "yes"}
     reply = await ask(url, chat, "fork", repository="ada/tool")
     assert reply.title == "Forked ada/tool" and reply.url == f"{url}/api/repositories/cyd/tool"
@@ -438,8 +532,12 @@ async def test_every_api_error_is_a_short_private_message(service, limited):
     assert is_sorry(reply, "a lot of requests", "try again in")
     # 403, 502 and 503 (a proxy in front), and answers that are not JSON: a stand-in.
     cases = (
-        (403, '{"error": "write access to this repository is required"}', "application/json",
-         "don't have permission"),
+        (
+            403,
+            '{"error": "write access to this repository is required"}',
+            "application/json",
+            "don't have permission",
+        ),
         (502, "<html>Bad Gateway</html>", "text/html", "ran into a problem (error 502)"),
         (503, '{"error": "service unavailable"}', "application/json", "(error 503)"),
         (200, "<html>a web page</html>", "text/html", "couldn't read"),
@@ -461,8 +559,9 @@ async def test_bot_key_wrong_or_missing(service):
     # Without a key the bot is anonymous: public reads work, linking cannot.
     reply = await ask(url, ADA_CHAT, "repo", key="", repository="ada/tool")
     assert reply.title == "ada/tool"
-    assert is_sorry(await ask(url, ADA_CHAT, "repo", key="", repository="ada/secret"),
-                    "wasn't found")
+    assert is_sorry(
+        await ask(url, ADA_CHAT, "repo", key="", repository="ada/secret"), "wasn't found"
+    )
     assert is_sorry(await ask(url, ADA_CHAT, "fork", key="", repository="ada/tool"), "/link")
     for name in ("link", "link-status", "unlink"):
         assert is_sorry(await ask(url, ADA_CHAT, name, key=""), "refused the bot's key")
@@ -507,8 +606,12 @@ async def test_an_unlinked_user_costs_one_refused_request_per_command(service):
         # Forwards to the real service, recording who each request was made as.
         seen.append((request.path, "X-Chat-User-Id" in request.headers))
         status, answer = await asyncio.to_thread(
-            service.request, "GET", request.path_qs, None,
-            {k: v for k, v in request.headers.items() if k.startswith("X-Chat")})
+            service.request,
+            "GET",
+            request.path_qs,
+            None,
+            {k: v for k, v in request.headers.items() if k.startswith("X-Chat")},
+        )
         return web.json_response(answer, status=status)
 
     app = web.Application()
@@ -519,41 +622,63 @@ async def test_an_unlinked_user_costs_one_refused_request_per_command(service):
         base = str(server.make_url("")).rstrip("/")
         reply = await ask(base, NOBODY_CHAT, "issues", repository="ada/tool")
         assert reply.title == "Open issues in ada/tool"
-        assert seen == [("/api/repositories/ada/tool", True),
-                        ("/api/repositories/ada/tool", False),
-                        ("/api/repositories/ada/tool/issues", False)]
+        assert seen == [
+            ("/api/repositories/ada/tool", True),
+            ("/api/repositories/ada/tool", False),
+            ("/api/repositories/ada/tool/issues", False),
+        ]
         seen.clear()
         reply = await ask(base, ADA_CHAT, "issues", repository="ada/secret")
-        assert reply.private and seen == [("/api/repositories/ada/secret", True),
-                                          ("/api/repositories/ada/secret/issues", True)]
+        assert reply.private and seen == [
+            ("/api/repositories/ada/secret", True),
+            ("/api/repositories/ada/secret/issues", True),
+        ]
     finally:
         await server.close()
 
 
 # The console front end, as a subprocess
 
+
 def console_env(api_base: str, key: str = BOT_KEY) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSVC_")}
-    return {**env, "PYTHONPATH": str(ROOT), "HUBSVC_BOT_API_BASE": api_base,
-            "HUBSVC_BOT_BOT_KEY": key}
+    return {
+        **env,
+        "PYTHONPATH": str(ROOT),
+        "HUBSVC_BOT_API_BASE": api_base,
+        "HUBSVC_BOT_BOT_KEY": key,
+    }
 
 
-def console(api_base: str, chat_id: str, lines: list[str], key: str = BOT_KEY
-            ) -> list[str]:
+def console(api_base: str, chat_id: str, lines: list[str], key: str = BOT_KEY) -> list[str]:
     """Run `run.py bot --console` with lines on its input: the reply blocks it printed."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "run.py"), "bot", "--console", "--as", chat_id],
-        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120,
-        env=console_env(api_base, key), cwd=ROOT)
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=console_env(api_base, key),
+        cwd=ROOT,
+    )
     return blocks(proc.returncode, proc.stdout, proc.stderr)
 
 
 async def console_async(api_base: str, chat_id: str, lines: list[str]) -> list[str]:
     """The same, while this test's loop serves a stand-in service."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "run.py"), "bot", "--console", "--as", chat_id,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=console_env(api_base), cwd=ROOT)
+        sys.executable,
+        str(ROOT / "run.py"),
+        "bot",
+        "--console",
+        "--as",
+        chat_id,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=console_env(api_base),
+        cwd=ROOT,
+    )
     out, err = await asyncio.wait_for(proc.communicate(("\n".join(lines) + "\n").encode()), 120)
     return blocks(proc.returncode, out.decode(), err.decode())
 
@@ -572,28 +697,42 @@ def title(block: str) -> str:
 def test_console_answers_every_command_for_a_linked_user(service):
     url, chat = service.url, "6006"
     link(service, service.users["ada"], chat)
-    out = console(url, chat, [
-        "/repo ada/secret",
-        "/search secret",
-        "/search parser bug type:issues page:2",
-        "/issues ada/tool state:closed",
-        "/prs ada/tool state:merged",
-        "/commits ada/tool page:2",
-        "/fork ada/tool name:tool-from-console",
-        "/link-status",
-        "/link",
-        "/link-email ada@example.com",
-        "# a comment line, and a blank one, print nothing",
-        "",
-        "/unlink",
-        "/link-status",
-        "/repo ada/secret",
-    ])
+    out = console(
+        url,
+        chat,
+        [
+            "/repo ada/secret",
+            "/search secret",
+            "/search parser bug type:issues page:2",
+            "/issues ada/tool state:closed",
+            "/prs ada/tool state:merged",
+            "/commits ada/tool page:2",
+            "/fork ada/tool name:tool-from-console",
+            "/link-status",
+            "/link",
+            "/link-email ada@example.com",
+            "# a comment line, and a blank one, print nothing",
+            "",
+            "/unlink",
+            "/link-status",
+            "/repo ada/secret",
+        ],
+    )
     assert [title(b) for b in out] == [
-        "ada/secret", 'Search "secret" in repositories', 'Search "parser bug" in issues',
-        "Closed issues in ada/tool", "Merged pull requests in ada/tool",
-        "Commits on main in ada/tool", "Forked ada/tool", "Linked", "Link your account",
-        "Check your e-mail", "Unlinked", "Not linked", "Sorry"]
+        "ada/secret",
+        'Search "secret" in repositories',
+        'Search "parser bug" in issues',
+        "Closed issues in ada/tool",
+        "Merged pull requests in ada/tool",
+        "Commits on main in ada/tool",
+        "Forked ada/tool",
+        "Linked",
+        "Link your account",
+        "Check your e-mail",
+        "Unlinked",
+        "Not linked",
+        "Sorry",
+    ]
     assert "* Visibility: private" in out[0] and out[0].endswith("(only you can see this)")
     assert "* ada/secret\n    private · 0 stars" in out[1]
     assert out[2].count("\n* ada/tool#") == 2 and "-- Page 2" in out[2]
@@ -607,19 +746,45 @@ def test_console_answers_every_command_for_a_linked_user(service):
 
 
 def test_console_answers_every_command_for_an_unlinked_user(service):
-    out = console(service.url, "5005", [
-        "/repo ada/tool", "/repo ada/secret", '/search "parser bug" type:issues',
-        "/search query:parser bug type:issues page:2", "/issues ada/tool",
-        "/prs ada/tool", "/commits ada/trunked", "/fork ada/tool", "/link-status",
-        "/link", "/link-email nobody@example.com", "/unlink",
-        "/help", "/nope", "/issues", "/issues ada/tool state:weird", '/search "unclosed',
-        "/repo ada/tool extra words"])
+    out = console(
+        service.url,
+        "5005",
+        [
+            "/repo ada/tool",
+            "/repo ada/secret",
+            '/search "parser bug" type:issues',
+            "/search query:parser bug type:issues page:2",
+            "/issues ada/tool",
+            "/prs ada/tool",
+            "/commits ada/trunked",
+            "/fork ada/tool",
+            "/link-status",
+            "/link",
+            "/link-email nobody@example.com",
+            "/unlink",
+            "/help",
+            "/nope",
+            "/issues",
+            "/issues ada/tool state:weird",
+            '/search "unclosed',
+            "/repo ada/tool extra words",
+        ],
+    )
     titles = [title(b) for b in out[:12]]
     assert titles == [
-        "ada/tool", "Sorry", 'Search "parser bug" in issues', 'Search "parser bug" in issues',
-        "Open issues in ada/tool", "Open pull requests in ada/tool",
-        "Commits on trunk in ada/trunked", "Sorry", "Not linked", "Link your account",
-        "Check your e-mail", "Not linked"]
+        "ada/tool",
+        "Sorry",
+        'Search "parser bug" in issues',
+        'Search "parser bug" in issues',
+        "Open issues in ada/tool",
+        "Open pull requests in ada/tool",
+        "Commits on trunk in ada/trunked",
+        "Sorry",
+        "Not linked",
+        "Link your account",
+        "Check your e-mail",
+        "Not linked",
+    ]
     assert "If it's private, link your account with /link" in out[1]
     assert "-- Page 1 · next: /issues repository:ada/tool state:open page:2" in out[4]
     assert "Forking needs your account" in out[7]
@@ -635,12 +800,19 @@ def test_console_answers_every_command_for_an_unlinked_user(service):
 
 
 def test_console_errors_from_the_service(service, limited):
-    out = console(unreachable_url(), ADA_CHAT,
-                  [f"/{name} " + " ".join(f"{k}:{v}" for k, v in args.items())
-                   for name, args in EVERY_COMMAND])
+    out = console(
+        unreachable_url(),
+        ADA_CHAT,
+        [
+            f"/{name} " + " ".join(f"{k}:{v}" for k, v in args.items())
+            for name, args in EVERY_COMMAND
+        ],
+    )
     assert len(out) == len(EVERY_COMMAND)
-    assert all(title(b) == "Sorry" and "can't be reached" in b
-               and b.endswith("(only you can see this)") for b in out)
+    assert all(
+        title(b) == "Sorry" and "can't be reached" in b and b.endswith("(only you can see this)")
+        for b in out
+    )
     out = console(service.url, NOBODY_CHAT, ["/repo nobody/nothing", "/commits ada/broken"])
     assert "Repository nobody/nothing wasn't found" in out[0]
     assert "error 500" in out[1]
@@ -652,21 +824,29 @@ def test_console_errors_from_the_service(service, limited):
 
 
 async def test_console_403_and_5xx_from_a_stand_in():
-    for status, phrase in ((403, "don't have permission"), (500, "error 500"),
-                           (503, "error 503")):
+    for status, phrase in ((403, "don't have permission"), (500, "error 500"), (503, "error 503")):
         async with Stub(status, '{"error": "x"}') as base:
-            out = await console_async(base, ADA_CHAT, [
-                f"/{name} " + " ".join(f'{k}:"{v}"' for k, v in args.items())
-                for name, args in EVERY_COMMAND])
+            out = await console_async(
+                base,
+                ADA_CHAT,
+                [
+                    f"/{name} " + " ".join(f'{k}:"{v}"' for k, v in args.items())
+                    for name, args in EVERY_COMMAND
+                ],
+            )
         assert len(out) == len(EVERY_COMMAND)
         assert all(title(b) == "Sorry" and phrase in b for b in out), out
 
 
 def test_console_parses_as_discord_users_type():
     assert parse_line("/issues ada/tool state:closed") == (
-        "issues", {"repository": "ada/tool", "state": "closed"})
+        "issues",
+        {"repository": "ada/tool", "state": "closed"},
+    )
     assert parse_line("issues state:all ada/tool 2") == (
-        "issues", {"repository": "ada/tool", "state": "all", "page": "2"})
+        "issues",
+        {"repository": "ada/tool", "state": "all", "page": "2"},
+    )
     assert parse_line('/search "a b" type:users') == ("search", {"query": "a b", "type": "users"})
     assert parse_line("/search a b c page:3") == ("search", {"query": "a b c", "page": "3"})
     assert parse_line("/search query:a b") == ("search", {"query": "a b"})
@@ -677,11 +857,17 @@ def test_console_parses_as_discord_users_type():
 
 # Starting up: what is required is said in one line
 
+
 def start(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("HUBSVC_")}
-    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], capture_output=True,
-                          text=True, timeout=60, env={**base, "PYTHONPATH": str(ROOT),
-                                                      **(env or {})}, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base, "PYTHONPATH": str(ROOT), **(env or {})},
+        cwd=ROOT,
+    )
 
 
 def one_line(proc: subprocess.CompletedProcess) -> str:
@@ -700,52 +886,76 @@ def test_start_refused_with_one_line_naming_what_is_missing(tmp_path):
     config = tmp_path / "bot.toml"
     config.write_text('[bot]\ntoken = "t"\napplication_id = "1"\n')
     assert "bot.api_base: required to start the Discord bot" in one_line(
-        start("bot", "--config", str(config)))
+        start("bot", "--config", str(config))
+    )
     # The console needs no Discord application, only the service.
     assert "bot.api_base: required to start the console bot" in one_line(
-        start("bot", "--console", "--as", "1"))
+        start("bot", "--console", "--as", "1")
+    )
     for args in (("bot", "--console"), ("bot", "--as", "1")):
         proc = start(*args)
         assert proc.returncode == 2
         assert proc.stderr.splitlines()[-1].endswith("--console and --as CHAT_ID go together")
     config.write_text('[bot]\napplication_id = "12x"\n')
     assert "bot.application_id: must be a Discord id" in one_line(
-        start("bot", "--config", str(config)))
+        start("bot", "--config", str(config))
+    )
     assert "bot.guild_id: must be a Discord id" in one_line(
-        start("bot", "--console", "--as", "1", env={"HUBSVC_BOT_GUILD_ID": "abc"}))
+        start("bot", "--console", "--as", "1", env={"HUBSVC_BOT_GUILD_ID": "abc"})
+    )
     assert "bot.api_base: must be an http" in one_line(
-        start("bot", env={"HUBSVC_BOT_API_BASE": "ftp://x"}))
+        start("bot", env={"HUBSVC_BOT_API_BASE": "ftp://x"})
+    )
 
 
 def test_discord_mode_without_discord_py_says_how_to_install(tmp_path):
-    code = ("import runpy, sys; sys.modules['discord'] = None; "
-            f"sys.argv = ['run.py', 'bot']; runpy.run_path({str(ROOT / 'run.py')!r}, "
-            "run_name='__main__')")
+    code = (
+        "import runpy, sys; sys.modules['discord'] = None; "
+        f"sys.argv = ['run.py', 'bot']; runpy.run_path({str(ROOT / 'run.py')!r}, "
+        "run_name='__main__')"
+    )
     base = {k: v for k, v in os.environ.items() if not k.startswith("HUBSVC_")}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, cwd=ROOT, env={
-                              **base, "PYTHONPATH": str(ROOT), "HUBSVC_BOT_TOKEN": "t",
-                              "HUBSVC_BOT_APPLICATION_ID": "1",
-                              "HUBSVC_BOT_API_BASE": "http://127.0.0.1:1"})
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={
+            **base,
+            "PYTHONPATH": str(ROOT),
+            "HUBSVC_BOT_TOKEN": "t",
+            "HUBSVC_BOT_APPLICATION_ID": "1",
+            "HUBSVC_BOT_API_BASE": "http://127.0.0.1:1",
+        },
+    )
     assert "pip install -e '.[bot]'" in one_line(proc)
 
 
 def test_bot_key_falls_back_to_chat_bot_key():
     from hubsvc.bot import settings
     from hubsvc.config import load_config
+
     config = load_config(None, {"bot.api_base": "http://h", "chat.bot_key": "k1"}, env={})
     assert settings(config, console=True)["bot_key"] == "k1"
-    config = load_config(None, {"bot.api_base": "http://h", "chat.bot_key": "k1",
-                                "bot.bot_key": "k2"}, env={})
+    config = load_config(
+        None, {"bot.api_base": "http://h", "chat.bot_key": "k1", "bot.bot_key": "k2"}, env={}
+    )
     assert settings(config, console=True)["bot_key"] == "k2"
 
 
 # The Discord front end: conversion, registration, responding
 
+
 def test_embeds_fit_every_discord_limit():
-    huge = Reply(title="T" * 1000, description="D" * 10000, footer="F" * 3000,
-                 fields=[Field("N" * 300, "V" * 1500, i % 2 == 0) for i in range(40)],
-                 colour=PURPLE, url="http://h/x")
+    huge = Reply(
+        title="T" * 1000,
+        description="D" * 10000,
+        footer="F" * 3000,
+        fields=[Field("N" * 300, "V" * 1500, i % 2 == 0) for i in range(40)],
+        colour=PURPLE,
+        url="http://h/x",
+    )
     embed = check_embed(huge)
     assert len(embed.title) == 256 and embed.title.endswith("…")
     assert embed.url == "http://h/x"
@@ -760,14 +970,25 @@ def test_embeds_fit_every_discord_limit():
     embed = check_embed(Reply(title="", fields=[Field("", "")]))
     assert embed.title == "—" and (embed.fields[0].name, embed.fields[0].value) == ("—", "—")
     # A reply inside the limits is carried over unchanged.
-    reply = Reply(title="ada/tool", description="A tool", colour=GREEN, footer="Page 2",
-                  fields=[Field("Stars", "3", True), Field("Clone", "http://h/ada/tool.git")])
+    reply = Reply(
+        title="ada/tool",
+        description="A tool",
+        colour=GREEN,
+        footer="Page 2",
+        fields=[Field("Stars", "3", True), Field("Clone", "http://h/ada/tool.git")],
+    )
     embed = check_embed(reply)
     assert {k: v for k, v in embed.to_dict().items() if k != "flags"} == {
-        "type": "rich", "title": "ada/tool", "description": "A tool", "color": GREEN,
-        "fields": [{"name": "Stars", "value": "3", "inline": True},
-                   {"name": "Clone", "value": "http://h/ada/tool.git", "inline": False}],
-        "footer": {"text": "Page 2"}}
+        "type": "rich",
+        "title": "ada/tool",
+        "description": "A tool",
+        "color": GREEN,
+        "fields": [
+            {"name": "Stars", "value": "3", "inline": True},
+            {"name": "Clone", "value": "http://h/ada/tool.git", "inline": False},
+        ],
+        "footer": {"text": "Page 2"},
+    }
 
 
 async def test_slash_commands_registered_from_the_declarations():
@@ -776,9 +997,22 @@ async def test_slash_commands_registered_from_the_declarations():
         registered = {c.name: c.to_dict(bot.tree) for c in bot.tree.get_commands()}
     finally:
         await bot.close()
-    assert list(registered) == list(COMMANDS) == [
-        "repo", "search", "issues", "prs", "commits", "fork", "link", "link-email", "unlink",
-        "link-status"]
+    assert (
+        list(registered)
+        == list(COMMANDS)
+        == [
+            "repo",
+            "search",
+            "issues",
+            "prs",
+            "commits",
+            "fork",
+            "link",
+            "link-email",
+            "unlink",
+            "link-status",
+        ]
+    )
     for name, command in COMMANDS.items():
         options = registered[name]["options"]
         assert [o["name"] for o in options] == [p.name for p in command.params]
@@ -802,8 +1036,7 @@ class FakeInteraction:
         self.user = SimpleNamespace(id=user_id)
         self.calls: list[tuple[str, dict]] = []
         record = self._record
-        self.response = SimpleNamespace(send_message=record("send_message"),
-                                        defer=record("defer"))
+        self.response = SimpleNamespace(send_message=record("send_message"), defer=record("defer"))
         self.followup = SimpleNamespace(send=record("followup.send"))
         self.edit_original_response = record("edit_original_response")
         self.delete_original_response = record("delete_original_response")
@@ -811,6 +1044,7 @@ class FakeInteraction:
     def _record(self, name: str):
         async def call(**kwargs: Any) -> None:
             self.calls.append((name, kwargs))
+
         return call
 
 
@@ -818,6 +1052,7 @@ async def test_discord_callbacks_answer_as_the_discord_user(service, monkeypatch
     bot = discord_front.HubBot(service.url, BOT_KEY, 1234)
     bot.api = ApiClient(service.url, BOT_KEY)
     try:
+
         async def invoke(name: str, user_id: int, **kwargs: Any) -> list[tuple[str, dict]]:
             interaction = FakeInteraction(user_id)
             await bot.tree.get_command(name).callback(interaction, **kwargs)
@@ -831,8 +1066,7 @@ async def test_discord_callbacks_answer_as_the_discord_user(service, monkeypatch
         assert calls[0][1]["ephemeral"] is False and calls[0][1]["embed"].title == "ada/tool"
         calls = await invoke("repo", int(ADA_CHAT), repository="ada/secret")
         assert calls[0][1]["ephemeral"] is True and calls[0][1]["embed"].title == "ada/secret"
-        calls = await invoke("issues", int(NOBODY_CHAT), repository="ada/tool", state=None,
-                             page=2)
+        calls = await invoke("issues", int(NOBODY_CHAT), repository="ada/tool", state=None, page=2)
         assert calls[0][1]["embed"].footer.text == "Page 2"
         calls = await invoke("link-status", int(ADA_CHAT))
         assert calls[0][1]["ephemeral"] is True
@@ -859,8 +1093,9 @@ def check_embed_dict(embed: discord.Embed) -> None:
 
 
 def json_answer(data: Any, status: int = 200) -> web.Response:
-    return web.Response(status=status, body=json.dumps(data).encode(),
-                        headers={"Content-Type": "application/json"})
+    return web.Response(
+        status=status, body=json.dumps(data).encode(), headers={"Content-Type": "application/json"}
+    )
 
 
 class FakeDiscord:
@@ -882,23 +1117,49 @@ class FakeDiscord:
     async def me(self, request: web.Request) -> web.Response:
         if not self._authorised(request):
             return json_answer({"message": "401: Unauthorized", "code": 0}, status=401)
-        return json_answer({"id": "999", "username": "hubsvc", "discriminator": "0",
-                                  "avatar": None, "bot": True, "global_name": None})
+        return json_answer(
+            {
+                "id": "999",
+                "username": "hubsvc",
+                "discriminator": "0",
+                "avatar": None,
+                "bot": True,
+                "global_name": None,
+            }
+        )
 
     async def application(self, request: web.Request) -> web.Response:
-        return json_answer({
-            "id": "1234", "name": "hubsvc", "icon": None, "description": "", "bot_public": True,
-            "bot_require_code_grant": False, "verify_key": "0" * 64, "flags": 0,
-            "owner": {"id": "1", "username": "ada", "discriminator": "0", "avatar": None}})
+        return json_answer(
+            {
+                "id": "1234",
+                "name": "hubsvc",
+                "icon": None,
+                "description": "",
+                "bot_public": True,
+                "bot_require_code_grant": False,
+                "verify_key": "0" * 64,
+                "flags": 0,
+                "owner": {"id": "1", "username": "ada", "discriminator": "0", "avatar": None},
+            }
+        )
 
     async def sync(self, request: web.Request) -> web.Response:
         if not self._authorised(request):
             return json_answer({"message": "401: Unauthorized", "code": 0}, status=401)
         payload = await request.json()
         self.synced.append((request.path, payload))
-        return json_answer([{
-            **c, "id": str(100 + i), "application_id": "1234", "version": "1",
-            "guild_id": request.match_info.get("guild")} for i, c in enumerate(payload)])
+        return json_answer(
+            [
+                {
+                    **c,
+                    "id": str(100 + i),
+                    "application_id": "1234",
+                    "version": "1",
+                    "guild_id": request.match_info.get("guild"),
+                }
+                for i, c in enumerate(payload)
+            ]
+        )
 
 
 async def test_commands_sync_to_the_guild_at_once_or_globally(monkeypatch):
@@ -906,8 +1167,10 @@ async def test_commands_sync_to_the_guild_at_once_or_globally(monkeypatch):
     await fake.server.start_server()
     monkeypatch.setattr(discord.http.Route, "BASE", str(fake.server.make_url("/api/v10")))
     try:
-        for guild, path in ((4321, "/api/v10/applications/1234/guilds/4321/commands"),
-                            (None, "/api/v10/applications/1234/commands")):
+        for guild, path in (
+            (4321, "/api/v10/applications/1234/guilds/4321/commands"),
+            (None, "/api/v10/applications/1234/commands"),
+        ):
             bot = discord_front.HubBot("http://127.0.0.1:1", BOT_KEY, 1234, guild)
             try:
                 await bot.login("tok")  # logs in, then setup_hook syncs
@@ -948,5 +1211,7 @@ def test_a_refused_token_ends_the_bot_with_one_line(monkeypatch, capsys):
 
 def test_every_command_has_a_sample_and_usage():
     assert [name for name, _ in EVERY_COMMAND] == list(COMMANDS)
-    assert commands.COMMANDS["issues"].usage() == \
-        "/issues <repository> [state:open|closed|all] [page:N]"
+    assert (
+        commands.COMMANDS["issues"].usage()
+        == "/issues <repository> [state:open|closed|all] [page:N]"
+    )

@@ -40,8 +40,16 @@ async def test_the_bot_key_cannot_take_the_account_over(client, alice, bob):
         ("POST", "/api/users/me/password", {"currentPassword": "x" * 8, "newPassword": "y" * 8}),
         ("DELETE", "/api/users/me/avatar", None),
         ("GET", "/api/admin/users", None),
-        ("POST", "/api/admin/users", {"username": "evil", "email": "evil@example.com",
-                                      "password": "evil-password", "isAdmin": True}),
+        (
+            "POST",
+            "/api/admin/users",
+            {
+                "username": "evil",
+                "email": "evil@example.com",
+                "password": "evil-password",
+                "isAdmin": True,
+            },
+        ),
         ("PATCH", "/api/admin/users/bob", {"isAdmin": True}),
         ("POST", "/api/repositories", {"name": "from-chat"}),
         ("PATCH", repo, {"visibility": "private"}),
@@ -71,29 +79,43 @@ async def test_the_bot_does_what_chat_commands_need(client, alice, bob):
     await create(client, bob, "tool", autoInit=True)
     await link(client, alice, "c1")
     chat = {**as_chat("c1"), "Origin": "https://elsewhere.example"}
-    for path in ("/api/users/me", "/api/repositories/bob/tool", "/api/search?q=tool",
-                 "/api/repositories/bob/tool/commits", "/api/repositories/bob/tool/issues",
-                 "/api/repositories/bob/tool/pulls", "/api/chat/link/status/c1"):
+    for path in (
+        "/api/users/me",
+        "/api/repositories/bob/tool",
+        "/api/search?q=tool",
+        "/api/repositories/bob/tool/commits",
+        "/api/repositories/bob/tool/issues",
+        "/api/repositories/bob/tool/pulls",
+        "/api/chat/link/status/c1",
+    ):
         resp = await client.get(path, headers=chat)
         assert resp.status == 200, (path, await resp.text())
     resp = await client.post("/api/repositories/bob/tool/fork", json={}, headers=chat)
     assert resp.status == 201 and (await resp.json())["repo"]["owner"]["username"] == "alice"
-    resp = await client.post("/api/repositories/bob/tool/issues", json={"title": "from chat"},
-                             headers=chat)
+    resp = await client.post(
+        "/api/repositories/bob/tool/issues", json={"title": "from chat"}, headers=chat
+    )
     assert resp.status == 201, await resp.text()
     number = (await resp.json())["issue"]["number"]
-    resp = await client.post(f"/api/repositories/bob/tool/issues/{number}/comments",
-                             json={"body": "me too"}, headers=chat)
+    resp = await client.post(
+        f"/api/repositories/bob/tool/issues/{number}/comments",
+        json={"body": "me too"},
+        headers=chat,
+    )
     assert resp.status == 201
     # Deleting that comment is outside the scope, though alice wrote it.
     comment = (await resp.json())["comment"]["id"]
-    await refused(await client.delete(
-        f"/api/repositories/bob/tool/issues/{number}/comments/{comment}", headers=chat))
+    await refused(
+        await client.delete(
+            f"/api/repositories/bob/tool/issues/{number}/comments/{comment}", headers=chat
+        )
+    )
 
 
 def test_every_route_of_the_scope_exists(app):
-    routes = {(r.method, r.resource.canonical) for r in app.router.routes()
-              if r.resource is not None}
+    routes = {
+        (r.method, r.resource.canonical) for r in app.router.routes() if r.resource is not None
+    }
     assert BOT_SCOPE - routes == set()
 
 
@@ -102,22 +124,33 @@ async def test_git_refuses_the_bot_headers(client, alice, tmp_path):
     await link(client, alice, "c1")
     url = str(client.make_url("/alice/secret.git"))
     code, _, err = await git(
-        "-c", f"http.extraHeader=X-Chat-Bot-Key: {BOT_KEY}",
-        "-c", "http.extraHeader=X-Chat-User-Id: c1",
-        "clone", url, str(tmp_path / "out"), check=False)
+        "-c",
+        f"http.extraHeader=X-Chat-Bot-Key: {BOT_KEY}",
+        "-c",
+        "http.extraHeader=X-Chat-User-Id: c1",
+        "clone",
+        url,
+        str(tmp_path / "out"),
+        check=False,
+    )
     assert code != 0 and "403" in err, err
     assert not (tmp_path / "out" / "README.md").exists()
 
 
 async def test_link_endpoints_share_one_budget_per_bot_key(aiohttp_client, tmp_path):
     from hubsvc.app import create_app
-    config = make_config(tmp_path, chat__bot_key=BOT_KEY, rate_limit__enabled=True,
-                         rate_limit__burst=3)
+
+    config = make_config(
+        tmp_path, chat__bot_key=BOT_KEY, rate_limit__enabled=True, rate_limit__burst=3
+    )
     client = await aiohttp_client(create_app(config))
     statuses = []
     for n in range(5):
-        resp = await client.post("/api/chat/link/generate", json={"chatId": f"made-up-{n}"},
-                                 headers=as_chat(f"made-up-{n}"))
+        resp = await client.post(
+            "/api/chat/link/generate",
+            json={"chatId": f"made-up-{n}"},
+            headers=as_chat(f"made-up-{n}"),
+        )
         statuses.append(resp.status)
     assert statuses == [200, 200, 200, 429, 429]
 
@@ -130,8 +163,11 @@ async def linked(client, chat_id: str) -> bool:
 async def test_a_password_change_ends_the_chat_links(client, alice):
     await link(client, alice, "c1")
     assert (await client.get("/api/users/me", headers=as_chat("c1"))).status == 200
-    resp = await client.post("/api/users/me/password", headers=alice.headers, json={
-        "currentPassword": alice.password, "newPassword": "a brand new one"})
+    resp = await client.post(
+        "/api/users/me/password",
+        headers=alice.headers,
+        json={"currentPassword": alice.password, "newPassword": "a brand new one"},
+    )
     assert resp.status == 204
     assert (await client.get("/api/users/me", headers=as_chat("c1"))).status == 401
     assert not await linked(client, "c1")
@@ -139,8 +175,9 @@ async def test_a_password_change_ends_the_chat_links(client, alice):
 
 async def test_disabling_and_deleting_end_the_chat_links(client, alice, bob):
     await link(client, bob, "b1")
-    resp = await client.patch("/api/admin/users/bob", json={"disabled": True},
-                              headers=alice.headers)
+    resp = await client.patch(
+        "/api/admin/users/bob", json={"disabled": True}, headers=alice.headers
+    )
     assert resp.status == 200
     await client.patch("/api/admin/users/bob", json={"disabled": False}, headers=alice.headers)
     # Enabled again, bob's sessions work, but the bot must link anew.
@@ -160,11 +197,17 @@ async def test_disabling_and_deleting_end_the_chat_links(client, alice, bob):
 async def test_verify_takes_a_session_never_a_personal_token(client, alice):
     pat = (await new_pat(client, alice, "script"))["secret"]
     token = await generate(client, "c9")
-    resp = await client.post("/api/chat/link/verify", headers=bearer(pat),
-                             json={"token": token, "serviceUserId": alice.id})
+    resp = await client.post(
+        "/api/chat/link/verify",
+        headers=bearer(pat),
+        json={"token": token, "serviceUserId": alice.id},
+    )
     assert resp.status == 403 and "session" in (await resp.json())["error"]
     assert not await linked(client, "c9")
     # The same token still works from the signed-in session.
-    resp = await client.post("/api/chat/link/verify", headers=alice.headers,
-                             json={"token": token, "serviceUserId": alice.id})
+    resp = await client.post(
+        "/api/chat/link/verify",
+        headers=alice.headers,
+        json={"token": token, "serviceUserId": alice.id},
+    )
     assert resp.status == 200

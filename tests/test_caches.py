@@ -21,8 +21,9 @@ async def test_audience_follows_collaborators_stars_and_visibility(client, app):
     rid, base = int(repo["id"]), "/api/repositories/alice/vault"
     assert (await store.repos.audience(rid))[:2] == ({a}, {a})
     assert (await store.repos.audience(rid))[:2] == ({a}, {a})  # served from memory now
-    resp = await client.put(f"{base}/collaborators/bob", json={"permission": "read"},
-                            headers=alice.headers)
+    resp = await client.put(
+        f"{base}/collaborators/bob", json={"permission": "read"}, headers=alice.headers
+    )
     assert resp.status in (200, 201, 204), await resp.text()
     assert (await store.repos.audience(rid))[:2] == ({a, b}, {a, b})
     resp = await client.post(f"{base}/star", headers=bob.headers)
@@ -45,8 +46,9 @@ async def test_repository_answers_follow_changes_at_once(client, alice, bob):
     await create(client, alice, "tool", visibility="private")
     base = "/api/repositories/alice/tool"
     assert (await client.get(base, headers=bob.headers)).status == 404
-    await client.put(f"{base}/collaborators/bob", json={"permission": "read"},
-                     headers=alice.headers)
+    await client.put(
+        f"{base}/collaborators/bob", json={"permission": "read"}, headers=alice.headers
+    )
     assert (await client.get(base, headers=bob.headers)).status == 200
     await client.delete(f"{base}/collaborators/bob", headers=alice.headers)
     assert (await client.get(base, headers=bob.headers)).status == 404

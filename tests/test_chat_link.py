@@ -59,8 +59,13 @@ class Inbox:
 @pytest.fixture
 def smtp():
     inbox = Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=inbox.port,
-                            authenticator=inbox.authenticate, auth_require_tls=False)
+    controller = Controller(
+        inbox,
+        hostname="127.0.0.1",
+        port=inbox.port,
+        authenticator=inbox.authenticate,
+        auth_require_tls=False,
+    )
     controller.start()
     yield inbox
     controller.stop()
@@ -69,9 +74,15 @@ def smtp():
 @pytest.fixture
 def config(tmp_path, smtp):
     # Overrides conftest's config: the client, alice and bob of this module use it.
-    return make_config(tmp_path, mail__smtp_host="127.0.0.1", mail__smtp_port=smtp.port,
-                       mail__starttls=False, mail__username=SMTP_USER,
-                       mail__password=SMTP_PASSWORD, chat__bot_key=BOT_KEY)
+    return make_config(
+        tmp_path,
+        mail__smtp_host="127.0.0.1",
+        mail__smtp_port=smtp.port,
+        mail__starttls=False,
+        mail__username=SMTP_USER,
+        mail__password=SMTP_PASSWORD,
+        chat__bot_key=BOT_KEY,
+    )
 
 
 async def drain(client) -> None:
@@ -90,15 +101,23 @@ async def generate(client, chat_id: str, service_email: str | None = None) -> st
 
 async def link(client, user, chat_id: str) -> None:
     token = await generate(client, chat_id)
-    resp = await client.post("/api/chat/link/verify", headers=user.headers,
-                             json={"token": token, "serviceUserId": user.id})
+    resp = await client.post(
+        "/api/chat/link/verify",
+        headers=user.headers,
+        json={"token": token, "serviceUserId": user.id},
+    )
     assert resp.status == 200, await resp.text()
 
 
 async def test_generate_needs_the_bot_key_and_answers_a_hex_token(client, alice):
     body = {"chatId": "123456789"}
-    for headers in ({}, {"X-Chat-Bot-Key": "wrong"}, {"X-Chat-Bot-Key": ""}, alice.headers,
-                    {**alice.headers, "X-Chat-Bot-Key": BOT_KEY[:-1]}):
+    for headers in (
+        {},
+        {"X-Chat-Bot-Key": "wrong"},
+        {"X-Chat-Bot-Key": ""},
+        alice.headers,
+        {**alice.headers, "X-Chat-Bot-Key": BOT_KEY[:-1]},
+    ):
         resp = await client.post("/api/chat/link/generate", json=body, headers=headers)
         assert resp.status == 401, headers
         assert set(await resp.json()) == {"error"}
@@ -110,10 +129,14 @@ async def test_generate_needs_the_bot_key_and_answers_a_hex_token(client, alice)
     assert answer["url"] == f"{BASE}/chat/link?token={answer['token']}"
     assert answer["expiresAt"].endswith("Z")
     assert await generate(client, "123456789") != answer["token"]
-    for bad, field in (({}, "chatId"), ({"chatId": ""}, "chatId"),
-                       ({"chatId": "x" * 65}, "chatId"), ({"chatId": "a\nb"}, "chatId"),
-                       ({"chatId": 5}, "chatId"),
-                       ({"chatId": "1", "serviceEmail": "nope"}, "serviceEmail")):
+    for bad, field in (
+        ({}, "chatId"),
+        ({"chatId": ""}, "chatId"),
+        ({"chatId": "x" * 65}, "chatId"),
+        ({"chatId": "a\nb"}, "chatId"),
+        ({"chatId": 5}, "chatId"),
+        ({"chatId": "1", "serviceEmail": "nope"}, "serviceEmail"),
+    ):
         resp = await client.post("/api/chat/link/generate", json=bad, headers=BOT)
         assert resp.status == 400, bad
         assert field in (await resp.json())["error"]
@@ -122,14 +145,18 @@ async def test_generate_needs_the_bot_key_and_answers_a_hex_token(client, alice)
 async def test_no_configured_bot_key_refuses_every_key(aiohttp_client, tmp_path):
     client = await aiohttp_client(create_app(make_config(tmp_path)))
     for key in ("", "anything", "k" * 32):
-        resp = await client.post("/api/chat/link/generate", json={"chatId": "1"},
-                                 headers={"X-Chat-Bot-Key": key})
+        resp = await client.post(
+            "/api/chat/link/generate", json={"chatId": "1"}, headers={"X-Chat-Bot-Key": key}
+        )
         assert resp.status == 401
 
 
 async def test_verification_email_goes_out_over_smtp(client, alice, smtp):
-    resp = await client.post("/api/chat/link/generate", headers=BOT,
-                             json={"chatId": "42", "serviceEmail": "ALICE@example.com"})
+    resp = await client.post(
+        "/api/chat/link/generate",
+        headers=BOT,
+        json={"chatId": "42", "serviceEmail": "ALICE@example.com"},
+    )
     known = await resp.json()
     await drain(client)
     assert len(smtp.messages) == 1
@@ -145,8 +172,11 @@ async def test_verification_email_goes_out_over_smtp(client, alice, smtp):
     assert '"42"' in text and "alice" in text
 
     # An address without an account: the same answer, and no e-mail.
-    resp2 = await client.post("/api/chat/link/generate", headers=BOT,
-                              json={"chatId": "42", "serviceEmail": "nobody@example.com"})
+    resp2 = await client.post(
+        "/api/chat/link/generate",
+        headers=BOT,
+        json={"chatId": "42", "serviceEmail": "nobody@example.com"},
+    )
     unknown = await resp2.json()
     await drain(client)
     assert resp2.status == resp.status == 200
@@ -198,16 +228,20 @@ async def test_page_renders_escaped_and_does_not_use_the_token(client, alice):
     assert " src=" not in page and "<link" not in page and "http" not in page
 
     # Signed in with the cookie, the confirm step names the chat account and the user.
-    resp = await client.post("/auth/sign-in",
-                             json={"username": "alice", "password": alice.password})
+    resp = await client.post(
+        "/auth/sign-in", json={"username": "alice", "password": alice.password}
+    )
     assert resp.status == 200
     page = await (await client.get(f"/chat/link?token={token}")).text()
     assert re.search(r'<div id="confirm">', page) and re.search(r'<form id="signin" hidden>', page)
     assert f'data-user-id="{alice.id}"' in page and ">alice</strong>" in page
     # Looking twice used nothing up: verify (as the page does it, same origin) still works.
     origin = str(client.make_url("/")).rstrip("/")
-    resp = await client.post("/api/chat/link/verify", headers={"Origin": origin},
-                             json={"token": token, "serviceUserId": alice.id})
+    resp = await client.post(
+        "/api/chat/link/verify",
+        headers={"Origin": origin},
+        json={"token": token, "serviceUserId": alice.id},
+    )
     assert resp.status == 200, await resp.text()
     page = await (await client.get(f"/chat/link?token={token}")).text()
     assert re.search(r'<div id="invalid">', page)  # now used
@@ -231,8 +265,11 @@ async def test_verify_rules(client, alice, bob):
     body = {"token": token, "serviceUserId": alice.id}
     assert (await client.post(verify, json=body)).status == 401
     assert (await client.post(verify, json=body, headers=bob.headers)).status == 403
-    assert (await client.post(verify, headers=alice.headers,
-                              json={"token": token, "serviceUserId": bob.id})).status == 403
+    assert (
+        await client.post(
+            verify, headers=alice.headers, json={"token": token, "serviceUserId": bob.id}
+        )
+    ).status == 403
     resp = await client.post(verify, headers=alice.headers, json={"token": token})
     assert resp.status == 400 and "serviceUserId" in (await resp.json())["error"]
     resp = await client.post(verify, json=body, headers=alice.headers)
@@ -245,21 +282,25 @@ async def test_verify_rules(client, alice, bob):
 
     resp = await client.post(verify, json=body, headers=alice.headers)  # used
     assert resp.status == 400 and "token" in (await resp.json())["error"]
-    resp = await client.post(verify, headers=alice.headers,
-                             json={"token": "0" * 64, "serviceUserId": alice.id})
+    resp = await client.post(
+        verify, headers=alice.headers, json={"token": "0" * 64, "serviceUserId": alice.id}
+    )
     assert resp.status == 400
 
     expired = await generate(client, "c2")
     await client.app[STORE].db.write(
-        lambda conn: conn.execute("UPDATE chat_link_tokens SET expires_at = 0"))
-    resp = await client.post(verify, headers=alice.headers,
-                             json={"token": expired, "serviceUserId": alice.id})
+        lambda conn: conn.execute("UPDATE chat_link_tokens SET expires_at = 0")
+    )
+    resp = await client.post(
+        verify, headers=alice.headers, json={"token": expired, "serviceUserId": alice.id}
+    )
     assert resp.status == 400
 
     # A token e-mailed to alice is hers alone.
     mailed = await generate(client, "c3", "alice@example.com")
-    resp = await client.post(verify, headers=bob.headers,
-                             json={"token": mailed, "serviceUserId": bob.id})
+    resp = await client.post(
+        verify, headers=bob.headers, json={"token": mailed, "serviceUserId": bob.id}
+    )
     assert resp.status == 403
     await drain(client)
 
@@ -307,8 +348,11 @@ async def test_bot_credential_acts_as_the_linked_user(client, alice):
     assert (await resp.json())["user"]["username"] == "alice"
     # A write as alice, within the bot's scope; the cookie Origin check does not apply.
     await client.post("/api/repositories", json={"name": "proj"}, headers=alice.headers)
-    resp = await client.post("/api/repositories/alice/proj/issues", json={"title": "from chat"},
-                             headers={**as_chat("c1"), "Origin": "https://elsewhere.example"})
+    resp = await client.post(
+        "/api/repositories/alice/proj/issues",
+        json={"title": "from chat"},
+        headers={**as_chat("c1"), "Origin": "https://elsewhere.example"},
+    )
     assert resp.status == 201, await resp.text()
     assert (await resp.json())["issue"]["author"]["username"] == "alice"
 
@@ -316,9 +360,13 @@ async def test_bot_credential_acts_as_the_linked_user(client, alice):
     assert (await client.get("/api/users/me", headers=as_chat("nobody"))).status == 401
     await generate(client, "pending")  # a token exists, but nobody verified it
     assert (await client.get("/api/users/me", headers=as_chat("pending"))).status == 401
-    await client.app[STORE].db.write(lambda conn: conn.execute(
-        "INSERT INTO chat_links (chat_id, user_id, verified, created_at)"
-        " VALUES ('unverified', ?, 0, '2024-01-01T00:00:00Z')", (int(alice.id),)))
+    await client.app[STORE].db.write(
+        lambda conn: conn.execute(
+            "INSERT INTO chat_links (chat_id, user_id, verified, created_at)"
+            " VALUES ('unverified', ?, 0, '2024-01-01T00:00:00Z')",
+            (int(alice.id),),
+        )
+    )
     assert (await client.get("/api/users/me", headers=as_chat("unverified"))).status == 401
     # A wrong key is refused even on a public endpoint; the key alone is anonymous.
     resp = await client.get("/api/users/alice", headers={"X-Chat-Bot-Key": "wrong"})
@@ -326,8 +374,9 @@ async def test_bot_credential_acts_as_the_linked_user(client, alice):
     assert (await client.get("/api/users/alice", headers=BOT)).status == 200
     assert (await client.get("/api/users/me", headers=BOT)).status == 401
     # The link endpoints still serve the bot for a chat user who is not linked yet.
-    resp = await client.post("/api/chat/link/generate", json={"chatId": "nobody"},
-                             headers=as_chat("nobody"))
+    resp = await client.post(
+        "/api/chat/link/generate", json={"chatId": "nobody"}, headers=as_chat("nobody")
+    )
     assert resp.status == 200
     resp = await client.get("/api/chat/link/status/nobody", headers=as_chat("nobody"))
     assert (await resp.json())["linked"] is False
@@ -339,12 +388,16 @@ async def test_bot_credential_acts_as_the_linked_user(client, alice):
 async def test_tokens_are_stored_hashed(client, alice, config):
     token = await generate(client, "c1", "alice@example.com")
     rows = await client.app[STORE].db.read(
-        lambda conn: conn.execute("SELECT * FROM chat_link_tokens").fetchall())
+        lambda conn: conn.execute("SELECT * FROM chat_link_tokens").fetchall()
+    )
     assert [bytes(r["hash"]) for r in rows] == [hashlib.sha256(token.encode()).digest()]
     assert all(token not in str(v) for r in rows for v in tuple(r))
     await drain(client)
-    resp = await client.post("/api/chat/link/verify", headers=alice.headers,
-                             json={"token": token, "serviceUserId": alice.id})
+    resp = await client.post(
+        "/api/chat/link/verify",
+        headers=alice.headers,
+        json={"token": token, "serviceUserId": alice.id},
+    )
     assert resp.status == 200
     for name in os.listdir(config.data_dir):
         if name.startswith("hubsvc.db"):
@@ -357,8 +410,11 @@ async def test_logs_hold_neither_token_nor_smtp_password(client, alice, smtp, ca
     token = await generate(client, "c1", "alice@example.com")
     await drain(client)
     assert len(smtp.messages) == 1
-    resp = await client.post("/api/chat/link/verify", headers=alice.headers,
-                             json={"token": token, "serviceUserId": alice.id})
+    resp = await client.post(
+        "/api/chat/link/verify",
+        headers=alice.headers,
+        json={"token": token, "serviceUserId": alice.id},
+    )
     assert resp.status == 200
     # mail.log is the test's own SMTP server, which echoes what it receives.
     lines = [f"{r.name} {r.getMessage()}" for r in caplog.records if r.name != "mail.log"]
@@ -369,9 +425,14 @@ async def test_logs_hold_neither_token_nor_smtp_password(client, alice, smtp, ca
 
 async def test_failed_delivery_is_logged(aiohttp_client, tmp_path, caplog):
     caplog.set_level(logging.INFO)
-    config = make_config(tmp_path, mail__smtp_host="127.0.0.1", mail__smtp_port=free_port(),
-                         mail__starttls=False, mail__password=SMTP_PASSWORD,
-                         chat__bot_key=BOT_KEY)
+    config = make_config(
+        tmp_path,
+        mail__smtp_host="127.0.0.1",
+        mail__smtp_port=free_port(),
+        mail__starttls=False,
+        mail__password=SMTP_PASSWORD,
+        chat__bot_key=BOT_KEY,
+    )
     client = await aiohttp_client(create_app(config))
     await sign_up(client, "dave")
     token = await generate(client, "c9", "dave@example.com")

@@ -92,41 +92,59 @@ def dm(service):
 
 
 def set_chat(server: ServerProcess, user: dict, on: bool) -> None:
-    answer = _call(server, user, "POST", "/api/users/me/settings/preferences",
-                   {"notifications": {"chat": on}})
+    answer = _call(
+        server, user, "POST", "/api/users/me/settings/preferences", {"notifications": {"chat": on}}
+    )
     assert answer["preferences"]["notifications"]["chat"] is on
 
 
 def test_assignments_and_mentions_reach_linked_readers_but_not_the_actor(dm):
     alice, bob = dm.users["alice"], dm.users["bob"]
-    issue = _call(dm, alice, "POST", f"{REPOS}/alice/proj/issues", {
-        "title": "Broken build", "body": "cc @carol @dave @alice @nobody",
-        "assignees": ["bob", "alice"]}, 201)["issue"]
+    issue = _call(
+        dm,
+        alice,
+        "POST",
+        f"{REPOS}/alice/proj/issues",
+        {
+            "title": "Broken build",
+            "body": "cc @carol @dave @alice @nobody",
+            "assignees": ["bob", "alice"],
+        },
+        201,
+    )["issue"]
     n = issue["number"]
     got = settle(dm)
     assert [(x["username"], x["chatId"], x["reason"]) for x in got] == [
         ("bob", "2002", f"you were assigned issue #{n}"),
-        ("carol", "3003", f"you were mentioned in issue #{n}")]
+        ("carol", "3003", f"you were mentioned in issue #{n}"),
+    ]
     first = got[0]
     assert first == {
-        "id": first["id"], "chatId": "2002", "username": "bob",
-        "reason": f"you were assigned issue #{n}", "actor": "alice", "title": "Broken build",
-        "number": n, "url": f"{dm.url}/api/repositories/alice/proj/issues/{n}",
-        "repository": {"owner": "alice", "name": "proj"}, "type": "issue",
-        "createdAt": first["createdAt"]}
+        "id": first["id"],
+        "chatId": "2002",
+        "username": "bob",
+        "reason": f"you were assigned issue #{n}",
+        "actor": "alice",
+        "title": "Broken build",
+        "number": n,
+        "url": f"{dm.url}/api/repositories/alice/proj/issues/{n}",
+        "repository": {"owner": "alice", "name": "proj"},
+        "type": "issue",
+        "createdAt": first["createdAt"],
+    }
     assert isinstance(first["id"], int) and first["createdAt"].endswith("Z")
     assert got[1]["id"] > first["id"]
 
     # A comment mentions alice (not its author, bob); an edit assigns carol, and tells
     # only her: bob was assigned already.
     mention(dm, bob, "alice/proj", "@alice @bob have a look", n)
-    _call(dm, alice, "PATCH", f"{REPOS}/alice/proj/issues/{n}",
-          {"assignees": ["bob", "carol"]})
+    _call(dm, alice, "PATCH", f"{REPOS}/alice/proj/issues/{n}", {"assignees": ["bob", "carol"]})
     got = settle(dm)
     assert got[0]["username"] == "alice" and got[0]["actor"] == "bob"
     assert got[0]["reason"] == f"you were mentioned in issue #{n}"
     assert [(x["username"], x["actor"], x["reason"]) for x in got[1:]] == [
-        ("carol", "alice", f"you were assigned issue #{n}")]
+        ("carol", "alice", f"you were assigned issue #{n}")
+    ]
     assert settle(dm) == []  # acknowledged: gone
 
 
@@ -156,8 +174,14 @@ def test_private_repositories_unlinked_users_and_lost_access(dm):
     alice, bob = dm.users["alice"], dm.users["bob"]
     _call(dm, alice, "POST", REPOS, {"name": "secret", "visibility": "private"}, 201)
     _call(dm, alice, "PUT", f"{REPOS}/alice/secret/collaborators/bob", {"permission": "read"}, 201)
-    _call(dm, alice, "POST", f"{REPOS}/alice/secret/issues",
-          {"title": "Secret plan", "body": "@bob @carol read this"}, 201)
+    _call(
+        dm,
+        alice,
+        "POST",
+        f"{REPOS}/alice/secret/issues",
+        {"title": "Secret plan", "body": "@bob @carol read this"},
+        201,
+    )
     got = settle(dm)
     assert [(x["username"], x["repository"]["name"]) for x in got] == [("bob", "secret")]
 
@@ -209,8 +233,15 @@ def test_bad_input_and_missing_key(service):
         for headers in ({}, {"X-Chat-Bot-Key": "wrong"}, service.users["alice"]["headers"]):
             status, answer = service.request(method, path, body, headers)
             assert status == 401 and isinstance(answer["error"], str), (path, headers)
-    for params in ({"limit": 0}, {"limit": 101}, {"limit": "x"}, {"wait": "abc"},
-                   {"wait": -1}, {"wait": 31}, {"wait": 1.5}):
+    for params in (
+        {"limit": 0},
+        {"limit": 101},
+        {"limit": "x"},
+        {"wait": "abc"},
+        {"wait": -1},
+        {"wait": 31},
+        {"wait": 1.5},
+    ):
         status, answer = notices(service, **params)
         assert status == 400 and isinstance(answer["error"], str), params
     for through in (-1, 0, "5", 1.5, None, True, 10**9):
@@ -242,8 +273,9 @@ async def test_pump_sends_in_order_retries_and_acknowledges(dm):
         # Bob's send fails: nothing is acknowledged, bob's notice is still first.
         assert await pump.run_once() is False
         assert sent == [] and pump.tries == {queued[0]["id"]: 1}
-        assert [x["id"] for x in notices(dm, limit=100)[1]["notifications"]][:2] == \
-            [x["id"] for x in queued]
+        assert [x["id"] for x in notices(dm, limit=100)[1]["notifications"]][:2] == [
+            x["id"] for x in queued
+        ]
         # Then bob's goes, carol's is given up for good, the sentinel goes: all acknowledged.
         assert await pump.run_once() is True
         assert [x["username"] for x in sent] == ["bob", "zed"] and pump.tries == {}
@@ -254,8 +286,10 @@ async def test_pump_sends_in_order_retries_and_acknowledges(dm):
         try:
             mention(dm, alice, "alice/proj", "@bob live")
             for _ in range(200):
-                if any(x["username"] == "bob" and x["id"] > queued[-1]["id"] for x in sent) \
-                        and pump.acked == pump.handled:
+                if (
+                    any(x["username"] == "bob" and x["id"] > queued[-1]["id"] for x in sent)
+                    and pump.acked == pump.handled
+                ):
                     break
                 await asyncio.sleep(0.05)
             else:
@@ -285,30 +319,48 @@ class DiscordWithDms(FakeDiscord):
 
     @staticmethod
     def _user(user_id: str) -> dict:
-        return {"id": user_id, "username": f"u{user_id}", "discriminator": "0",
-                "avatar": None, "global_name": None}
+        return {
+            "id": user_id,
+            "username": f"u{user_id}",
+            "discriminator": "0",
+            "avatar": None,
+            "global_name": None,
+        }
 
     async def user(self, request: web.Request) -> web.Response:
         return json_answer(self._user(request.match_info["id"]))
 
     async def open_dm(self, request: web.Request) -> web.Response:
         recipient = str((await request.json())["recipient_id"])
-        return json_answer({"id": f"5{recipient}", "type": 1,
-                            "recipients": [self._user(recipient)]})
+        return json_answer(
+            {"id": f"5{recipient}", "type": 1, "recipients": [self._user(recipient)]}
+        )
 
     async def message(self, request: web.Request) -> web.Response:
         channel, payload = request.match_info["channel"], await request.json()
         if channel == f"5{self.CLOSED}":
-            return json_answer({"message": "Cannot send messages to this user",
-                                "code": 50007}, status=403)
+            return json_answer(
+                {"message": "Cannot send messages to this user", "code": 50007}, status=403
+            )
         self.messages.append((channel[1:], payload))
-        return json_answer({"id": str(7000 + len(self.messages)), "channel_id": channel,
-                            "type": 0, "content": "", "author": self._user("999"),
-                            "embeds": payload.get("embeds", []), "attachments": [],
-                            "mentions": [], "mention_roles": [], "pinned": False,
-                            "tts": False, "mention_everyone": False,
-                            "timestamp": "2026-01-01T00:00:00+00:00",
-                            "edited_timestamp": None})
+        return json_answer(
+            {
+                "id": str(7000 + len(self.messages)),
+                "channel_id": channel,
+                "type": 0,
+                "content": "",
+                "author": self._user("999"),
+                "embeds": payload.get("embeds", []),
+                "attachments": [],
+                "mentions": [],
+                "mention_roles": [],
+                "pinned": False,
+                "tts": False,
+                "mention_everyone": False,
+                "timestamp": "2026-01-01T00:00:00+00:00",
+                "edited_timestamp": None,
+            }
+        )
 
 
 async def test_discord_front_sends_direct_messages(dm, monkeypatch):
@@ -321,8 +373,10 @@ async def test_discord_front_sends_direct_messages(dm, monkeypatch):
         await bot.login("tok")  # setup_hook starts the pump
         mention(dm, alice, "alice/proj", "@carol @bob over to you")
         for _ in range(300):
-            if any(chat == "2002" for chat, _ in fake.messages) and not \
-                    notices(dm)[1]["notifications"]:
+            if (
+                any(chat == "2002" for chat, _ in fake.messages)
+                and not notices(dm)[1]["notifications"]
+            ):
                 break  # bob's sent, carol's given up: both acknowledged
             await asyncio.sleep(0.05)
         else:
@@ -345,8 +399,14 @@ def test_restart_neither_loses_nor_repeats_and_no_key_means_no_replay(tmp_path):
         link(server, bob, "2002")
         _call(server, alice, "POST", REPOS, {"name": "proj"}, 201)
         for title in ("One", "Two"):
-            _call(server, alice, "POST", f"{REPOS}/alice/proj/issues",
-                  {"title": title, "assignees": ["bob"]}, 201)
+            _call(
+                server,
+                alice,
+                "POST",
+                f"{REPOS}/alice/proj/issues",
+                {"title": title, "assignees": ["bob"]},
+                201,
+            )
 
         def titles(count: int = 0) -> list[tuple[int, str]]:
             """The queue, once it holds count notices (the consumer runs after the answer)."""
@@ -373,10 +433,22 @@ def test_restart_neither_loses_nor_repeats_and_no_key_means_no_replay(tmp_path):
         assert time.monotonic() - started < 5
         assert answer["page"] == (200, {"notifications": [], "hasMore": False})
         server.start()
-        _call(server, alice, "POST", f"{REPOS}/alice/proj/issues",
-              {"title": "One", "assignees": ["bob"]}, 201)
-        _call(server, alice, "POST", f"{REPOS}/alice/proj/issues",
-              {"title": "Two", "assignees": ["bob"]}, 201)
+        _call(
+            server,
+            alice,
+            "POST",
+            f"{REPOS}/alice/proj/issues",
+            {"title": "One", "assignees": ["bob"]},
+            201,
+        )
+        _call(
+            server,
+            alice,
+            "POST",
+            f"{REPOS}/alice/proj/issues",
+            {"title": "Two", "assignees": ["bob"]},
+            201,
+        )
         queued = titles(2)
         server.stop()
         server.start()
@@ -390,13 +462,25 @@ def test_restart_neither_loses_nor_repeats_and_no_key_means_no_replay(tmp_path):
         server.stop()
         server.settings["chat"]["bot_key"] = ""
         server.start()
-        _call(server, alice, "POST", f"{REPOS}/alice/proj/issues",
-              {"title": "While keyless", "assignees": ["bob"]}, 201)
+        _call(
+            server,
+            alice,
+            "POST",
+            f"{REPOS}/alice/proj/issues",
+            {"title": "While keyless", "assignees": ["bob"]},
+            201,
+        )
         server.stop()
         server.settings["chat"]["bot_key"] = BOT_KEY
         server.start()
-        _call(server, alice, "POST", f"{REPOS}/alice/proj/issues",
-              {"title": "Three", "assignees": ["bob"]}, 201)
+        _call(
+            server,
+            alice,
+            "POST",
+            f"{REPOS}/alice/proj/issues",
+            {"title": "Three", "assignees": ["bob"]},
+            201,
+        )
         assert [t for _, t in titles(2)] == ["Two", "Three"]
     finally:
         server.stop()

@@ -27,12 +27,19 @@ def test_defaults_match_the_decisions():
 
 def test_file_then_environment_then_overrides(tmp_path):
     path = tmp_path / "c.toml"
-    path.write_text('[server]\nport = 9000\nbase_url = "https://hub.example/"\n'
-                    '[cors]\norigins = ["https://a.example"]\n')
-    config = load_config(path, {"server.host": "0.0.0.0"},
-                         env={"HUBSVC_CHAT_WEBHOOK_URL": "http://127.0.0.1:9/hook",
-                              "HUBSVC_RATE_LIMIT_ENABLED": "false",
-                              "HUBSVC_SERVER_PORT": "9100"})
+    path.write_text(
+        '[server]\nport = 9000\nbase_url = "https://hub.example/"\n'
+        '[cors]\norigins = ["https://a.example"]\n'
+    )
+    config = load_config(
+        path,
+        {"server.host": "0.0.0.0"},
+        env={
+            "HUBSVC_CHAT_WEBHOOK_URL": "http://127.0.0.1:9/hook",
+            "HUBSVC_RATE_LIMIT_ENABLED": "false",
+            "HUBSVC_SERVER_PORT": "9100",
+        },
+    )
     assert config["server"]["port"] == 9100
     assert config["server"]["host"] == "0.0.0.0"
     assert config["chat"]["webhook_url"] == "http://127.0.0.1:9/hook"
@@ -40,17 +47,20 @@ def test_file_then_environment_then_overrides(tmp_path):
     assert config.base_url == "https://hub.example"
 
 
-@pytest.mark.parametrize("text, key", [
-    ("[server]\nport = 'eighty'\n", "server.port"),
-    ("[server]\nport = 70000\n", "server.port"),
-    ("[server]\nbase_url = 'ftp://x'\n", "server.base_url"),
-    ("[rate_limit]\nenabled = 'yes'\n", "rate_limit.enabled"),
-    ("[rate_limit]\nburst = 0\n", "rate_limit.burst"),
-    ("[cors]\norigins = 'https://a'\n", "cors.origins"),
-    ("[server]\nprot = 1\n", "server.prot"),
-    ("[nonsense]\nx = 1\n", "nonsense"),
-    ("[server\n", "invalid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("[server]\nport = 'eighty'\n", "server.port"),
+        ("[server]\nport = 70000\n", "server.port"),
+        ("[server]\nbase_url = 'ftp://x'\n", "server.base_url"),
+        ("[rate_limit]\nenabled = 'yes'\n", "rate_limit.enabled"),
+        ("[rate_limit]\nburst = 0\n", "rate_limit.burst"),
+        ("[cors]\norigins = 'https://a'\n", "cors.origins"),
+        ("[server]\nprot = 1\n", "server.prot"),
+        ("[nonsense]\nx = 1\n", "nonsense"),
+        ("[server\n", "invalid TOML"),
+    ],
+)
 def test_bad_values_name_the_key(tmp_path, text, key):
     path = tmp_path / "c.toml"
     path.write_text(text)
@@ -78,10 +88,20 @@ def test_secret_generated_once_with_mode_0600(tmp_path):
 def test_run_py_refuses_a_bad_file_with_one_line(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text("[limits]\npush_bytes = -1\n")
-    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "--config", str(path),
-                           "--data-dir", str(tmp_path / "d")],
-                          capture_output=True, text=True, timeout=30,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "run.py"),
+            "--config",
+            str(path),
+            "--data-dir",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "limits.push_bytes" in lines[0]

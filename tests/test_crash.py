@@ -54,8 +54,11 @@ def _kill_all(server: ServerProcess) -> None:
 def _writer(server: ServerProcess, n: int, stop: threading.Event, acked: list) -> None:
     """Sign up, then create repositories, issues, comments and stars until stopped."""
     name = f"w{n}"
-    status, body = server.request("POST", "/auth/sign-up", {
-        "email": f"{name}@example.com", "username": name, "password": "12345678", "name": name})
+    status, body = server.request(
+        "POST",
+        "/auth/sign-up",
+        {"email": f"{name}@example.com", "username": name, "password": "12345678", "name": name},
+    )
     if status != 201:
         return
     acked.append(("user", name))
@@ -66,14 +69,25 @@ def _writer(server: ServerProcess, n: int, stop: threading.Event, acked: list) -
             repo = f"r{k}"
             if server.request("POST", "/api/repositories", {"name": repo}, headers)[0] == 201:
                 acked.append(("repo", name, repo))
-            status, issue = server.request("POST", f"/api/repositories/{name}/{repo}/issues",
-                                           {"title": f"issue {k}"}, headers)
+            status, issue = server.request(
+                "POST", f"/api/repositories/{name}/{repo}/issues", {"title": f"issue {k}"}, headers
+            )
             if status == 201:
                 acked.append(("issue", name, repo, issue["issue"]["number"]))
-                if server.request("POST", f"/api/repositories/{name}/{repo}/issues/1/comments",
-                                  {"body": f"comment {k}"}, headers)[0] == 201:
+                if (
+                    server.request(
+                        "POST",
+                        f"/api/repositories/{name}/{repo}/issues/1/comments",
+                        {"body": f"comment {k}"},
+                        headers,
+                    )[0]
+                    == 201
+                ):
                     acked.append(("comment", name, repo, f"comment {k}"))
-            if server.request("POST", f"/api/repositories/{name}/{repo}/star", None, headers)[0] == 200:
+            if (
+                server.request("POST", f"/api/repositories/{name}/{repo}/star", None, headers)[0]
+                == 200
+            ):
                 acked.append(("star", name, repo))
         except OSError:
             return  # the server is gone
@@ -99,9 +113,13 @@ def test_sigkill_under_concurrent_writes_loses_nothing_acknowledged(tmp_path):
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     # Owed to the chat webhook: queued deliveries, and events of the log its sender had
     # not read yet (each is written with its change; the outbox row follows).
-    queued = db.execute("SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending'").fetchone()[0]
-    queued += db.execute("SELECT COUNT(*) FROM events WHERE id > (SELECT event_id FROM"
-                         " event_cursors WHERE name = 'chat-webhook')").fetchone()[0]
+    queued = db.execute(
+        "SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending'"
+    ).fetchone()[0]
+    queued += db.execute(
+        "SELECT COUNT(*) FROM events WHERE id > (SELECT event_id FROM"
+        " event_cursors WHERE name = 'chat-webhook')"
+    ).fetchone()[0]
     db.close()
     assert queued > 0
 
@@ -124,7 +142,10 @@ def test_sigkill_under_concurrent_writes_loses_nothing_acknowledged(tmp_path):
     ids = [r["headers"]["X-Hubsvc-Delivery"] for r in receiver.requests]
     assert len(ids) == len(set(ids)) >= queued
     db = sqlite3.connect(tmp_path / "data" / "hubsvc.db")
-    assert db.execute("SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending'").fetchone()[0] == 0
+    assert (
+        db.execute("SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending'").fetchone()[0]
+        == 0
+    )
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
@@ -133,12 +154,17 @@ def _check_acked(server: ServerProcess, acked: list) -> None:
     for item in acked:
         kind, user = item[0], item[1]
         if kind == "user":
-            status, _ = server.request("POST", "/auth/sign-in", {"username": user, "password": "12345678"})
+            status, _ = server.request(
+                "POST", "/auth/sign-in", {"username": user, "password": "12345678"}
+            )
             assert status == 200, item
         elif kind == "repo":
             assert server.request("GET", f"/api/repositories/{user}/{item[2]}")[0] == 200, item
         elif kind == "issue":
-            assert server.request("GET", f"/api/repositories/{user}/{item[2]}/issues/{item[3]}")[0] == 200, item
+            assert (
+                server.request("GET", f"/api/repositories/{user}/{item[2]}/issues/{item[3]}")[0]
+                == 200
+            ), item
         elif kind == "comment":
             status, body = server.request("GET", f"/api/repositories/{user}/{item[2]}/issues/1")
             assert item[3] in [c["body"] for c in body["comments"]], item
@@ -148,17 +174,28 @@ def _check_acked(server: ServerProcess, acked: list) -> None:
 
 
 def _git(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **ENV})
+    return subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **ENV},
+    )
 
 
 def test_push_killed_midway_leaves_refs_and_fsck_clean(tmp_path):
     server = ServerProcess(tmp_path / "data").start()
-    status, body = server.request("POST", "/auth/sign-up", {
-        "email": "p@example.com", "username": "pusher", "password": "12345678", "name": "P"})
+    status, body = server.request(
+        "POST",
+        "/auth/sign-up",
+        {"email": "p@example.com", "username": "pusher", "password": "12345678", "name": "P"},
+    )
     headers = {"Authorization": f"Bearer {body['token']}"}
-    assert server.request("POST", "/api/repositories", {"name": "big", "autoInit": True},
-                          headers)[0] == 201
+    assert (
+        server.request("POST", "/api/repositories", {"name": "big", "autoInit": True}, headers)[0]
+        == 201
+    )
     url = f"http://pusher:12345678@127.0.0.1:{server.port}/pusher/big.git"
     work = tmp_path / "w"
     assert _git("clone", "-q", url, str(work)).returncode == 0
@@ -166,9 +203,13 @@ def test_push_killed_midway_leaves_refs_and_fsck_clean(tmp_path):
     (work / "blob.bin").write_bytes(os.urandom(60 << 20))  # incompressible: a long transfer
     _git("add", "blob.bin", cwd=work)
     _git("commit", "-qm", "big", cwd=work)
-    push = subprocess.Popen(["git", "push", "-q", "origin", "main"], cwd=work,
-                            env={**os.environ, **ENV}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    push = subprocess.Popen(
+        ["git", "push", "-q", "origin", "main"],
+        cwd=work,
+        env={**os.environ, **ENV},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if any("receive-pack" in _cmdline(k) for k in _children(server.proc.pid)):
@@ -184,7 +225,8 @@ def test_push_killed_midway_leaves_refs_and_fsck_clean(tmp_path):
     try:
         url = f"http://pusher:12345678@127.0.0.1:{again.port}/pusher/big.git"
         assert _git("ls-remote", url).stdout.replace(str(server.port), "") == before.replace(
-            str(server.port), "")
+            str(server.port), ""
+        )
         bare = next((tmp_path / "data" / "repositories").glob("*/*.git"))
         fsck = _git("--git-dir", str(bare), "fsck", "--no-progress")
         assert fsck.returncode == 0, fsck.stderr
@@ -197,5 +239,3 @@ def test_push_killed_midway_leaves_refs_and_fsck_clean(tmp_path):
         assert _git("push", "-q", "origin", "main", cwd=small).returncode == 0
     finally:
         again.stop()
-
-

@@ -13,21 +13,32 @@ from .server import ServerProcess, free_port
 
 async def test_restart_during_outage_delivers_every_message_once(tmp_path):
     port = free_port()
-    server = ServerProcess(tmp_path / "data", {"chat": {
-        "webhook_url": f"http://127.0.0.1:{port}/hook", "retry_seconds": 0.2}})
+    server = ServerProcess(
+        tmp_path / "data",
+        {"chat": {"webhook_url": f"http://127.0.0.1:{port}/hook", "retry_seconds": 0.2}},
+    )
     await asyncio.to_thread(server.start)
 
     def produce() -> None:
-        status, body = server.request("POST", "/auth/sign-up", {
-            "email": "o@example.com", "username": "owner", "password": "12345678", "name": "O"})
+        status, body = server.request(
+            "POST",
+            "/auth/sign-up",
+            {"email": "o@example.com", "username": "owner", "password": "12345678", "name": "O"},
+        )
         assert status == 201
         headers = {"Authorization": f"Bearer {body['token']}"}
         assert server.request("POST", "/api/repositories", {"name": "proj"}, headers)[0] == 201
         for n in range(3):
-            assert server.request("POST", "/api/repositories/owner/proj/issues",
-                                  {"title": f"issue {n}"}, headers)[0] == 201
+            assert (
+                server.request(
+                    "POST", "/api/repositories/owner/proj/issues", {"title": f"issue {n}"}, headers
+                )[0]
+                == 201
+            )
         assert server.request("POST", "/api/repositories/owner/proj/star", None, headers)[0] == 200
-        assert server.request("DELETE", "/api/repositories/owner/proj/star", None, headers)[0] == 200
+        assert (
+            server.request("DELETE", "/api/repositories/owner/proj/star", None, headers)[0] == 200
+        )
 
     await asyncio.to_thread(produce)
     await asyncio.sleep(1.0)  # the receiver is down: attempts fail and are retried
@@ -55,8 +66,12 @@ async def test_restart_during_outage_delivers_every_message_once(tmp_path):
     assert len(set(ids)) == 5
     titles = [r["json"]["embeds"][0]["title"] for r in requests]
     assert [t.split("] ", 1)[1] for t in titles] == [
-        "Issue opened: #1 issue 0", "Issue opened: #2 issue 1", "Issue opened: #3 issue 2",
-        "Starred by owner", "Unstarred by owner"]
+        "Issue opened: #1 issue 0",
+        "Issue opened: #2 issue 1",
+        "Issue opened: #3 issue 2",
+        "Starred by owner",
+        "Unstarred by owner",
+    ]
     assert "Traceback" not in server.logs() + restarted.logs()
 
 
@@ -68,19 +83,28 @@ async def test_sigkill_right_after_the_answers_loses_no_notification(tmp_path):
     runner = web.AppRunner(receiver.app)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port).start()
-    server = ServerProcess(tmp_path / "data", {"chat": {
-        "webhook_url": f"http://127.0.0.1:{port}/hook", "retry_seconds": 0.2}})
+    server = ServerProcess(
+        tmp_path / "data",
+        {"chat": {"webhook_url": f"http://127.0.0.1:{port}/hook", "retry_seconds": 0.2}},
+    )
     await asyncio.to_thread(server.start)
     count = 150
 
     def produce() -> None:
-        status, body = server.request("POST", "/auth/sign-up", {
-            "email": "o@example.com", "username": "owner", "password": "12345678", "name": "O"})
+        status, body = server.request(
+            "POST",
+            "/auth/sign-up",
+            {"email": "o@example.com", "username": "owner", "password": "12345678", "name": "O"},
+        )
         headers = {"Authorization": f"Bearer {body['token']}"}
         assert server.request("POST", "/api/repositories", {"name": "proj"}, headers)[0] == 201
         for n in range(count):
-            assert server.request("POST", "/api/repositories/owner/proj/issues",
-                                  {"title": f"issue {n}"}, headers)[0] == 201
+            assert (
+                server.request(
+                    "POST", "/api/repositories/owner/proj/issues", {"title": f"issue {n}"}, headers
+                )[0]
+                == 201
+            )
         server.proc.send_signal(signal.SIGKILL)  # at once after the last 201
 
     try:

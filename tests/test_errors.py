@@ -20,8 +20,9 @@ async def _error(resp, status: int) -> str:
 
 
 async def test_error_shape_for_every_status(aiohttp_client, tmp_path, caplog):
-    config = make_config(tmp_path, rate_limit__enabled=True, rate_limit__burst=40,
-                         server__max_body_bytes=1024)
+    config = make_config(
+        tmp_path, rate_limit__enabled=True, rate_limit__burst=40, server__max_body_bytes=1024
+    )
     app = create_app(config)
 
     async def boom(request):
@@ -31,25 +32,53 @@ async def test_error_shape_for_every_status(aiohttp_client, tmp_path, caplog):
     client = await aiohttp_client(app)
     user = await sign_up(client, "shape")
 
-    assert "JSON" in await _error(await client.post(
-        "/auth/sign-in", data=b"{not json", headers={"Content-Type": "application/json"}), 400)
+    assert "JSON" in await _error(
+        await client.post(
+            "/auth/sign-in", data=b"{not json", headers={"Content-Type": "application/json"}
+        ),
+        400,
+    )
     await _error(await client.post("/auth/sign-in", json=[1, 2]), 400)
     await _error(await client.get("/api/users/me"), 401)
     await client.post("/auth/sign-in", json={"username": "shape", "password": user.password})
-    await _error(await client.patch("/api/users/me/settings", json={},
-                                    headers={"Origin": "http://elsewhere.example"}), 403)
+    await _error(
+        await client.patch(
+            "/api/users/me/settings", json={}, headers={"Origin": "http://elsewhere.example"}
+        ),
+        403,
+    )
     client.session.cookie_jar.clear()
     await _error(await client.get("/no/such/route"), 404)
     await _error(await client.get("/api/users/nobody"), 404)
     assert "not allowed" in await _error(await client.put("/health"), 405)
-    await _error(await client.post("/auth/sign-up", json={
-        "email": "x@example.com", "username": "shape", "password": "12345678", "name": "x"}), 409)
-    await _error(await client.patch("/api/users/me/settings", data=b"{" + b" " * 4096 + b"}",
-                                    headers={**user.headers, "Content-Type": "application/json"}),
-                 413)
-    assert "application/json" in await _error(await client.post(
-        "/auth/sign-in", data=b'{"username": "shape", "password": "x"}',
-        headers={"Content-Type": "text/plain"}), 415)
+    await _error(
+        await client.post(
+            "/auth/sign-up",
+            json={
+                "email": "x@example.com",
+                "username": "shape",
+                "password": "12345678",
+                "name": "x",
+            },
+        ),
+        409,
+    )
+    await _error(
+        await client.patch(
+            "/api/users/me/settings",
+            data=b"{" + b" " * 4096 + b"}",
+            headers={**user.headers, "Content-Type": "application/json"},
+        ),
+        413,
+    )
+    assert "application/json" in await _error(
+        await client.post(
+            "/auth/sign-in",
+            data=b'{"username": "shape", "password": "x"}',
+            headers={"Content-Type": "text/plain"},
+        ),
+        415,
+    )
     with caplog.at_level(logging.ERROR):
         resp = await client.get("/boom")
         message = await _error(resp, 500)
@@ -68,18 +97,24 @@ async def test_error_shape_for_every_status(aiohttp_client, tmp_path, caplog):
 
 
 async def test_wrong_field_types_name_the_field(client, alice):
-    resp = await client.patch("/api/users/me/settings", json={"website": "javascript:alert(1)"},
-                              headers=alice.headers)
+    resp = await client.patch(
+        "/api/users/me/settings", json={"website": "javascript:alert(1)"}, headers=alice.headers
+    )
     assert "website" in await _error(resp, 400)
-    resp = await client.post("/api/users/me/settings/preferences",
-                             json={"notifications": {"web": "maybe"}}, headers=alice.headers)
+    resp = await client.post(
+        "/api/users/me/settings/preferences",
+        json={"notifications": {"web": "maybe"}},
+        headers=alice.headers,
+    )
     assert "notifications.web" in await _error(resp, 400)
 
 
 async def test_unknown_fields_are_ignored(client, alice):
-    resp = await client.patch("/api/users/me/settings", json={"bio": "hi", "isAdmin": True,
-                                                               "password_hash": "x"},
-                              headers=alice.headers)
+    resp = await client.patch(
+        "/api/users/me/settings",
+        json={"bio": "hi", "isAdmin": True, "password_hash": "x"},
+        headers=alice.headers,
+    )
     assert resp.status == 200
     assert (await resp.json())["settings"]["bio"] == "hi"
 
@@ -92,17 +127,25 @@ async def test_every_answer_has_a_request_id(client):
     assert len(resp.headers["X-Request-Id"]) == 16
 
 
-
 async def test_deeply_nested_json_is_400_naming_the_depth_limit(client, alice):
-    for body in (b"[" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
-                 b'{"name": ' + b"[" * 65 + b"]" * 65 + b"}"):
-        resp = await client.post("/api/repositories", data=body,
-                                 headers={**alice.headers, "Content-Type": "application/json"})
+    for body in (
+        b"[" * 100_000,
+        b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+        b'{"name": ' + b"[" * 65 + b"]" * 65 + b"}",
+    ):
+        resp = await client.post(
+            "/api/repositories",
+            data=body,
+            headers={**alice.headers, "Content-Type": "application/json"},
+        )
         assert resp.status == 400
         assert (await resp.json())["error"] == "JSON nested deeper than 64 levels"
     # Within the limit the body is parsed as usual (here: a wrong type for name).
-    resp = await client.post("/api/repositories", data=b'{"name": ' + b"[" * 63 + b"]" * 63 + b"}",
-                             headers={**alice.headers, "Content-Type": "application/json"})
+    resp = await client.post(
+        "/api/repositories",
+        data=b'{"name": ' + b"[" * 63 + b"]" * 63 + b"}",
+        headers={**alice.headers, "Content-Type": "application/json"},
+    )
     assert resp.status == 400 and "name" in (await resp.json())["error"]
 
 
@@ -114,18 +157,33 @@ async def test_depth_limit_is_configurable(aiohttp_client, tmp_path):
 
 async def test_json_endpoints_refuse_other_content_types_with_415(client, alice):
     body = b'{"username": "alice", "password": "correct horse"}'
-    for media in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data",
-                  "application/jsonp", "text/json", ""):
-        resp = await client.post("/auth/sign-in", data=body, skip_auto_headers=["Content-Type"],
-                                 headers={"Content-Type": media} if media else {})
+    for media in (
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data",
+        "application/jsonp",
+        "text/json",
+        "",
+    ):
+        resp = await client.post(
+            "/auth/sign-in",
+            data=body,
+            skip_auto_headers=["Content-Type"],
+            headers={"Content-Type": media} if media else {},
+        )
         assert resp.status == 415, media
         assert "Content-Type" in (await resp.json())["error"]
-    for media in ("application/json", "application/json; charset=utf-8",
-                  "Application/JSON", "application/merge-patch+json"):
+    for media in (
+        "application/json",
+        "application/json; charset=utf-8",
+        "Application/JSON",
+        "application/merge-patch+json",
+    ):
         resp = await client.post("/auth/sign-in", data=body, headers={"Content-Type": media})
         assert resp.status == 200, media
     # No body at all needs no type (a fork takes an optional one).
     await client.post("/api/repositories", json={"name": "src"}, headers=alice.headers)
-    resp = await client.post("/api/repositories/alice/src/fork",
-                             headers={**alice.headers, "Content-Type": "text/plain"})
+    resp = await client.post(
+        "/api/repositories/alice/src/fork", headers={**alice.headers, "Content-Type": "text/plain"}
+    )
     assert resp.status != 415, await resp.text()

@@ -15,8 +15,13 @@ from .test_repos import create
 
 
 def _event(n: int, repo_id: int) -> Event:
-    return Event(type="star", repository={"owner": "alice", "name": "proj"}, actor=None,
-                 data={"action": "added", "n": n}, repo_id=str(repo_id))
+    return Event(
+        type="star",
+        repository={"owner": "alice", "name": "proj"},
+        actor=None,
+        data={"action": "added", "n": n},
+        repo_id=str(repo_id),
+    )
 
 
 async def _store_with_repo(client, alice):
@@ -95,8 +100,9 @@ async def test_a_failed_write_writes_no_event(client, alice):
         raise sqlite3.IntegrityError("the change fails after its event was built")
 
     with pytest.raises(sqlite3.IntegrityError):
-        await store.repos.star(repo_id, alice.id, True,
-                               emit=lambda r: [_event(0, repo_id)] + boom(r))
+        await store.repos.star(
+            repo_id, alice.id, True, emit=lambda r: [_event(0, repo_id)] + boom(r)
+        )
     assert await store.events.last_id() == before
     # Neither the change nor its event: the star was rolled back with it.
     repo = await (await client.get("/api/repositories/alice/proj")).json()
@@ -109,7 +115,16 @@ async def test_events_get_increasing_log_ids_and_the_api_shape(client, alice):
     ids = [int(e.id) for e in written]
     assert ids == sorted(ids) and len(set(ids)) == 3
     data = written[0].to_dict()
-    assert set(data) == {"id", "type", "repository", "actor", "data", "createdAt", "public", "inbound"}
+    assert set(data) == {
+        "id",
+        "type",
+        "repository",
+        "actor",
+        "data",
+        "createdAt",
+        "public",
+        "inbound",
+    }
     assert data["createdAt"].endswith("Z") and data["id"] == str(ids[0])
 
 
@@ -145,8 +160,9 @@ async def test_a_paced_subscriber_holds_writers_back_until_it_catches_up(client,
     assert done == seen == list(range(10))
 
 
-async def test_a_stuck_paced_subscriber_slows_writers_but_never_stops_them(client, alice,
-                                                                             monkeypatch):
+async def test_a_stuck_paced_subscriber_slows_writers_but_never_stops_them(
+    client, alice, monkeypatch
+):
     monkeypatch.setattr("hubsvc.events.bus.PACE_WAIT_MAX", 0.05)
     store, bus, repo_id = await _store_with_repo(client, alice)
     (release, seen), done = _gated(bus, pace=1), []
@@ -179,8 +195,9 @@ async def test_an_answer_that_waited_for_the_fan_out_says_so(client, alice, monk
     release.set()
 
 
-async def test_unsubscribing_a_paced_subscriber_frees_its_waiting_writers(client, alice,
-                                                                           monkeypatch):
+async def test_unsubscribing_a_paced_subscriber_frees_its_waiting_writers(
+    client, alice, monkeypatch
+):
     monkeypatch.setattr("hubsvc.events.bus.PACE_WAIT_MAX", 30.0)
     store, bus, repo_id = await _store_with_repo(client, alice)
     gate = asyncio.Event()

@@ -48,8 +48,10 @@ async def _until(predicate, what: str, tries: int = 400) -> None:
 
 # --- a database held by another connection -------------------------------------------
 
-async def test_a_held_lock_answers_503_busy_once_then_health_recovers(aiohttp_client, tmp_path,
-                                                                    caplog):
+
+async def test_a_held_lock_answers_503_busy_once_then_health_recovers(
+    aiohttp_client, tmp_path, caplog
+):
     app = create_app(make_config(tmp_path, database__write_timeout_ms=300))
     client = await aiohttp_client(app)
     alice = await sign_up(client, "alice")
@@ -59,9 +61,12 @@ async def test_a_held_lock_answers_503_busy_once_then_health_recovers(aiohttp_cl
         caplog.set_level(logging.INFO)
         # Three writes queued at once all give up at the one deadline with the same
         # answer (before: 500, after 5 s, then 10, then 14.5).
-        answers = await asyncio.gather(*[
-            client.post("/api/repositories", json={"name": f"p{n}"}, headers=alice.headers)
-            for n in range(3)])
+        answers = await asyncio.gather(
+            *[
+                client.post("/api/repositories", json={"name": f"p{n}"}, headers=alice.headers)
+                for n in range(3)
+            ]
+        )
         for resp in answers:
             assert resp.status == 503
             assert resp.headers["Retry-After"] == "1"
@@ -84,6 +89,7 @@ async def test_a_held_lock_answers_503_busy_once_then_health_recovers(aiohttp_cl
 
 
 # --- a full disk -----------------------------------------------------------------------
+
 
 def _fill(folder: Path) -> Path:
     """Write a file until the filesystem has no room left; returns it."""
@@ -110,26 +116,34 @@ async def test_a_full_disk_answers_507_and_health_says_so(aiohttp_client, small_
     client = await aiohttp_client(create_app(config))
     alice = await sign_up(client, "alice")
     await create(client, alice, "proj")
-    issue = await client.post("/api/repositories/alice/proj/issues", json={"title": "t"},
-                              headers=alice.headers)
+    issue = await client.post(
+        "/api/repositories/alice/proj/issues", json={"title": "t"}, headers=alice.headers
+    )
     assert issue.status == 201
     caplog.set_level(logging.INFO)
     filler = _fill(small_disk)
     # Comments, avatar uploads and sign-ins, as the issue lists them (before: 500).
     big = "w" * 60000
     for _ in range(3):  # enough writes to need new pages whatever space the WAL had
-        resp = await client.post("/api/repositories/alice/proj/issues/1/comments",
-                                 json={"body": big}, headers=alice.headers)
+        resp = await client.post(
+            "/api/repositories/alice/proj/issues/1/comments",
+            json={"body": big},
+            headers=alice.headers,
+        )
         if resp.status != 201:
             break
     assert resp.status == 507 and await resp.json() == FULL
-    resp = await client.patch("/api/users/me/avatar", data=PNG + b"\0" * 200000,
-                              headers={**alice.headers, "Content-Type": "image/png"})
+    resp = await client.patch(
+        "/api/users/me/avatar",
+        data=PNG + b"\0" * 200000,
+        headers={**alice.headers, "Content-Type": "image/png"},
+    )
     assert resp.status == 507 and await resp.json() == FULL
     resp = await client.post("/api/repositories", json={"name": "more"}, headers=alice.headers)
     assert resp.status == 507 and await resp.json() == FULL
-    resp = await client.post("/auth/sign-in", json={"username": "alice",
-                                                     "password": alice.password})
+    resp = await client.post(
+        "/auth/sign-in", json={"username": "alice", "password": alice.password}
+    )
     assert resp.status == 507 and await resp.json() == FULL
     resp = await client.get("/health")
     body = await resp.json()
@@ -142,14 +156,16 @@ async def test_a_full_disk_answers_507_and_health_says_so(aiohttp_client, small_
     # Space comes back: so do writes.
     filler.unlink()
     (small_disk / "crumbs").unlink()
-    resp = await client.post("/auth/sign-in", json={"username": "alice",
-                                                     "password": alice.password})
+    resp = await client.post(
+        "/auth/sign-in", json={"username": "alice", "password": alice.password}
+    )
     assert resp.status == 200
     resp = await client.get("/health")
     assert resp.status == 200 and (await resp.json())["database"] == "ok"
 
 
 # --- clients that hang up or stall -----------------------------------------------------
+
 
 def _basic(user) -> str:
     return base64.b64encode(f"{user.username}:{user.password}".encode()).decode()
@@ -166,17 +182,25 @@ def _pkt(text: str) -> bytes:
 
 # The start of a push: one ref to create, then a pack that announces an object and
 # stops, so git waits for the rest of the body.
-PUSH_START = (_pkt("0" * 40 + " " + "1" * 40 + " refs/heads/new\0report-status\n") + b"0000"
-              + b"PACK\x00\x00\x00\x02\x00\x00\x00\x01")
+PUSH_START = (
+    _pkt("0" * 40 + " " + "1" * 40 + " refs/heads/new\0report-status\n")
+    + b"0000"
+    + b"PACK\x00\x00\x00\x02\x00\x00\x00\x01"
+)
 
 
 async def _start_push(client, user, length: int = 100000, parent: int | None = None):
     """A raw connection that has sent the head and the start of a push body."""
     reader, writer = await _open(client)
-    writer.write((f"POST /{user.username}/proj.git/git-receive-pack HTTP/1.1\r\nHost: x\r\n"
-                  f"Authorization: Basic {_basic(user)}\r\n"
-                  "Content-Type: application/x-git-receive-pack-request\r\n"
-                  f"Content-Length: {length}\r\n\r\n").encode() + PUSH_START)
+    writer.write(
+        (
+            f"POST /{user.username}/proj.git/git-receive-pack HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: Basic {_basic(user)}\r\n"
+            "Content-Type: application/x-git-receive-pack-request\r\n"
+            f"Content-Length: {length}\r\n\r\n"
+        ).encode()
+        + PUSH_START
+    )
     await writer.drain()
     await _until(lambda: _children_running("receive-pack", parent), "git receive-pack started")
     return reader, writer
@@ -193,11 +217,18 @@ async def test_a_client_hanging_up_mid_body_is_499_not_an_error(tmp_path):
     # run_app (what runs in production) does not, and that is the case that logged 500s.
     server = ServerProcess(tmp_path / "data").start()
     try:
-        status, body = server.request("POST", "/auth/sign-up", {
-            "email": "a@example.com", "username": "alice", "password": "12345678", "name": "A"})
+        status, body = server.request(
+            "POST",
+            "/auth/sign-up",
+            {"email": "a@example.com", "username": "alice", "password": "12345678", "name": "A"},
+        )
         headers = {"Authorization": f"Bearer {body['token']}"}
-        assert server.request("POST", "/api/repositories", {"name": "proj", "autoInit": True},
-                              headers)[0] == 201
+        assert (
+            server.request(
+                "POST", "/api/repositories", {"name": "proj", "autoInit": True}, headers
+            )[0]
+            == 201
+        )
         pid = server.proc.pid
         # A push that sends part of its pack, then goes.
         reader, writer = await _start_push(server, _Account("alice", "12345678"), parent=pid)
@@ -207,16 +238,22 @@ async def test_a_client_hanging_up_mid_body_is_499_not_an_error(tmp_path):
         await _until(lambda: not _children_running("receive-pack", pid), "git receive-pack killed")
         # A JSON body cut short.
         reader, writer = await _open(server)
-        writer.write((f"POST /api/repositories HTTP/1.1\r\nHost: x\r\n"
-                      f"Authorization: {headers['Authorization']}\r\n"
-                      "Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n"
-                      '{"name": "half').encode())
+        writer.write(
+            (
+                f"POST /api/repositories HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: {headers['Authorization']}\r\n"
+                "Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n"
+                '{"name": "half'
+            ).encode()
+        )
         await writer.drain()
         await asyncio.sleep(0.1)
         writer.close()
         await writer.wait_closed()
-        await _until(lambda: server.logs().count("client closed the connection") == 2,
-                     "two 'client closed' lines")
+        await _until(
+            lambda: server.logs().count("client closed the connection") == 2,
+            "two 'client closed' lines",
+        )
         await _until(lambda: server.logs().count('" 499 ') == 2, "two 499 access lines")
         assert server.request("GET", "/api/repositories/alice/half", headers=headers)[0] == 404
         assert server.request("GET", "/health")[1]["faults"]["clientClosed"] == 2
@@ -228,8 +265,7 @@ async def test_a_client_hanging_up_mid_body_is_499_not_an_error(tmp_path):
 
 
 async def test_a_stalled_body_is_ended_with_408_and_its_git_killed(aiohttp_client, tmp_path):
-    client = await aiohttp_client(create_app(make_config(
-        tmp_path, server__body_timeout_seconds=1)))
+    client = await aiohttp_client(create_app(make_config(tmp_path, server__body_timeout_seconds=1)))
     alice = await sign_up(client, "alice")
     await create(client, alice, "proj", autoInit=True)
     reader, writer = await _start_push(client, alice)
@@ -243,8 +279,9 @@ async def test_a_stalled_body_is_ended_with_408_and_its_git_killed(aiohttp_clien
 
 
 async def test_a_request_head_that_never_ends_is_closed(aiohttp_client, tmp_path):
-    client = await aiohttp_client(create_app(make_config(
-        tmp_path, server__header_timeout_seconds=1)))
+    client = await aiohttp_client(
+        create_app(make_config(tmp_path, server__header_timeout_seconds=1))
+    )
     reader, writer = await _open(client)
     writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")
     await writer.drain()
@@ -256,9 +293,11 @@ async def test_a_request_head_that_never_ends_is_closed(aiohttp_client, tmp_path
 
 # --- a cap on git processes --------------------------------------------------------------
 
+
 async def test_git_processes_past_the_per_client_cap_get_503(aiohttp_client, tmp_path):
-    client = await aiohttp_client(create_app(make_config(
-        tmp_path, server__git_processes_per_client=1)))
+    client = await aiohttp_client(
+        create_app(make_config(tmp_path, server__git_processes_per_client=1))
+    )
     alice = await sign_up(client, "alice")
     await create(client, alice, "proj", autoInit=True)
     reader, writer = await _start_push(client, alice)
@@ -268,18 +307,27 @@ async def test_git_processes_past_the_per_client_cap_get_503(aiohttp_client, tmp
     assert resp.content_type == "text/plain" and "too many git operations" in await resp.text()
     assert len(_children_running("upload-pack")) == 0
     # A push's POST is answered inside git's protocol, which git prints as "remote: …".
-    resp = await client.post("/alice/proj.git/git-receive-pack", data=b"0000",
-                             headers={**headers, "User-Agent": "git/2.43.0",
-                                      "Content-Type": "application/x-git-receive-pack-request"})
+    resp = await client.post(
+        "/alice/proj.git/git-receive-pack",
+        data=b"0000",
+        headers={
+            **headers,
+            "User-Agent": "git/2.43.0",
+            "Content-Type": "application/x-git-receive-pack-request",
+        },
+    )
     assert resp.status == 200
-    assert await resp.read() == _pkt("\x03too many git operations at once, try again shortly\n") \
-        + b"0000"
+    assert (
+        await resp.read()
+        == _pkt("\x03too many git operations at once, try again shortly\n") + b"0000"
+    )
     writer.close()
     await writer.wait_closed()
     await _until(lambda: not _children_running("receive-pack"), "the held push ended")
     for _ in range(200):  # the slot is free once the handler has finished
-        resp = await client.get("/alice/proj.git/info/refs?service=git-upload-pack",
-                                headers=headers)
+        resp = await client.get(
+            "/alice/proj.git/info/refs?service=git-upload-pack", headers=headers
+        )
         if resp.status == 200:
             break
         await asyncio.sleep(0.025)
@@ -288,20 +336,24 @@ async def test_git_processes_past_the_per_client_cap_get_503(aiohttp_client, tmp
 
 # --- tokens ------------------------------------------------------------------------------
 
+
 async def test_expired_sign_in_tokens_are_pruned_at_start(aiohttp_client, tmp_path):
     config = make_config(tmp_path)
     client = await aiohttp_client(create_app(config))
     alice = await sign_up(client, "alice")
     for _ in range(3):
-        resp = await client.post("/auth/sign-in", json={"username": "alice",
-                                                         "password": alice.password})
+        resp = await client.post(
+            "/auth/sign-in", json={"username": "alice", "password": alice.password}
+        )
         assert resp.status == 200
     await client.close()
     path = tmp_path / "data" / "hubsvc.db"
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM tokens").fetchone()[0] == 4
-        conn.execute("UPDATE tokens SET expires_at = 1 WHERE hash IN "
-                     "(SELECT hash FROM tokens ORDER BY created_at LIMIT 3)")
+        conn.execute(
+            "UPDATE tokens SET expires_at = 1 WHERE hash IN "
+            "(SELECT hash FROM tokens ORDER BY created_at LIMIT 3)"
+        )
     again = await aiohttp_client(create_app(config))
 
     def count() -> int:

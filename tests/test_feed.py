@@ -13,8 +13,9 @@ from .test_repos import create
 
 async def _issues(client, user, repo: str, count: int, start: int = 0) -> None:
     for n in range(start, start + count):
-        resp = await client.post(f"/api/repositories/{repo}/issues", headers=user.headers,
-                                 json={"title": f"issue {n}"})
+        resp = await client.post(
+            f"/api/repositories/{repo}/issues", headers=user.headers, json={"title": f"issue {n}"}
+        )
         assert resp.status == 201
 
 
@@ -39,7 +40,16 @@ async def test_the_feed_shows_only_what_the_caller_may_read(client, alice, bob):
     status, repo_feed = await _feed(client, "/api/repositories/alice/secret/events", alice)
     assert status == 200 and len(repo_feed["events"]) == 2
     event = mine["events"][0]
-    assert set(event) == {"id", "type", "repository", "actor", "data", "createdAt", "public", "inbound"}
+    assert set(event) == {
+        "id",
+        "type",
+        "repository",
+        "actor",
+        "data",
+        "createdAt",
+        "public",
+        "inbound",
+    }
     assert event["type"] == "issue" and event["data"]["action"] == "opened"
 
 
@@ -117,8 +127,11 @@ async def test_resume_sends_exactly_the_missed_events_then_live_ones(client, ali
 
 async def test_resume_by_message_and_private_events_only_for_readers_now(client, alice, bob):
     await create(client, alice, "secret", visibility="private")
-    await client.put("/api/repositories/alice/secret/collaborators/bob", headers=alice.headers,
-                     json={"permission": "read"})
+    await client.put(
+        "/api/repositories/alice/secret/collaborators/bob",
+        headers=alice.headers,
+        json={"permission": "read"},
+    )
     ws, hello = await _connect(client, bob)
     cursor = hello["lastEventId"]
     await ws.close()

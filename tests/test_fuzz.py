@@ -23,8 +23,12 @@ MAX_EXAMPLES = 20
 SEED = 20260102
 BOT_KEY = "fuzz-bot-key"
 PASSWORD = "correct horse"
-CHECKS = ("not_a_server_error", "response_schema_conformance", "status_code_conformance",
-          "content_type_conformance")
+CHECKS = (
+    "not_a_server_error",
+    "response_schema_conformance",
+    "status_code_conformance",
+    "content_type_conformance",
+)
 # No operation is left out. The ones that could spoil the run get targets of their own
 # (see _config): sign-out revokes a second token, deletes and renames hit scratch data.
 # /ws is fuzzed as plain HTTP (no upgrade: 400), smart HTTP with random pkt-line bytes.
@@ -50,8 +54,14 @@ def _toml(value) -> str:
 
 
 def _git(*args: str, cwd: Path | None = None) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV},
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env={**os.environ, **GIT_ENV},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
     return done.stdout.strip()
 
@@ -62,18 +72,25 @@ class Api:
     def __init__(self, server: ServerProcess, token: str) -> None:
         self.server, self.token = server, token
 
-    def __call__(self, method: str, path: str, body: dict | None = None,
-                 expect: int = 200) -> dict:
-        status, data = self.server.request(method, path, body,
-                                           {"Authorization": f"Bearer {self.token}"})
+    def __call__(self, method: str, path: str, body: dict | None = None, expect: int = 200) -> dict:
+        status, data = self.server.request(
+            method, path, body, {"Authorization": f"Bearer {self.token}"}
+        )
         assert status == expect, f"{method} {path}: {status} {data}"
         return data
 
 
 def _sign_up(server: ServerProcess, username: str) -> tuple[dict, str]:
-    status, body = server.request("POST", "/auth/sign-up", {
-        "email": f"{username}@example.com", "username": username, "password": PASSWORD,
-        "name": username.title()})
+    status, body = server.request(
+        "POST",
+        "/auth/sign-up",
+        {
+            "email": f"{username}@example.com",
+            "username": username,
+            "password": PASSWORD,
+            "name": username.title(),
+        },
+    )
     assert status == 201, body
     return body["user"], body["token"]
 
@@ -85,8 +102,12 @@ def _seed_data(server: ServerProcess, work: Path) -> dict:
     peer, _ = _sign_up(server, "peer")
     _sign_up(server, "doomed-user")  # what the account administration operations act on
     for name in ("demo", "scratch", "scratch-edit"):
-        api("POST", "/api/repositories", {"name": name, "autoInit": True,
-                                          "description": f"{name} for the fuzzer"}, 201)
+        api(
+            "POST",
+            "/api/repositories",
+            {"name": name, "autoInit": True, "description": f"{name} for the fuzzer"},
+            201,
+        )
     # A topic branch pushed with the real git client, so the pull request has a commit.
     clone = work / "clone"
     remote = server.url.replace("http://", f"http://fuzz:{token}@") + "/fuzz/demo.git"
@@ -99,73 +120,125 @@ def _seed_data(server: ServerProcess, work: Path) -> dict:
     _git("commit", "-qm", "topic work", cwd=clone)
     _git("push", "-q", "origin", "topic", cwd=clone)
     oid = _git("rev-parse", "HEAD", cwd=clone)
-    issue = api("POST", "/api/repositories/fuzz/demo/issues",
-                {"title": "Fuzzed issue", "body": "found by a fuzzer", "labels": ["bug"],
-                 "assignees": ["peer"]}, 201)["issue"]
-    api("POST", f"/api/repositories/fuzz/demo/issues/{issue['number']}/comments",
-        {"body": "a first comment"}, 201)
-    pull = api("POST", "/api/repositories/fuzz/demo/pulls",
-               {"title": "Topic", "body": "please merge", "head": "topic"}, 201)["pullRequest"]
-    api("POST", f"/api/repositories/fuzz/demo/pulls/{pull['number']}/comments",
-        {"body": "looks good"}, 201)
-    doomed = api("POST", "/api/repositories/fuzz/demo/issues", {"title": "To delete"},
-                 201)["issue"]
+    issue = api(
+        "POST",
+        "/api/repositories/fuzz/demo/issues",
+        {
+            "title": "Fuzzed issue",
+            "body": "found by a fuzzer",
+            "labels": ["bug"],
+            "assignees": ["peer"],
+        },
+        201,
+    )["issue"]
+    api(
+        "POST",
+        f"/api/repositories/fuzz/demo/issues/{issue['number']}/comments",
+        {"body": "a first comment"},
+        201,
+    )
+    pull = api(
+        "POST",
+        "/api/repositories/fuzz/demo/pulls",
+        {"title": "Topic", "body": "please merge", "head": "topic"},
+        201,
+    )["pullRequest"]
+    api(
+        "POST",
+        f"/api/repositories/fuzz/demo/pulls/{pull['number']}/comments",
+        {"body": "looks good"},
+        201,
+    )
+    doomed = api("POST", "/api/repositories/fuzz/demo/issues", {"title": "To delete"}, 201)["issue"]
     api("PUT", "/api/repositories/fuzz/demo/collaborators/peer", {"permission": "read"}, 201)
     api("POST", "/api/repositories/fuzz/demo/star", None, 200)
     # A verified chat link: the bot asks for a token, the user redeems it.
-    status, link = server.request("POST", "/api/chat/link/generate", {"chatId": "chat-fuzz"},
-                                  {"X-Chat-Bot-Key": BOT_KEY})
+    status, link = server.request(
+        "POST", "/api/chat/link/generate", {"chatId": "chat-fuzz"}, {"X-Chat-Bot-Key": BOT_KEY}
+    )
     assert status == 200, link
     me = api("GET", "/api/users/me")["user"]
     api("POST", "/api/chat/link/verify", {"token": link["token"], "serviceUserId": me["id"]})
     deliveries = api("GET", "/api/webhooks/chat/deliveries")["deliveries"]
     assert deliveries, "the seeded events queued no webhook delivery"
     # Sign-out gets a token of its own: the fuzzer's token must outlive it.
-    status, signed_in = server.request("POST", "/auth/sign-in",
-                                       {"username": "fuzz", "password": PASSWORD})
+    status, signed_in = server.request(
+        "POST", "/auth/sign-in", {"username": "fuzz", "password": PASSWORD}
+    )
     assert status == 200, signed_in
-    return {"token": token, "sign_out_token": signed_in["token"], "peer": peer["username"],
-            "oid": oid, "issue": issue["number"],
-            "doomed": doomed["number"], "pull": pull["number"], "chat_id": "chat-fuzz",
-            "delivery": deliveries[0]["id"]}
+    return {
+        "token": token,
+        "sign_out_token": signed_in["token"],
+        "peer": peer["username"],
+        "oid": oid,
+        "issue": issue["number"],
+        "doomed": doomed["number"],
+        "pull": pull["number"],
+        "chat_id": "chat-fuzz",
+        "delivery": deliveries[0]["id"],
+    }
 
 
 def _config(ids: dict) -> str:
     """schemathesis.toml: the run's settings and the real identifiers to use."""
     repo = "/api/repositories/{owner}/{name}"
     # Parameters naming existing things: mostly these real values, sometimes generated ones.
-    mixed = {"path.owner": ["fuzz"], "path.name": ["demo"], "path.username": ["fuzz", "peer"],
-             "path.chatId": [ids["chat_id"]], "path.oid": [ids["oid"]],
-             "path.id": [str(ids["delivery"])], "path.file": ["swagger-ui.css"],
-             "path.number": [str(ids["issue"])],
-             "body.repository.owner": ["fuzz"], "body.repository.name": ["demo"],
-             "body.chatId": [ids["chat_id"]], "body.head": ["topic"],
-             "body.base": ["main", "topic"], "query.branch": ["main", "topic", ids["oid"]],
-             "query.path": ["README.md", "notes.txt", "docs", "docs/guide.md"]}
+    mixed = {
+        "path.owner": ["fuzz"],
+        "path.name": ["demo"],
+        "path.username": ["fuzz", "peer"],
+        "path.chatId": [ids["chat_id"]],
+        "path.oid": [ids["oid"]],
+        "path.id": [str(ids["delivery"])],
+        "path.file": ["swagger-ui.css"],
+        "path.number": [str(ids["issue"])],
+        "body.repository.owner": ["fuzz"],
+        "body.repository.name": ["demo"],
+        "body.chatId": [ids["chat_id"]],
+        "body.head": ["topic"],
+        "body.base": ["main", "topic"],
+        "query.branch": ["main", "topic", ids["oid"]],
+        "query.path": ["README.md", "notes.txt", "docs", "docs/guide.md"],
+    }
     operations = [
         # Destructive operations get targets of their own, so the rest keeps its data.
         ({"include-name": f"DELETE {repo}"}, {"parameters": {"name": "scratch"}}),
         ({"include-name": f"PATCH {repo}"}, {"parameters": {"name": "scratch-edit"}}),
-        ({"include-name": f"DELETE {repo}/issues/{{number}}"},
-         {"parameters": {"number": str(ids["doomed"])}}),
-        ({"include-path-regex": r"^/api/admin/users/\{username\}$"},
-         {"parameters": {"username": "doomed-user"}}),
-        ({"include-path-regex": r"/collaborators/\{username\}$"},
-         {"parameters": {"username": ids["peer"]}}),
-        ({"include-path-regex": r"/pulls/\{number\}"},
-         {"parameters": {"number": str(ids["pull"])}}),
-        ({"include-path-regex": r"^/\{owner\}/\{name\}/"},
-         {"parameters": {"name": "demo.git"}}),
-        ({"include-name": "POST /api/chat/link/generate"},
-         {"headers": {"X-Chat-Bot-Key": BOT_KEY}}),
+        (
+            {"include-name": f"DELETE {repo}/issues/{{number}}"},
+            {"parameters": {"number": str(ids["doomed"])}},
+        ),
+        (
+            {"include-path-regex": r"^/api/admin/users/\{username\}$"},
+            {"parameters": {"username": "doomed-user"}},
+        ),
+        (
+            {"include-path-regex": r"/collaborators/\{username\}$"},
+            {"parameters": {"username": ids["peer"]}},
+        ),
+        (
+            {"include-path-regex": r"/pulls/\{number\}"},
+            {"parameters": {"number": str(ids["pull"])}},
+        ),
+        ({"include-path-regex": r"^/\{owner\}/\{name\}/"}, {"parameters": {"name": "demo.git"}}),
+        (
+            {"include-name": "POST /api/chat/link/generate"},
+            {"headers": {"X-Chat-Bot-Key": BOT_KEY}},
+        ),
         # The bot's notices; a poll that waits would hold each example up to 30 s.
-        ({"include-name": "GET /api/chat/notifications"},
-         {"headers": {"X-Chat-Bot-Key": BOT_KEY}, "parameters": {"wait": 0}}),
-        ({"include-name": "POST /api/chat/notifications/ack"},
-         {"headers": {"X-Chat-Bot-Key": BOT_KEY}}),
+        (
+            {"include-name": "GET /api/chat/notifications"},
+            {"headers": {"X-Chat-Bot-Key": BOT_KEY}, "parameters": {"wait": 0}},
+        ),
+        (
+            {"include-name": "POST /api/chat/notifications/ack"},
+            {"headers": {"X-Chat-Bot-Key": BOT_KEY}},
+        ),
         # Sign-out revokes a token of its own, never the one the rest of the run uses.
-        ({"include-name": "POST /auth/sign-out"},
-         {"headers": {"Authorization": f"Bearer {ids['sign_out_token']}"}}),
+        (
+            {"include-name": "POST /auth/sign-out"},
+            {"headers": {"Authorization": f"Bearer {ids['sign_out_token']}"}},
+        ),
     ]
     lines = [
         f"seed = {SEED}",
@@ -224,8 +297,10 @@ async def receiver(aiohttp_server):
 
 async def test_schemathesis_finds_nothing(tmp_path, receiver):
     """Every operation but the document itself, signed in: no 5xx, nothing undocumented."""
-    server = ServerProcess(tmp_path / "data", {
-        "chat": {"webhook_url": receiver, "bot_key": BOT_KEY, "retry_seconds": 0.5}})
+    server = ServerProcess(
+        tmp_path / "data",
+        {"chat": {"webhook_url": receiver, "bot_key": BOT_KEY, "retry_seconds": 0.5}},
+    )
     await asyncio.to_thread(server.start)
     try:
         ids = await asyncio.to_thread(_seed_data, server, tmp_path)
@@ -235,13 +310,25 @@ async def test_schemathesis_finds_nothing(tmp_path, receiver):
         spec = await asyncio.to_thread(_get_json, server.url + "/api/openapi.json")
         # Schemathesis never calls the operation that serves the document it loaded.
         fuzzed = sum(len(operations) for operations in spec["paths"].values()) - 1
-        command = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config),
-                   "--no-color", "run", server.url + "/api/openapi.json"]
+        command = [
+            sys.executable,
+            "-m",
+            "schemathesis.cli",
+            "--config-file",
+            str(config),
+            "--no-color",
+            "run",
+            server.url + "/api/openapi.json",
+        ]
         path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            *command, cwd=tmp_path, env={**os.environ, "PYTHONPATH": path},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            *command,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": path},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
         try:
             out, _ = await asyncio.wait_for(proc.communicate(), 600)
         except TimeoutError:
@@ -251,13 +338,15 @@ async def test_schemathesis_finds_nothing(tmp_path, receiver):
         elapsed = time.monotonic() - started
         assert proc.returncode == 0, (
             f"schemathesis failed after {elapsed:.0f}s:\n{_short(report)}\n"
-            f"--- server errors ---\n{_errors(server.logs())}")
+            f"--- server errors ---\n{_errors(server.logs())}"
+        )
         assert f"Selected: {fuzzed}/{fuzzed}" in report, _short(report, lines=60)
         assert f"Tested: {fuzzed}" in report, _short(report, lines=60)
         # Sign-out was reached and revoked its own token; the run's token still works.
         for token, status in ((ids["token"], 200), (ids["sign_out_token"], 401)):
-            answer = await asyncio.to_thread(server.request, "GET", "/api/users/me",
-                                             headers={"Authorization": f"Bearer {token}"})
+            answer = await asyncio.to_thread(
+                server.request, "GET", "/api/users/me", headers={"Authorization": f"Bearer {token}"}
+            )
             assert answer[0] == status, answer
     finally:
         await asyncio.to_thread(server.stop)
@@ -266,23 +355,32 @@ async def test_schemathesis_finds_nothing(tmp_path, receiver):
 async def test_findings_stay_fixed(client, alice):
     """The fuzzer's server bugs as exact requests, so no seed has to find them again."""
     headers = alice.headers
-    resp = await client.post("/api/repositories", json={"name": "proj", "autoInit": True},
-                             headers=headers)
+    resp = await client.post(
+        "/api/repositories", json={"name": "proj", "autoInit": True}, headers=headers
+    )
     assert resp.status == 201, await resp.text()
     base = "/api/repositories/alice/proj"
     # An offset past SQLite's integers was a 500; one past git's wrapped to the first page.
-    for path in (f"{base}/collaborators?offset={10**30}", f"{base}/issues?offset={2**63}",
-                 f"/api/search?q=proj&offset={10**30}", f"{base}/commits?skip={2**32}"):
+    for path in (
+        f"{base}/collaborators?offset={10**30}",
+        f"{base}/issues?offset={2**63}",
+        f"/api/search?q=proj&offset={10**30}",
+        f"{base}/commits?skip={2**32}",
+    ):
         resp = await client.get(path, headers=headers)
         assert resp.status == 200, (path, await resp.text())
         assert not next(v for v in (await resp.json()).values() if isinstance(v, list)), path
     # A multipart avatar without a boundary, or with a malformed part header, was a 500.
     for content_type, body in (
-            ("multipart/form-data", b"x"),
-            ("multipart/form-data; boundary=b",
-             b'--b\r\nContent-Disposition: form-data; name="\xf3\x85"\r\n\r\nx\r\n--b--\r\n')):
-        resp = await client.patch("/api/users/me/avatar", data=body,
-                                  headers={**headers, "Content-Type": content_type})
+        ("multipart/form-data", b"x"),
+        (
+            "multipart/form-data; boundary=b",
+            b'--b\r\nContent-Disposition: form-data; name="\xf3\x85"\r\n\r\nx\r\n--b--\r\n',
+        ),
+    ):
+        resp = await client.patch(
+            "/api/users/me/avatar", data=body, headers={**headers, "Content-Type": content_type}
+        )
         assert resp.status == 400, await resp.text()
     # A query longer than aiohttp's default 8190-byte request line got a text/plain 400.
     resp = await client.get(f"{base}/tree", params={"path": "·" * 4096}, headers=headers)
@@ -290,9 +388,15 @@ async def test_findings_stay_fixed(client, alice):
     # Found beside them: names with a final newline passed ("$" matches before a last "\n").
     resp = await client.post("/api/repositories", json={"name": "proj2\n"}, headers=headers)
     assert resp.status == 400, await resp.text()
-    resp = await client.post("/auth/sign-up", json={
-        "email": "nl@example.com", "username": "newline\n", "password": "correct horse",
-        "name": "N"})
+    resp = await client.post(
+        "/auth/sign-up",
+        json={
+            "email": "nl@example.com",
+            "username": "newline\n",
+            "password": "correct horse",
+            "name": "N",
+        },
+    )
     assert resp.status == 400, await resp.text()
     resp = await client.post("/api/chat/link/unlink", json={"chatId": "chat\n"}, headers=headers)
     assert resp.status == 400, await resp.text()

@@ -54,8 +54,9 @@ async def test_a_clone_that_fails_midway_says_why(client, tmp_path):
     blob = (await git("rev-parse", "HEAD:b.txt", cwd=work))[1].strip()
     bare = client.app[REPO_FILES].path(int(repo["id"]))
     (bare / "objects" / blob[:2] / blob[2:]).unlink()
-    code, _, err = await git("clone", remote(client, alice, "alice", "proj"),
-                             str(tmp_path / "c"), check=False)
+    code, _, err = await git(
+        "clone", remote(client, alice, "alice", "proj"), str(tmp_path / "c"), check=False
+    )
     assert code != 0
     assert blob in err or "unable to read" in err or "remote error" in err, err
     assert "chunked" not in err, err
@@ -104,8 +105,12 @@ async def test_a_push_onto_a_full_disk_prints_the_servers_reason(small_disk, tmp
         # Small writes until the database has no page left, as the push journal's is.
         for n in range(200):
             status, _ = await asyncio.to_thread(
-                server.request, "POST", "/api/repositories/owner/proj/issues",
-                {"title": f"t{n}"}, headers)
+                server.request,
+                "POST",
+                "/api/repositories/owner/proj/issues",
+                {"title": f"t{n}"},
+                headers,
+            )
             if status != 201:
                 break
         assert status == 507

@@ -14,7 +14,8 @@ from .gitcli import git, remote
 from .test_repos import create
 
 PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
 
 
 async def build_worktree(path: Path) -> dict[str, str]:
@@ -56,11 +57,20 @@ async def test_push_then_clone_gives_back_the_same_repository(client, events, al
     clone = tmp_path / "clone"
     await git("clone", "-q", remote(client, None, "alice", "demo"), str(clone))
     await git("fetch", "-q", "origin", "--tags", cwd=clone)
-    cloned = (await git("for-each-ref", "--format=%(refname) %(objectname)",
-                        "refs/remotes/origin/main", "refs/remotes/origin/feature", "refs/tags",
-                        cwd=clone))[1]
-    cloned = {n.replace("refs/remotes/origin/", "refs/heads/"): o
-              for n, o in (line.split(" ") for line in cloned.splitlines())}
+    cloned = (
+        await git(
+            "for-each-ref",
+            "--format=%(refname) %(objectname)",
+            "refs/remotes/origin/main",
+            "refs/remotes/origin/feature",
+            "refs/tags",
+            cwd=clone,
+        )
+    )[1]
+    cloned = {
+        n.replace("refs/remotes/origin/", "refs/heads/"): o
+        for n, o in (line.split(" ") for line in cloned.splitlines())
+    }
     assert cloned == refs
     for rel in ("README.md", "logo.png", "data.bin", "src/main.py", "src/deep/deeper/leaf.txt"):
         assert (clone / rel).read_bytes() == (work / rel).read_bytes()
@@ -72,7 +82,10 @@ async def test_push_then_clone_gives_back_the_same_repository(client, events, al
     assert main.data["before"] == "0" * 40 and main.data["after"] == refs["refs/heads/main"]
     assert main.data["totalCommits"] == 3
     assert [c["message"].strip() for c in main.data["commits"]] == [
-        "edit readme", "rename app to main", "first"]
+        "edit readme",
+        "rename app to main",
+        "first",
+    ]
     assert main.actor["username"] == "alice"
     assert "action" not in main.data
 
@@ -82,7 +95,9 @@ async def test_browsing_matches_what_was_pushed(client, alice, tmp_path):
     api = "/api/repositories/alice/demo"
     branches = (await (await client.get(api + "/branches")).json())["branches"]
     assert [(b["name"], b["commit"]["oid"], b["isDefault"]) for b in branches] == [
-        ("feature", refs["refs/heads/feature"], False), ("main", refs["refs/heads/main"], True)]
+        ("feature", refs["refs/heads/feature"], False),
+        ("main", refs["refs/heads/main"], True),
+    ]
 
     log = (await git("log", "--format=%H", "feature", cwd=work))[1].split()
     body = await (await client.get(api + "/commits?branch=feature&limit=2")).json()
@@ -90,8 +105,11 @@ async def test_browsing_matches_what_was_pushed(client, alice, tmp_path):
     body = await (await client.get(api + "/commits?branch=feature&limit=2&skip=2")).json()
     assert [c["oid"] for c in body["commits"]] == log[2:] and body["hasMore"] is False
     first = body["commits"][-1]
-    assert first["author"] == {"name": "Tess Ter", "email": "tess@example.com",
-                               "date": "2026-01-02T03:04:05Z"}
+    assert first["author"] == {
+        "name": "Tess Ter",
+        "email": "tess@example.com",
+        "date": "2026-01-02T03:04:05Z",
+    }
     assert first["timestamp"] == 1767323045000 and first["parents"] == []
     tag_log = await (await client.get(api + "/commits?branch=v1")).json()
     assert [c["oid"] for c in tag_log["commits"]] == log[1:]
@@ -103,7 +121,8 @@ async def test_browsing_matches_what_was_pushed(client, alice, tmp_path):
     diff = await (await client.get(api + f"/commits/{rename_oid}/diff")).json()
     assert diff["commit"]["oid"] == rename_oid
     assert [(f["status"], f["oldPath"], f["path"]) for f in diff["files"]] == [
-        ("renamed", "src/app.py", "src/main.py")]
+        ("renamed", "src/app.py", "src/main.py")
+    ]
     root = await (await client.get(api + f"/commits/{log[3]}/diff")).json()
     statuses = {f["path"]: (f["status"], f["binary"]) for f in root["files"]}
     assert statuses["logo.png"] == ("added", True) and statuses["README.md"] == ("added", False)
@@ -118,11 +137,16 @@ async def test_browsing_matches_what_was_pushed(client, alice, tmp_path):
     tree = await (await client.get(api + "/tree")).json()
     assert tree["isEmpty"] is False
     assert [(e["name"], e["type"]) for e in tree["files"]] == [
-        ("src", "dir"), ("README.md", "file"), ("data.bin", "file"), ("logo.png", "file")]
+        ("src", "dir"),
+        ("README.md", "file"),
+        ("data.bin", "file"),
+        ("logo.png", "file"),
+    ]
     listing = (await git("ls-tree", "-l", "main", "src/deep/deeper/", cwd=work))[1].split()
     nested = await (await client.get(api + "/tree?path=src/deep/deeper")).json()
     assert [(e["path"], e["oid"], e["size"], e["mode"]) for e in nested["files"]] == [
-        (listing[4], listing[2], int(listing[3]), listing[0])]
+        (listing[4], listing[2], int(listing[3]), listing[0])
+    ]
     assert (await client.get(api + "/tree?path=missing")).status == 404
 
     text = await (await client.get(api + "/file?path=README.md")).json()
@@ -146,22 +170,36 @@ async def test_answers_by_oid_are_immutable_with_etags(client, alice, tmp_path):
     _, refs = await pushed_repo(client, alice, tmp_path)
     api = "/api/repositories/alice/demo"
     oid = refs["refs/heads/main"]
-    for path in (f"/commits/{oid}/diff", f"/tree?branch={oid}", f"/file?branch={oid}&path=README.md",
-                 f"/commits?branch={oid}"):
+    for path in (
+        f"/commits/{oid}/diff",
+        f"/tree?branch={oid}",
+        f"/file?branch={oid}&path=README.md",
+        f"/commits?branch={oid}",
+    ):
         resp = await client.get(api + path)
         assert "immutable" in resp.headers["Cache-Control"], path
         again = await client.get(api + path, headers={"If-None-Match": resp.headers["ETag"]})
         assert again.status == 304, path
     resp = await client.get(api + "/tree")
     assert "immutable" not in resp.headers["Cache-Control"]
-    assert (await client.get(api + "/tree", headers={"If-None-Match": resp.headers["ETag"]})).status == 304
+    assert (
+        await client.get(api + "/tree", headers={"If-None-Match": resp.headers["ETag"]})
+    ).status == 304
 
 
 async def test_traversal_paths_never_escape(client, alice, tmp_path):
     await pushed_repo(client, alice, tmp_path)
     api = "/api/repositories/alice/demo"
-    for bad in ("../../etc/passwd", "src/../../x", "/etc/passwd", "src%00x", "src\\deep",
-                "%2e%2e/%2e%2e/etc/passwd", "./README.md", "..%2fconfig"):
+    for bad in (
+        "../../etc/passwd",
+        "src/../../x",
+        "/etc/passwd",
+        "src%00x",
+        "src\\deep",
+        "%2e%2e/%2e%2e/etc/passwd",
+        "./README.md",
+        "..%2fconfig",
+    ):
         for endpoint in ("tree", "file"):
             resp = await client.get(f"{api}/{endpoint}?path={bad}")
             assert resp.status in (400, 404), (endpoint, bad)
@@ -172,21 +210,33 @@ async def test_traversal_paths_never_escape(client, alice, tmp_path):
 async def test_private_repository_and_clone_rules(client, alice, bob, tmp_path):
     carol = await sign_up(client, "carol")
     await pushed_repo(client, alice, tmp_path, "hidden", visibility="private")
-    await client.put("/api/repositories/alice/hidden/collaborators/carol",
-                     json={"permission": "read"}, headers=alice.headers)
-    code, _, err = await git("clone", remote(client, None, "alice", "hidden"),
-                             str(tmp_path / "anon"), check=False)
-    assert code != 0 and ("Authentication failed" in err or "terminal prompts disabled" in err
-                          or "could not read Username" in err)
+    await client.put(
+        "/api/repositories/alice/hidden/collaborators/carol",
+        json={"permission": "read"},
+        headers=alice.headers,
+    )
+    code, _, err = await git(
+        "clone", remote(client, None, "alice", "hidden"), str(tmp_path / "anon"), check=False
+    )
+    assert code != 0 and (
+        "Authentication failed" in err
+        or "terminal prompts disabled" in err
+        or "could not read Username" in err
+    )
     resp = await client.get("/alice/hidden.git/info/refs?service=git-upload-pack")
     assert resp.status == 401 and resp.headers["WWW-Authenticate"] == 'Basic realm="hubsvc"'
     resp = await client.get("/alice/missing.git/info/refs?service=git-upload-pack")
     assert resp.status == 401
-    code, _, err = await git("clone", remote(client, bob, "alice", "hidden"),
-                             str(tmp_path / "bob"), check=False)
+    code, _, err = await git(
+        "clone", remote(client, bob, "alice", "hidden"), str(tmp_path / "bob"), check=False
+    )
     assert code != 0 and "not found" in err
-    code, _, err = await git("clone", remote(client, bob, "alice", "hidden", "wrong-password"),
-                             str(tmp_path / "bad"), check=False)
+    code, _, err = await git(
+        "clone",
+        remote(client, bob, "alice", "hidden", "wrong-password"),
+        str(tmp_path / "bad"),
+        check=False,
+    )
     assert code != 0
     await git("clone", "-q", remote(client, carol, "alice", "hidden"), str(tmp_path / "carol"))
     # A reader may not push.
@@ -196,20 +246,27 @@ async def test_private_repository_and_clone_rules(client, alice, bob, tmp_path):
     await git("commit", "-qm", "reader change", cwd=work)
     code, _, err = await git("push", "origin", "main", cwd=work, check=False)
     assert code != 0 and "403" in err
-    before = await (await client.get("/api/repositories/alice/hidden/branches",
-                                      headers=alice.headers)).json()
+    before = await (
+        await client.get("/api/repositories/alice/hidden/branches", headers=alice.headers)
+    ).json()
     # A token works as the Basic password too.
-    await git("clone", "-q", remote(client, alice, "alice", "hidden", alice.token),
-              str(tmp_path / "bytoken"))
-    after = await (await client.get("/api/repositories/alice/hidden/branches",
-                                     headers=alice.headers)).json()
+    await git(
+        "clone",
+        "-q",
+        remote(client, alice, "alice", "hidden", alice.token),
+        str(tmp_path / "bytoken"),
+    )
+    after = await (
+        await client.get("/api/repositories/alice/hidden/branches", headers=alice.headers)
+    ).json()
     assert before == after
 
 
 async def test_anonymous_push_to_public_repo_is_challenged(client, alice, tmp_path):
     work, _ = await pushed_repo(client, alice, tmp_path)
-    code, _, err = await git("push", remote(client, None, "alice", "demo"), "main:other",
-                             cwd=work, check=False)
+    code, _, err = await git(
+        "push", remote(client, None, "alice", "demo"), "main:other", cwd=work, check=False
+    )
     assert code != 0
     resp = await client.get("/alice/demo.git/info/refs?service=git-receive-pack")
     assert resp.status == 401
@@ -224,8 +281,9 @@ async def test_empty_repository_and_first_push_sets_default_branch(client, alice
     assert await (await client.get(api + "/commits")).json() == {"commits": [], "hasMore": False}
     assert await (await client.get(api + "/branches")).json() == {"branches": [], "hasMore": False}
     assert (await client.get(api + "/file?path=README.md")).status == 404
-    code, _, err = await git("clone", remote(client, None, "alice", "empty"),
-                             str(tmp_path / "e"), check=False)
+    code, _, err = await git(
+        "clone", remote(client, None, "alice", "empty"), str(tmp_path / "e"), check=False
+    )
     assert code == 0 and "empty repository" in err
     work = tmp_path / "e"
     (work / "a.txt").write_text("a\n")
@@ -262,10 +320,13 @@ async def test_push_over_the_limit_is_refused_and_changes_nothing(aiohttp_client
 
 async def test_fork_has_the_full_history_and_outlives_its_parent(client, alice, bob, tmp_path):
     _, refs = await pushed_repo(client, alice, tmp_path)
-    resp = await client.post("/api/repositories/alice/demo/fork", json={"name": "mine"},
-                             headers=bob.headers)
+    resp = await client.post(
+        "/api/repositories/alice/demo/fork", json={"name": "mine"}, headers=bob.headers
+    )
     assert resp.status == 201
-    assert (await client.delete("/api/repositories/alice/demo", headers=alice.headers)).status == 204
+    assert (
+        await client.delete("/api/repositories/alice/demo", headers=alice.headers)
+    ).status == 204
     clone = tmp_path / "forkclone"
     await git("clone", "-q", "--mirror", remote(client, None, "bob", "mine"), str(clone))
     got = (await git("for-each-ref", "--format=%(refname) %(objectname)", cwd=clone))[1]
@@ -276,6 +337,7 @@ async def test_fork_has_the_full_history_and_outlives_its_parent(client, alice, 
 async def test_a_password_change_ends_cached_git_credentials(client, alice, tmp_path):
     from hubsvc.keys import STORE
     from hubsvc.web.auth import hash_password
+
     await create(client, alice, "creds", autoInit=True, visibility="private")
     url = remote(client, alice, "alice", "creds")
     assert (await git("ls-remote", url))[0] == 0  # verified once, now remembered
@@ -283,4 +345,6 @@ async def test_a_password_change_ends_cached_git_credentials(client, alice, tmp_
     await client.app[STORE].users.set_password(int(alice.id), new_hash)
     code, _, _ = await git("ls-remote", url, check=False)
     assert code != 0
-    assert (await git("ls-remote", remote(client, alice, "alice", "creds", "another password")))[0] == 0
+    assert (await git("ls-remote", remote(client, alice, "alice", "creds", "another password")))[
+        0
+    ] == 0

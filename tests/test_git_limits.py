@@ -33,8 +33,15 @@ async def limited_client(aiohttp_client, tmp_path, **git_limits):
     return await aiohttp_client(create_app(config))
 
 
-async def push_files(client, user, work: Path, name: str, files: dict[str, bytes],
-                     message: str = "files", check: bool = True) -> tuple[int, str, str]:
+async def push_files(
+    client,
+    user,
+    work: Path,
+    name: str,
+    files: dict[str, bytes],
+    message: str = "files",
+    check: bool = True,
+) -> tuple[int, str, str]:
     """Commit files in work (a new repository the first time) and push main to name."""
     if not work.exists():
         await git("init", "-q", "-b", "main", str(work))
@@ -43,8 +50,9 @@ async def push_files(client, user, work: Path, name: str, files: dict[str, bytes
         (work / path).write_bytes(data)
     await git("add", "-A", cwd=work)
     await git("commit", "-qm", message, cwd=work)
-    return await git("push", "-q", remote(client, user, user.username, name), "main",
-                     cwd=work, check=check)
+    return await git(
+        "push", "-q", remote(client, user, user.username, name), "main", cwd=work, check=check
+    )
 
 
 def _rss_mib(pid: int) -> tuple[int, int]:
@@ -63,8 +71,9 @@ def _git_in(work: Path) -> Callable[..., str]:
     env = {**os.environ, **ENV}
 
     def run(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=work, env=env, check=True,
-                              capture_output=True, text=True).stdout
+        return subprocess.run(
+            ["git", *args], cwd=work, env=env, check=True, capture_output=True, text=True
+        ).stdout
 
     work.mkdir()
     run("init", "-q", "-b", "main")
@@ -87,9 +96,16 @@ def test_server_memory_stays_bounded_while_a_huge_blob_is_browsed(tmp_path):
     head = run("rev-parse", "HEAD").strip()
 
     with ServerProcess(tmp_path / "data", {"git": {"max_object_bytes": 1 << 30}}) as server:
-        status, body = server.request("POST", "/auth/sign-up", {
-            "email": "a@example.com", "username": "alice", "password": "correct horse",
-            "name": "A"})
+        status, body = server.request(
+            "POST",
+            "/auth/sign-up",
+            {
+                "email": "a@example.com",
+                "username": "alice",
+                "password": "correct horse",
+                "name": "A",
+            },
+        )
         assert status == 201
         headers = {"Authorization": f"Bearer {body['token']}"}
         assert server.request("POST", "/api/repositories", {"name": "big"}, headers)[0] == 201
@@ -110,8 +126,10 @@ def test_server_memory_stays_bounded_while_a_huge_blob_is_browsed(tmp_path):
             api = "/api/repositories/alice/big"
             status, tree = server.request("GET", api + "/tree")
             assert status == 200
-            assert {e["name"]: e["size"] for e in tree["files"]} == {"small.txt": 6,
-                                                                      "zeros.bin": size}
+            assert {e["name"]: e["size"] for e in tree["files"]} == {
+                "small.txt": 6,
+                "zeros.bin": size,
+            }
             status, item = server.request("GET", api + "/file?path=zeros.bin")
             assert status == 200
             assert item["file"]["size"] == size and item["file"]["truncated"] is True
@@ -119,8 +137,9 @@ def test_server_memory_stays_bounded_while_a_huge_blob_is_browsed(tmp_path):
             status, diff = server.request("GET", api + f"/commits/{head}/diff")
             assert status == 200
             assert [(f["path"], f["binary"]) for f in diff["files"]] == [("zeros.bin", True)]
-            with urllib.request.urlopen(server.url + api + "/file?path=zeros.bin&return=1",
-                                        timeout=60) as resp:
+            with urllib.request.urlopen(
+                server.url + api + "/file?path=zeros.bin&return=1", timeout=60
+            ) as resp:
                 assert int(resp.headers["Content-Length"]) == size
                 assert resp.headers["Content-Type"] == "application/octet-stream"
                 got = 0
@@ -152,8 +171,9 @@ def test_server_memory_stays_bounded_while_a_range_of_huge_lines_is_diffed(tmp_p
         headers, url = seed_owner(server)
         run("push", "-q", url, "main", "topic")
         api = "/api/repositories/owner/proj"
-        status, body = server.request("POST", api + "/pulls", {"title": "t", "head": "topic"},
-                                      headers)
+        status, body = server.request(
+            "POST", api + "/pulls", {"title": "t", "head": "topic"}, headers
+        )
         assert status == 201, body
         number = body["pullRequest"]["number"]
         pid = server.proc.pid
@@ -179,19 +199,22 @@ def test_server_memory_stays_bounded_while_a_range_of_huge_lines_is_diffed(tmp_p
     assert max(grown.values()) < 50, f"peak RSS grew by {grown} MiB"
     for listed in (compare["files"], files["files"]):
         # As a commit's diff answers a side over 4 MiB: no patch, and it says so.
-        assert [(f["path"], f["status"], f["additions"], f["binary"], f["patch"],
-                 f["truncated"]) for f in listed] == [
-            (f"{letter}.txt", "added", 1, False, "", True) for letter in "abc"]
+        assert [
+            (f["path"], f["status"], f["additions"], f["binary"], f["patch"], f["truncated"])
+            for f in listed
+        ] == [(f"{letter}.txt", "added", 1, False, "", True) for letter in "abc"]
 
 
 async def test_files_over_max_blob_bytes_come_without_content_and_stream_raw(
-        aiohttp_client, tmp_path):
+    aiohttp_client, tmp_path
+):
     client = await limited_client(aiohttp_client, tmp_path, max_blob_bytes=100)
     alice = await sign_up(client, "alice")
     await create(client, alice, "demo")
     big = "".join(f"line {n}\n" for n in range(200)).encode()
-    await push_files(client, alice, tmp_path / "w", "demo",
-                     {"big.txt": big, "small.txt": b"small\n"})
+    await push_files(
+        client, alice, tmp_path / "w", "demo", {"big.txt": big, "small.txt": b"small\n"}
+    )
     api = "/api/repositories/alice/demo/file"
     item = (await (await client.get(api, params={"path": "big.txt"})).json())["file"]
     assert item["size"] == len(big) and item["truncated"] is True and item["content"] == ""
@@ -235,14 +258,20 @@ async def test_trees_are_paged_past_max_tree_entries(aiohttp_client, tmp_path):
 
 
 async def test_diffs_are_cut_past_max_diff_files_and_max_diff_bytes(aiohttp_client, tmp_path):
-    client = await limited_client(aiohttp_client, tmp_path, max_diff_files=3,
-                                  max_diff_bytes=200)
+    client = await limited_client(aiohttp_client, tmp_path, max_diff_files=3, max_diff_bytes=200)
     alice = await sign_up(client, "alice")
     await create(client, alice, "demo")
     work = tmp_path / "w"
-    await push_files(client, alice, work, "demo", {
-        f"{name}.txt": "".join(f"{name} {n}\n" for n in range(20)).encode()
-        for name in ("a", "b", "c", "d", "e")})
+    await push_files(
+        client,
+        alice,
+        work,
+        "demo",
+        {
+            f"{name}.txt": "".join(f"{name} {n}\n" for n in range(20)).encode()
+            for name in ("a", "b", "c", "d", "e")
+        },
+    )
     head = (await git("rev-parse", "HEAD", cwd=work))[1].strip()
     diff = await (await client.get(f"/api/repositories/alice/demo/commits/{head}/diff")).json()
     assert diff["truncated"] is True
@@ -275,8 +304,9 @@ async def test_range_patches_share_max_diff_bytes(aiohttp_client, tmp_path):
     await git("commit", "-qm", "three files", cwd=work)
     await git("push", "-q", remote(client, alice, "alice", "demo"), "topic", cwd=work)
     api = "/api/repositories/alice/demo"
-    resp = await client.post(api + "/pulls", json={"title": "t", "head": "topic"},
-                             headers=alice.headers)
+    resp = await client.post(
+        api + "/pulls", json={"title": "t", "head": "topic"}, headers=alice.headers
+    )
     assert resp.status == 201
     compare = await (await client.get(api + "/compare/main...topic")).json()
     files = await (await client.get(api + "/pulls/1/files")).json()
@@ -315,11 +345,19 @@ async def test_a_push_bringing_a_file_over_max_object_bytes_is_refused(aiohttp_c
     alice = await sign_up(client, "alice")
     await create(client, alice, "demo")
     work = tmp_path / "w"
-    code, _, err = await push_files(client, alice, work, "demo", {
-        "ok.txt": b"fine\n", "assets/huge file.bin": os.urandom(3000)}, check=False)
+    code, _, err = await push_files(
+        client,
+        alice,
+        work,
+        "demo",
+        {"ok.txt": b"fine\n", "assets/huge file.bin": os.urandom(3000)},
+        check=False,
+    )
     assert code != 0
-    assert "remote: error: assets/huge file.bin is 0.0 MiB; this server refuses files " \
-           "over 0.0 MiB ([git] max_object_bytes)" in err
+    assert (
+        "remote: error: assets/huge file.bin is 0.0 MiB; this server refuses files "
+        "over 0.0 MiB ([git] max_object_bytes)" in err
+    )
     assert "pre-receive hook declined" in err
     branches = await (await client.get("/api/repositories/alice/demo/branches")).json()
     assert branches["branches"] == []  # no ref moved
@@ -362,10 +400,15 @@ async def test_a_stalled_upload_pack_is_killed_after_timeout_seconds(aiohttp_cli
         yield b"0011command=fetch"  # a first pkt-line, then nothing more, ever
         await never.wait()
 
-    resp = await client.post("/alice/demo.git/git-upload-pack", data=stalled_body(),
-                             headers={"Content-Type": "application/x-git-upload-pack-request",
-                                      "Git-Protocol": "version=2"},
-                             timeout=aiohttp.ClientTimeout(total=30))
+    resp = await client.post(
+        "/alice/demo.git/git-upload-pack",
+        data=stalled_body(),
+        headers={
+            "Content-Type": "application/x-git-upload-pack-request",
+            "Git-Protocol": "version=2",
+        },
+        timeout=aiohttp.ClientTimeout(total=30),
+    )
     assert resp.status == 408
     assert "git.timeout_seconds" in await resp.text()
     assert _git_children("upload-pack") == []
@@ -376,13 +419,16 @@ async def test_sign_in_completes_while_every_git_thread_is_busy(client, alice):
     files = client.app[REPO_FILES]
     release = threading.Event()
     # More blocked git reads than there are git threads (or default-pool threads).
-    blockers = [asyncio.ensure_future(files.run(repo["id"], lambda g: release.wait(60)))
-                for _ in range(GIT_THREADS + 4)]
+    blockers = [
+        asyncio.ensure_future(files.run(repo["id"], lambda g: release.wait(60)))
+        for _ in range(GIT_THREADS + 4)
+    ]
     try:
         await asyncio.sleep(0.1)
         assert not any(b.done() for b in blockers)
-        resp = await asyncio.wait_for(client.post("/auth/sign-in", json={
-            "username": "alice", "password": alice.password}), 30)
+        resp = await asyncio.wait_for(
+            client.post("/auth/sign-in", json={"username": "alice", "password": alice.password}), 30
+        )
         assert resp.status == 200
     finally:
         release.set()
@@ -394,8 +440,9 @@ def test_sizes_come_from_headers_for_loose_packed_and_delta_objects(tmp_path):
     work, bare = tmp_path / "work", tmp_path / "bare.git"
 
     def run(*args: str, cwd: Path = work) -> str:
-        return subprocess.run(["git", *args], cwd=cwd, env=env, check=True,
-                              capture_output=True, text=True).stdout
+        return subprocess.run(
+            ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
+        ).stdout
 
     GitRepo.init_bare(bare, "main").close()
     work.mkdir()
@@ -422,8 +469,14 @@ def test_sizes_come_from_headers_for_loose_packed_and_delta_objects(tmp_path):
 
     assert sizes() == expected
     run("--git-dir", str(bare), "repack", "-adfq", "--depth=50", cwd=tmp_path)
-    verify = run("--git-dir", str(bare), "verify-pack", "-v",
-                 *map(str, (bare / "objects" / "pack").glob("*.idx")), cwd=tmp_path)
+    verify = run(
+        "--git-dir",
+        str(bare),
+        "verify-pack",
+        "-v",
+        *map(str, (bare / "objects" / "pack").glob("*.idx")),
+        cwd=tmp_path,
+    )
     assert any(len(line.split()) == 7 for line in verify.splitlines())  # deltas are there
     assert sizes() == expected
 
@@ -440,8 +493,9 @@ async def test_a_raw_download_running_over_timeout_seconds_is_cut(aiohttp_client
     await git("commit", "-qm", "zeros", cwd=work)
     await git("push", "-q", remote(client, alice, "alice", "demo"), "main", cwd=work)
     client.app[CONFIG]["git"]["timeout_seconds"] = 1  # after the push, which may take longer
-    resp = await client.get("/api/repositories/alice/demo/file",
-                            params={"path": "zeros.bin", "return": "1"})
+    resp = await client.get(
+        "/api/repositories/alice/demo/file", params={"path": "zeros.bin", "return": "1"}
+    )
     assert resp.status == 200 and int(resp.headers["Content-Length"]) == 64 * MIB
     await resp.content.readexactly(MIB)
     await asyncio.sleep(2)  # a client that stalls past git.timeout_seconds

@@ -15,16 +15,19 @@ from .test_repos import create
 ZERO = "0" * 40
 
 
-async def many_refs_repo(path: Path, commits: int = 60, branches: int = 40, tags: int = 40
-                         ) -> dict[str, str]:
+async def many_refs_repo(
+    path: Path, commits: int = 60, branches: int = 40, tags: int = 40
+) -> dict[str, str]:
     """A repository with a long history and many branches and tags, made in a few calls."""
     await git("init", "-q", "-b", "main", str(path))
     script = []
     for n in range(commits):
         body = f"line {n}\n"
-        script.append(f"commit refs/heads/main\ncommitter Tess <t@example.com> {1700000000 + n} +0000\n"
-                      f"data <<EOT\ncommit {n}\nEOT\n"
-                      f"M 100644 inline file{n % 7}.txt\ndata {len(body)}\n{body}\n")
+        script.append(
+            f"commit refs/heads/main\ncommitter Tess <t@example.com> {1700000000 + n} +0000\n"
+            f"data <<EOT\ncommit {n}\nEOT\n"
+            f"M 100644 inline file{n % 7}.txt\ndata {len(body)}\n{body}\n"
+        )
     await git("fast-import", "--quiet", cwd=path, stdin="".join(script).encode())
     updates = [f"create refs/heads/branch-{n:02d} main~{n % commits}" for n in range(branches)]
     updates += [f"create refs/tags/v{n}.0 main~{(n * 3) % commits}" for n in range(tags)]
@@ -40,7 +43,8 @@ def remote_refs(text: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("protocol", ["0", "2"])
 async def test_clone_mirror_and_long_fetch_of_a_repository_with_many_refs(
-        client, alice, tmp_path, protocol):
+    client, alice, tmp_path, protocol
+):
     # Git gzips an upload-pack request over about a kilobyte; 80 wants are well over it.
     await create(client, alice, "big")
     work = tmp_path / "work"
@@ -63,7 +67,8 @@ async def test_clone_mirror_and_long_fetch_of_a_repository_with_many_refs(
     script = "".join(
         f"commit refs/heads/local-{n % 30}\ncommitter L <l@example.com> {1800000000 + n} +0000\n"
         f"data <<EOT\nlocal {n}\nEOT\nM 100644 inline local.txt\ndata 3\n{n % 10}{n % 10}\n\n"
-        for n in range(300))
+        for n in range(300)
+    )
     await git("fast-import", "--quiet", cwd=clone, stdin=script.encode())
     (work / "new.txt").write_text("new\n")
     await git("add", "new.txt", cwd=work)
@@ -78,11 +83,18 @@ async def test_push_of_many_refs_at_once_lands_every_ref(client, alice, tmp_path
     await create(client, alice, "wide")
     work = tmp_path / "work"
     refs = await many_refs_repo(work, commits=30, branches=120, tags=120)
-    code, _, err = await git("push", "--porcelain", remote(client, alice, "alice", "wide"),
-                             "--all", "--follow-tags", cwd=work)
+    code, _, err = await git(
+        "push",
+        "--porcelain",
+        remote(client, alice, "alice", "wide"),
+        "--all",
+        "--follow-tags",
+        cwd=work,
+    )
     await git("push", "-q", remote(client, alice, "alice", "wide"), "--tags", cwd=work)
-    listed = remote_refs((await git("ls-remote", "--heads", "--tags",
-                                    remote(client, None, "alice", "wide")))[1])
+    listed = remote_refs(
+        (await git("ls-remote", "--heads", "--tags", remote(client, None, "alice", "wide")))[1]
+    )
     assert listed == refs
 
 
@@ -135,13 +147,18 @@ async def test_push_events_describe_what_each_push_did(client, events, alice, tm
     # A deletion: after is all zeros, nothing new.
     await git("push", "-q", url, ":topic", cwd=work)
     deleted = (await push_events(events, 5))[-1]
-    assert deleted.data == {**deleted.data, "after": ZERO, "deleted": True, "commits": [],
-                            "totalCommits": 0, "summary": "deleted branch topic"}
+    assert deleted.data == {
+        **deleted.data,
+        "after": ZERO,
+        "deleted": True,
+        "commits": [],
+        "totalCommits": 0,
+        "summary": "deleted branch topic",
+    }
     assert len(events.of("push")) == 5
 
 
-async def test_two_pushes_landing_at_once_each_get_their_own_event(client, events, alice,
-                                                                   tmp_path):
+async def test_two_pushes_landing_at_once_each_get_their_own_event(client, events, alice, tmp_path):
     await create(client, alice, "proj")
     base = tmp_path / "base"
     await git("init", "-q", "-b", "main", str(base))
@@ -170,7 +187,8 @@ async def test_two_pushes_landing_at_once_each_get_their_own_event(client, event
 
 
 async def test_refs_pull_follow_every_pull_request_and_no_push_touches_them(
-        client, alice, tmp_path):
+    client, alice, tmp_path
+):
     await create(client, alice, "proj")
     work = tmp_path / "w"
     await git("init", "-q", "-b", "main", str(work))
@@ -183,8 +201,11 @@ async def test_refs_pull_follow_every_pull_request_and_no_push_touches_them(
     await git("commit", "-qm", "topic", cwd=work)
     url = remote(client, alice, "alice", "proj")
     await git("push", "-q", url, "main", "topic", cwd=work)
-    resp = await client.post("/api/repositories/alice/proj/pulls", headers=alice.headers,
-                             json={"title": "T", "head": "topic"})
+    resp = await client.post(
+        "/api/repositories/alice/proj/pulls",
+        headers=alice.headers,
+        json={"title": "T", "head": "topic"},
+    )
     assert resp.status == 201
     listed = remote_refs((await git("ls-remote", url))[1])
     topic = (await git("rev-parse", "topic", cwd=work))[1].strip()
@@ -204,8 +225,12 @@ async def test_refs_pull_follow_every_pull_request_and_no_push_touches_them(
 
     # No push may create, move or delete anything under refs/pull/.
     main = (await git("rev-parse", "main", cwd=work))[1].strip()
-    for refspec in (f"{main}:refs/pull/1/head", ":refs/pull/1/head", f"{main}:refs/pull/9/head",
-                    f"+{main}:refs/pull/1/head"):
+    for refspec in (
+        f"{main}:refs/pull/1/head",
+        ":refs/pull/1/head",
+        f"{main}:refs/pull/9/head",
+        f"+{main}:refs/pull/1/head",
+    ):
         code, _, err = await git("push", url, refspec, cwd=work, check=False)
         assert code != 0 and "hidden ref" in err, (refspec, err)
     after = remote_refs((await git("ls-remote", url))[1])
@@ -217,8 +242,17 @@ async def test_push_options_are_accepted(client, events, alice, tmp_path):
     work = tmp_path / "w"
     await git("init", "-q", "-b", "main", str(work))
     await git("commit", "-q", "--allow-empty", "-m", "one", cwd=work)
-    code, _, err = await git("push", "-o", "ci.skip", "-o", "key=value",
-                             remote(client, alice, "alice", "proj"), "main", cwd=work, check=False)
+    code, _, err = await git(
+        "push",
+        "-o",
+        "ci.skip",
+        "-o",
+        "key=value",
+        remote(client, alice, "alice", "proj"),
+        "main",
+        cwd=work,
+        check=False,
+    )
     assert code == 0, err
     assert (await push_events(events, 1))[0].data["ref"] == "refs/heads/main"
 
@@ -231,12 +265,14 @@ async def test_refusals_reach_the_git_user_as_readable_lines(client, alice, tmp_
     await git("init", "-q", "-b", "main", str(work))
     await git("commit", "-q", "--allow-empty", "-m", "one", cwd=work)
     # 403: a reader pushing.
-    code, _, err = await git("push", remote(client, bob, "alice", "proj"), "main", cwd=work,
-                             check=False)
+    code, _, err = await git(
+        "push", remote(client, bob, "alice", "proj"), "main", cwd=work, check=False
+    )
     assert code != 0 and "remote: write access to this repository is required" in err, err
     # 404: a private repository a signed-in caller may not read.
-    code, _, err = await git("clone", remote(client, bob, "alice", "secret"),
-                             str(tmp_path / "c"), check=False)
+    code, _, err = await git(
+        "clone", remote(client, bob, "alice", "secret"), str(tmp_path / "c"), check=False
+    )
     assert code != 0 and "remote: repository not found" in err.lower(), err
 
 
@@ -245,8 +281,9 @@ async def test_error_bodies_on_git_routes_are_plain_text(client, alice):
     resp = await client.get("/alice/proj.git/info/refs?service=git-nothing")
     assert resp.status == 400 and resp.content_type == "text/plain"
     assert (await resp.text()).startswith("service must be")
-    resp = await client.post("/alice/proj.git/git-upload-pack", data=b"0000",
-                             headers={"Content-Type": "text/plain"})
+    resp = await client.post(
+        "/alice/proj.git/git-upload-pack", data=b"0000", headers={"Content-Type": "text/plain"}
+    )
     assert resp.status == 400 and resp.content_type == "text/plain"
     # The API keeps its JSON errors.
     resp = await client.get("/api/repositories/alice/nope")
@@ -257,6 +294,7 @@ async def test_push_over_the_size_limit_says_so_in_git(aiohttp_client, tmp_path)
     from hubsvc.app import create_app
 
     from .conftest import make_config
+
     client = await aiohttp_client(create_app(make_config(tmp_path, limits__push_bytes=20000)))
     alice = await sign_up(client, "alice")
     await create(client, alice, "proj")
@@ -264,30 +302,38 @@ async def test_push_over_the_size_limit_says_so_in_git(aiohttp_client, tmp_path)
     await git("init", "-q", "-b", "main", str(work))
     (work / "big.bin").write_bytes(bytes(range(256)) * 400 + b"x" * 7)
     import os
+
     (work / "rand.bin").write_bytes(os.urandom(60000))
     await git("add", "-A", cwd=work)
     await git("commit", "-qm", "big", cwd=work)
-    code, _, err = await git("push", remote(client, alice, "alice", "proj"), "main", cwd=work,
-                             check=False)
+    code, _, err = await git(
+        "push", remote(client, alice, "alice", "proj"), "main", cwd=work, check=False
+    )
     assert code != 0 and "push is larger than 20000 bytes" in err, err
 
 
 async def test_git_lfs_gets_one_readable_line(client, alice):
     await create(client, alice, "proj")
     # What git-lfs sends first on a push: the batch API request.
-    resp = await client.post("/alice/proj.git/info/lfs/objects/batch",
-                             headers={"Accept": "application/vnd.git-lfs+json",
-                                      "Content-Type": "application/vnd.git-lfs+json"},
-                             data=b'{"operation":"upload","transfers":["basic"],"objects":[]}')
+    resp = await client.post(
+        "/alice/proj.git/info/lfs/objects/batch",
+        headers={
+            "Accept": "application/vnd.git-lfs+json",
+            "Content-Type": "application/vnd.git-lfs+json",
+        },
+        data=b'{"operation":"upload","transfers":["basic"],"objects":[]}',
+    )
     assert resp.status == 501
-    assert (await resp.json(content_type=None))["message"] == \
-        "Git LFS is not supported by this server"
+    assert (await resp.json(content_type=None))[
+        "message"
+    ] == "Git LFS is not supported by this server"
 
 
 async def _blobless_checkout(client, user, owner, name, tmp_path, dest):
     url = remote(client, user, owner, name)
-    code, _, err = await git("clone", "-q", "--no-checkout", "--filter=blob:none", url,
-                             str(dest), check=False)
+    code, _, err = await git(
+        "clone", "-q", "--no-checkout", "--filter=blob:none", url, str(dest), check=False
+    )
     assert code == 0, err
     assert "filtering not recognized" not in err
     missing = (await git("rev-list", "--objects", "--all", "--missing=print", cwd=dest))[1]
@@ -315,9 +361,14 @@ async def test_blobless_partial_clone(client, alice, tmp_path, visibility):
         # Nobody else gets anything of it, lazily or not.
         bob = await sign_up(client, "bob")
         for who in (None, bob):
-            code, _, _ = await git("clone", "-q", "--filter=blob:none",
-                                   remote(client, who, "alice", "proj"), str(tmp_path / "x"),
-                                   check=False)
+            code, _, _ = await git(
+                "clone",
+                "-q",
+                "--filter=blob:none",
+                remote(client, who, "alice", "proj"),
+                str(tmp_path / "x"),
+                check=False,
+            )
             assert code != 0
 
 

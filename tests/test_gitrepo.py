@@ -26,35 +26,68 @@ from hubsvc.git.repo import GitRepo
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_SUBMODULE = "0123456789abcdef0123456789abcdef01234567"
 UNKNOWN_OID = "f" * 40
-BAD_PATHS = ["..", "a/../b", "a/..", "../a", "/etc/passwd", "/", "a\\b", "..\\a",
-             "a\x00b", "./a", "a/./b", "a/.", "x" * 5000]
+BAD_PATHS = [
+    "..",
+    "a/../b",
+    "a/..",
+    "../a",
+    "/etc/passwd",
+    "/",
+    "a\\b",
+    "..\\a",
+    "a\x00b",
+    "./a",
+    "a/./b",
+    "a/.",
+    "x" * 5000,
+]
 
 
 def git_env(home: Path, when: int = 1767323045) -> dict[str, str]:
     """An environment that makes commits reproducible and ignores user config."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull,
-               GIT_AUTHOR_NAME="Ada Lovelace", GIT_AUTHOR_EMAIL="ada@example.com",
-               GIT_COMMITTER_NAME="Grace Hopper", GIT_COMMITTER_EMAIL="grace@example.com",
-               GIT_AUTHOR_DATE=f"{when} +0200", GIT_COMMITTER_DATE=f"{when + 61} -0330")
+    env.update(
+        HOME=str(home),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_AUTHOR_NAME="Ada Lovelace",
+        GIT_AUTHOR_EMAIL="ada@example.com",
+        GIT_COMMITTER_NAME="Grace Hopper",
+        GIT_COMMITTER_EMAIL="grace@example.com",
+        GIT_AUTHOR_DATE=f"{when} +0200",
+        GIT_COMMITTER_DATE=f"{when + 61} -0330",
+    )
     return env
 
 
-def run(*args: str, cwd: Path | None = None, env: dict | None = None,
-        text: bool = True) -> str | bytes:
-    done = subprocess.run(["git", *args], cwd=cwd, env=env or git_env(Path("/nonexistent")),
-                          capture_output=True, check=True)
+def run(
+    *args: str, cwd: Path | None = None, env: dict | None = None, text: bool = True
+) -> str | bytes:
+    done = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env=env or git_env(Path("/nonexistent")),
+        capture_output=True,
+        check=True,
+    )
     return done.stdout.decode("utf-8", "replace") if text else done.stdout
 
 
 def tiny_png() -> bytes:
     """A valid 1x1 PNG built by hand."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return (struct.pack(">I", len(data)) + kind + data
-                + struct.pack(">I", zlib.crc32(kind + data)))
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
     header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
-            + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00"))
+        + chunk(b"IEND", b"")
+    )
 
 
 def iso(epoch: str) -> str:
@@ -140,9 +173,15 @@ def fx(tmp_path_factory):
     git("push", "--quiet", str(bare), "--tags")
     oids = run("log", "--format=%H", "main", cwd=work).split()
     return SimpleNamespace(
-        base=base, work=work, bare=bare, git=git,
-        merge=oids[0], readme=oids[1], feature=run("rev-parse", "feature", cwd=work).strip(),
-        second=oids[-2], first=oids[-1],
+        base=base,
+        work=work,
+        bare=bare,
+        git=git,
+        merge=oids[0],
+        readme=oids[1],
+        feature=run("rev-parse", "feature", cwd=work).strip(),
+        second=oids[-2],
+        first=oids[-1],
     )
 
 
@@ -163,14 +202,17 @@ def copy_bare(fx, dest: Path) -> Path:
 
 # -- creating -------------------------------------------------------------------
 
+
 def test_init_bare_makes_an_empty_repository(tmp_path):
     path = tmp_path / "nested" / "dirs" / "r.git"
     with GitRepo.init_bare(path, "trunk") as repo:
         assert run(f"--git-dir={path}", "symbolic-ref", "HEAD").strip() == "refs/heads/trunk"
         config = path / "config"
         assert run("config", "--file", str(config), "--bool", "http.receivepack").strip() == "true"
-        assert run("config", "--file", str(config), "--bool",
-                   "receive.denyNonFastForwards").strip() == "false"
+        assert (
+            run("config", "--file", str(config), "--bool", "receive.denyNonFastForwards").strip()
+            == "false"
+        )
         assert repo.is_empty()
         assert repo.default_branch() == "trunk"
         assert repo.branches() == []
@@ -223,9 +265,16 @@ def test_auto_init_commit_is_readable_by_git(tmp_path):
         assert not repo.is_empty()
         assert repo.resolve("main") == oid
         blob = run(f"--git-dir={path}", "rev-parse", "main:README.md").strip()
-        assert repo.tree("main", "") == [{  # a loose object, not in a pack
-            "name": "README.md", "path": "README.md", "type": "file", "size": len(readme),
-            "oid": blob, "mode": "100644"}]
+        assert repo.tree("main", "") == [
+            {  # a loose object, not in a pack
+                "name": "README.md",
+                "path": "README.md",
+                "type": "file",
+                "size": len(readme),
+                "oid": blob,
+                "mode": "100644",
+            }
+        ]
         with pytest.raises(Conflict):
             repo.auto_init("main", "Ada", "ada@example.com", "again")
 
@@ -245,12 +294,16 @@ def test_clone_bare_is_independent_of_its_source(fx, tmp_path):
     config = str(fork_path / "config")
     assert "remote" not in run("config", "--file", config, "--list")
     assert run("config", "--file", config, "--bool", "http.receivepack").strip() == "true"
-    fsck = subprocess.run(["git", f"--git-dir={fork_path}", "fsck", "--full", "--strict"],
-                          capture_output=True, text=True)
+    fsck = subprocess.run(
+        ["git", f"--git-dir={fork_path}", "fsck", "--full", "--strict"],
+        capture_output=True,
+        text=True,
+    )
     assert fsck.returncode == 0 and "missing" not in fsck.stdout + fsck.stderr
     with GitRepo(fork_path) as fork:
-        assert [c["oid"] for c in fork.commits("main", 100, 0)[0]] == \
-            bare_git(fx, "log", "--format=%H", "main").split()
+        assert [c["oid"] for c in fork.commits("main", 100, 0)[0]] == bare_git(
+            fx, "log", "--format=%H", "main"
+        ).split()
         assert fork.file("main", "README.md")["content"] == "# Demo\n\nHello, world.\n"
 
 
@@ -263,14 +316,18 @@ def test_clone_bare_of_an_empty_repository_keeps_head(tmp_path):
 
 # -- refs -----------------------------------------------------------------------
 
+
 def test_branches_match_git(fx, repo):
     names = bare_git(fx, "for-each-ref", "--format=%(refname:short)", "refs/heads").split()
     branches = repo.branches()
     assert [b["name"] for b in branches] == sorted(names) == ["feature", "main", "topic/x"]
     for branch in branches:
         oid, ctime = bare_git(fx, "log", "-1", "--format=%H %ct", branch["name"]).split()
-        assert branch["commit"] == {"oid": oid, "message": raw_message(fx.bare, oid),
-                                    "date": iso(ctime)}
+        assert branch["commit"] == {
+            "oid": oid,
+            "message": raw_message(fx.bare, oid),
+            "date": iso(ctime),
+        }
         assert branch["isDefault"] is (branch["name"] == "main")
     assert branches[2]["commit"]["message"] == "Initial import\n\nWith \u00fcn\u00efcode body.\n"
 
@@ -296,13 +353,36 @@ def test_resolve_names_tags_and_oids(fx, repo):
     blob = bare_git(fx, "rev-parse", "main:README.md").strip()
     assert repo.resolve(fx.readme[:12]) == fx.readme  # an abbreviated oid, as in git
     assert repo.resolve(fx.readme[:7].upper()) == fx.readme
-    for rev in ("nope", UNKNOWN_OID, tree, blob, fx.readme[:6], tree[:12], "refs/heads/main", "..",
-                "main..feature", "-main", "--all", "main~1", "main^", "HEAD", "@", "",
-                "a b", "refs/../x", "x:y", "main.lock", "feature/", "ma\x00in", "main@{0}"):
+    for rev in (
+        "nope",
+        UNKNOWN_OID,
+        tree,
+        blob,
+        fx.readme[:6],
+        tree[:12],
+        "refs/heads/main",
+        "..",
+        "main..feature",
+        "-main",
+        "--all",
+        "main~1",
+        "main^",
+        "HEAD",
+        "@",
+        "",
+        "a b",
+        "refs/../x",
+        "x:y",
+        "main.lock",
+        "feature/",
+        "ma\x00in",
+        "main@{0}",
+    ):
         assert repo.resolve(rev) is None, rev
 
 
 # -- history --------------------------------------------------------------------
+
 
 def test_commits_match_git_log(fx, repo):
     expected = bare_git(fx, "log", "--format=%H", "main").split()
@@ -310,13 +390,16 @@ def test_commits_match_git_log(fx, repo):
     assert [c["oid"] for c in items] == expected and more is False
     fmt = "%H%x00%P%x00%an%x00%ae%x00%at%x00%cn%x00%ce%x00%ct"
     for item in items:
-        oid, parents, an, ae, at, cn, ce, ct = bare_git(
-            fx, "log", "-1", f"--format={fmt}", item["oid"]).rstrip("\n").split("\x00")
+        oid, parents, an, ae, at, cn, ce, ct = (
+            bare_git(fx, "log", "-1", f"--format={fmt}", item["oid"]).rstrip("\n").split("\x00")
+        )
         assert item == {
-            "oid": oid, "message": raw_message(fx.bare, oid),
+            "oid": oid,
+            "message": raw_message(fx.bare, oid),
             "author": {"name": an, "email": ae, "date": iso(at)},
             "committer": {"name": cn, "email": ce, "date": iso(ct)},
-            "parents": parents.split(), "timestamp": int(at) * 1000,
+            "parents": parents.split(),
+            "timestamp": int(at) * 1000,
         }
         # The list (git CLI) and the diff (dulwich) must describe a commit alike.
         assert repo.diff(oid)["commit"] == item
@@ -390,17 +473,19 @@ def test_write_commit_graph(fx, tmp_path):
 
 # -- diffs ----------------------------------------------------------------------
 
+
 def git_hunks(fx, *args: str) -> str:
     """The hunks of `git diff-tree -p` for one file, without the file headers."""
     out = bare_git(fx, "diff-tree", "-p", "-M", "--root", *args)
-    hunks = out[out.index("@@"):] if "@@" in out else ""
+    hunks = out[out.index("@@") :] if "@@" in out else ""
     # GitRepo leaves out the enclosing-function hint git puts after a hunk header.
     return re.sub(r"(?m)^(@@ [^@]* @@).*$", r"\1", hunks)
 
 
 def numstat(fx, *revs: str) -> dict[str, tuple[str, str]]:
-    out = bare_git(fx, "diff-tree", "-r", "--root", "--numstat", "--no-renames",
-                   "--no-commit-id", *revs)
+    out = bare_git(
+        fx, "diff-tree", "-r", "--root", "--numstat", "--no-renames", "--no-commit-id", *revs
+    )
     return {line.split("\t")[2]: tuple(line.split("\t")[:2]) for line in out.splitlines()}
 
 
@@ -421,11 +506,16 @@ def test_diff_of_the_first_commit_adds_everything(fx, repo):
             assert item["patch"] == git_hunks(fx, fx.first, "--", path), path
     assert files["link"]["patch"] == "@@ -0,0 +1 @@\n+README.md\n\\ No newline at end of file\n"
     assert files["vendor/lib"]["patch"] == f"@@ -0,0 +1 @@\n+Subproject commit {FAKE_SUBMODULE}\n"
-    assert {f["path"] for f in result["files"] if f["binary"]} == {"data.bin", "logo.png",
-                                                                   "was_binary.dat"}
+    assert {f["path"] for f in result["files"] if f["binary"]} == {
+        "data.bin",
+        "logo.png",
+        "was_binary.dat",
+    }
     assert result["stats"] == {
         "additions": sum(f["additions"] for f in result["files"]),
-        "deletions": 0, "filesChanged": len(expected)}
+        "deletions": 0,
+        "filesChanged": len(expected),
+    }
     assert result["commit"]["oid"] == fx.first and result["commit"]["parents"] == []
 
 
@@ -433,8 +523,7 @@ def test_diff_detects_renames_and_modifications(fx, repo):
     files = {f["path"]: f for f in repo.diff(fx.second)["files"]}
     status = bare_git(fx, "diff-tree", "-r", "-M", "--name-status", fx.second).split()
     assert status[0] == fx.second and "R100" in status
-    assert set(files) == {"docs/manual.md", "src/app/main.py", "data.bin", "mac.txt",
-                          "vendor/self"}
+    assert set(files) == {"docs/manual.md", "src/app/main.py", "data.bin", "mac.txt", "vendor/self"}
     assert files["mac.txt"]["patch"] == git_hunks(fx, fx.second, "--", "mac.txt")
     assert (files["mac.txt"]["additions"], files["mac.txt"]["deletions"]) == (1, 1)
     renamed = files["docs/manual.md"]
@@ -455,12 +544,15 @@ def test_diff_of_a_merge_is_against_the_first_parent(fx, repo):
     result = repo.diff(fx.merge)
     changed = bare_git(fx, "diff-tree", "-r", "--name-status", fx.readme, fx.merge).split()
     assert changed == ["A", "feature.txt", "M", "src/app/util.py"]
-    assert [(f["path"], f["status"]) for f in result["files"]] == \
-        [("feature.txt", "added"), ("src/app/util.py", "modified")]
+    assert [(f["path"], f["status"]) for f in result["files"]] == [
+        ("feature.txt", "added"),
+        ("src/app/util.py", "modified"),
+    ]
     assert result["stats"] == {"additions": 2, "deletions": 1, "filesChanged": 2}
     files = repo.diff(fx.readme)["files"]
-    assert [(f["path"], f["status"], f["oldPath"]) for f in files if f["status"] == "deleted"] \
-        == [("old.txt", "deleted", "old.txt")]
+    assert [(f["path"], f["status"], f["oldPath"]) for f in files if f["status"] == "deleted"] == [
+        ("old.txt", "deleted", "old.txt")
+    ]
     # Binary on either side makes the change binary, as in git.
     was_binary = next(f for f in files if f["path"] == "was_binary.dat")
     assert (was_binary["binary"], was_binary["patch"], was_binary["additions"]) == (True, "", 0)
@@ -505,8 +597,16 @@ def ls_tree(fx, treeish: str, prefix: str = "") -> list[dict]:
         meta, name = line.split("\t")
         mode, kind, oid, size = meta.split()
         kind = KINDS.get(kind, "symlink" if mode == "120000" else "file")
-        entries.append({"name": name, "path": prefix + name, "type": kind,
-                        "size": None if size == "-" else int(size), "oid": oid, "mode": mode})
+        entries.append(
+            {
+                "name": name,
+                "path": prefix + name,
+                "type": kind,
+                "size": None if size == "-" else int(size),
+                "oid": oid,
+                "mode": mode,
+            }
+        )
     return sorted(entries, key=lambda e: (e["type"] != "dir", e["name"]))
 
 
@@ -514,13 +614,38 @@ def test_tree_root_matches_ls_tree(fx, repo):
     entries = repo.tree("main", "")
     assert entries == ls_tree(fx, "main")
     assert [e["name"] for e in entries] == [
-        "docs", "src", "vendor", "README.md", "data.bin", "feature.txt", "icon.svg",
-        "latin1.txt", "link", "logo.png", "mac.txt", "was_binary.dat"]
+        "docs",
+        "src",
+        "vendor",
+        "README.md",
+        "data.bin",
+        "feature.txt",
+        "icon.svg",
+        "latin1.txt",
+        "link",
+        "logo.png",
+        "mac.txt",
+        "was_binary.dat",
+    ]
     vendor = repo.tree("main", "vendor")
-    assert vendor == [{"name": "lib", "path": "vendor/lib", "type": "submodule", "size": None,
-                       "oid": FAKE_SUBMODULE, "mode": "160000"},
-                      {"name": "self", "path": "vendor/self", "type": "submodule",
-                       "size": None, "oid": fx.first, "mode": "160000"}]
+    assert vendor == [
+        {
+            "name": "lib",
+            "path": "vendor/lib",
+            "type": "submodule",
+            "size": None,
+            "oid": FAKE_SUBMODULE,
+            "mode": "160000",
+        },
+        {
+            "name": "self",
+            "path": "vendor/self",
+            "type": "submodule",
+            "size": None,
+            "oid": fx.first,
+            "mode": "160000",
+        },
+    ]
     link = next(e for e in entries if e["name"] == "link")
     assert (link["type"], link["size"], link["mode"]) == ("symlink", 9, "120000")
 
@@ -528,16 +653,26 @@ def test_tree_root_matches_ls_tree(fx, repo):
 def test_tree_nested_paths_and_revs(fx, repo):
     assert repo.tree("main", "src/app/") == ls_tree(fx, "main:src/app", "src/app/")
     assert repo.tree("main", "src//app") == repo.tree("main", "src/app")
-    assert repo.tree("main", "src/app/deep/er") == ls_tree(fx, "main:src/app/deep/er",
-                                                           "src/app/deep/er/")
+    assert repo.tree("main", "src/app/deep/er") == ls_tree(
+        fx, "main:src/app/deep/er", "src/app/deep/er/"
+    )
     assert [e["name"] for e in repo.tree("v1.0", "docs")] == ["manual.md"]
     assert [e["name"] for e in repo.tree("light", "docs")] == ["guide.md"]
     assert repo.tree(fx.first, "") == ls_tree(fx, fx.first)
 
 
 def test_tree_errors(fx, repo):
-    for path in ("README.md", "missing", "src/missing", "src/app/main.py/x", "vendor/lib",
-                 "vendor/self", "vendor/self/README.md", "link", "link/x"):
+    for path in (
+        "README.md",
+        "missing",
+        "src/missing",
+        "src/app/main.py/x",
+        "vendor/lib",
+        "vendor/self",
+        "vendor/self/README.md",
+        "link",
+        "link/x",
+    ):
         with pytest.raises(NotFound):
             repo.tree("main", path)
     with pytest.raises(NotFound, match="branch not found"):
@@ -566,9 +701,14 @@ def test_file_text(fx, repo):
     item = repo.file("main", "src/app/main.py")
     raw = cat_file(fx, "main:src/app/main.py")
     assert item == {
-        "path": "src/app/main.py", "name": "main.py", "size": len(raw),
+        "path": "src/app/main.py",
+        "name": "main.py",
+        "size": len(raw),
         "oid": bare_git(fx, "rev-parse", "main:src/app/main.py").strip(),
-        "isBinary": False, "encoding": "utf-8", "content": raw.decode()}
+        "isBinary": False,
+        "encoding": "utf-8",
+        "content": raw.decode(),
+    }
     assert repo.file("light", "docs/guide.md")["content"].startswith("Guide line 0.")
     assert repo.file("main", "link")["content"] == "README.md"
     assert repo.file("main", "icon.svg")["encoding"] == "utf-8"
@@ -583,8 +723,7 @@ def test_file_binary_is_base64(fx, repo):
 
 
 def test_file_errors(fx, repo):
-    for path in ("", "src", "src/app/", "missing.txt", "vendor/lib", "vendor/self",
-                 "README.md/x"):
+    for path in ("", "src", "src/app/", "missing.txt", "vendor/lib", "vendor/self", "README.md/x"):
         with pytest.raises(NotFound):
             repo.file("main", path)
     with pytest.raises(NotFound, match="branch not found"):
@@ -614,6 +753,7 @@ def test_blob_stream_info_content_types(fx, repo):
 
 # -- living with other processes and threads ------------------------------------
 
+
 def test_an_open_instance_sees_later_pushes(fx, tmp_path):
     path = copy_bare(fx, tmp_path / "r.git")
     # A pack, not loose objects, so dulwich must notice a pack it has not opened.
@@ -629,8 +769,13 @@ def test_an_open_instance_sees_later_pushes(fx, tmp_path):
 
 def test_one_instance_shared_by_threads(fx, repo):
     def work() -> tuple:
-        return (repo.tree("main", "src/app"), repo.file("main", "data.bin"),
-                repo.diff(fx.second), repo.branches())
+        return (
+            repo.tree("main", "src/app"),
+            repo.file("main", "data.bin"),
+            repo.diff(fx.second),
+            repo.branches(),
+        )
+
     expected = work()
     results: list = []
     threads = [threading.Thread(target=lambda: results.append(work())) for _ in range(8)]
@@ -642,6 +787,7 @@ def test_one_instance_shared_by_threads(fx, repo):
 
 
 # -- the benchmark generator ----------------------------------------------------
+
 
 def test_make_repo_generates_history(tmp_path):
     script = ROOT / "benchmarks" / "make_repo.py"
@@ -659,13 +805,16 @@ def test_make_repo_generates_history(tmp_path):
         for folder in {name.split("/")[0] for name in files}:
             listing = run(f"--git-dir={path}", "ls-tree", "-l", f"main:{folder}")
             expected = {line.split("\t")[1]: line.split()[3] for line in listing.splitlines()}
-            got = {e["name"]: str(e["size"] if e["size"] is not None else "-")
-                   for e in repo.tree("main", folder)}
+            got = {
+                e["name"]: str(e["size"] if e["size"] is not None else "-")
+                for e in repo.tree("main", folder)
+            }
             assert got == expected
 
 
 def test_a_command_that_overruns_is_killed_and_reported():
     from hubsvc.git.process import GitError, _spawn
+
     started = time.monotonic()
     with pytest.raises(GitError, match="timed out"):
         _spawn(["sleep", "5"], None, dict(os.environ), 0.2)

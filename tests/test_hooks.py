@@ -38,9 +38,13 @@ async def receiver(aiohttp_server):
 @pytest.fixture
 def config(tmp_path):
     # Local receivers listen on 127.0.0.1: the tests allow that one address.
-    return make_config(tmp_path, webhooks__allowed_hosts=["127.0.0.1"],
-                       webhooks__retry_seconds=0.05, webhooks__max_retry_seconds=0.2,
-                       webhooks__timeout_seconds=0.5)
+    return make_config(
+        tmp_path,
+        webhooks__allowed_hosts=["127.0.0.1"],
+        webhooks__retry_seconds=0.05,
+        webhooks__max_retry_seconds=0.2,
+        webhooks__timeout_seconds=0.5,
+    )
 
 
 async def add_hook(client, user, url, path=HOOKS_URL, status=201, **fields):
@@ -71,8 +75,9 @@ async def star(client, user, repo="alice/proj"):
 
 
 async def open_issue(client, user, title="bug", repo="alice/proj"):
-    resp = await client.post(f"/api/repositories/{repo}/issues", json={"title": title},
-                             headers=user.headers)
+    resp = await client.post(
+        f"/api/repositories/{repo}/issues", json={"title": title}, headers=user.headers
+    )
     assert resp.status == 201, await resp.text()
     return (await resp.json())["issue"]
 
@@ -80,14 +85,31 @@ async def open_issue(client, user, title="bug", repo="alice/proj"):
 async def test_hook_crud_shape_and_secret_never_shown(client, alice, receiver):
     await create(client, alice, "proj")
     hook = await add_hook(client, alice, receiver.url, secret="s3cret")
-    assert set(hook) == {"id", "url", "format", "events", "branches", "active", "hasSecret",
-                         "createdAt", "lastDelivery", "disabledReason"}
+    assert set(hook) == {
+        "id",
+        "url",
+        "format",
+        "events",
+        "branches",
+        "active",
+        "hasSecret",
+        "createdAt",
+        "lastDelivery",
+        "disabledReason",
+    }
     assert hook["format"] == "discord" and hook["active"] is True and hook["hasSecret"] is True
     assert hook["events"] == ["issue", "pull_request", "push", "star", "fork"]
     assert hook["branches"] is None and hook["lastDelivery"] is None
-    resp = await client.patch(f"{HOOKS_URL}/{hook['id']}", headers=alice.headers,
-                              json={"format": "json", "events": ["star", "issue"],
-                                    "branches": "release/*", "secret": None})
+    resp = await client.patch(
+        f"{HOOKS_URL}/{hook['id']}",
+        headers=alice.headers,
+        json={
+            "format": "json",
+            "events": ["star", "issue"],
+            "branches": "release/*",
+            "secret": None,
+        },
+    )
     changed = (await resp.json())["hook"]
     assert changed["format"] == "json" and changed["events"] == ["issue", "star"]
     assert changed["branches"] == "release/*" and changed["hasSecret"] is False
@@ -102,11 +124,14 @@ async def test_hook_crud_shape_and_secret_never_shown(client, alice, receiver):
 
 async def test_wrong_fields_are_400_naming_them(client, alice, receiver):
     await create(client, alice, "proj")
-    for body, field in (({"url": "ftp://127.0.0.1/x"}, "url"), ({}, "url"),
-                        ({"url": receiver.url, "format": "teams"}, "format"),
-                        ({"url": receiver.url, "events": ["issue", "wiki"]}, "events"),
-                        ({"url": receiver.url, "events": []}, "events"),
-                        ({"url": receiver.url, "active": "yes"}, "active")):
+    for body, field in (
+        ({"url": "ftp://127.0.0.1/x"}, "url"),
+        ({}, "url"),
+        ({"url": receiver.url, "format": "teams"}, "format"),
+        ({"url": receiver.url, "events": ["issue", "wiki"]}, "events"),
+        ({"url": receiver.url, "events": []}, "events"),
+        ({"url": receiver.url, "active": "yes"}, "active"),
+    ):
         resp = await client.post(HOOKS_URL, json=body, headers=alice.headers)
         assert resp.status == 400, body
         assert (await resp.json())["error"].startswith(field), body
@@ -125,11 +150,17 @@ async def test_only_repository_admins_manage_hooks(client, alice, bob, receiver)
     assert resp.status == 403
     private = "/api/repositories/alice/secret/hooks"
     assert (await client.get(private, headers=bob.headers)).status == 404  # can't read it
-    resp = await client.put("/api/repositories/alice/proj/collaborators/carol",
-                            json={"permission": "admin"}, headers=alice.headers)
+    resp = await client.put(
+        "/api/repositories/alice/proj/collaborators/carol",
+        json={"permission": "admin"},
+        headers=alice.headers,
+    )
     assert resp.status in (200, 201), await resp.text()
-    resp = await client.put("/api/repositories/alice/proj/collaborators/bob",
-                            json={"permission": "write"}, headers=alice.headers)
+    resp = await client.put(
+        "/api/repositories/alice/proj/collaborators/bob",
+        json={"permission": "write"},
+        headers=alice.headers,
+    )
     assert (await client.get(HOOKS_URL, headers=bob.headers)).status == 403  # a writer
     assert (await client.get(HOOKS_URL, headers=carol.headers)).status == 200
     await add_hook(client, carol, receiver.url)
@@ -152,11 +183,21 @@ async def strict(aiohttp_client, tmp_path):
     return client, alice
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1/hook", "http://10.0.0.1/",
-                                 "http://[::1]:8080/", "http://169.254.169.254/latest/meta-data",
-                                 "http://localhost:1/", "http://0.0.0.0/", "http://224.0.0.1/",
-                                 "http://192.168.1.1/", "http://[::ffff:127.0.0.1]/",
-                                 "https://100.64.0.1/"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1/hook",
+        "http://10.0.0.1/",
+        "http://[::1]:8080/",
+        "http://169.254.169.254/latest/meta-data",
+        "http://localhost:1/",
+        "http://0.0.0.0/",
+        "http://224.0.0.1/",
+        "http://192.168.1.1/",
+        "http://[::ffff:127.0.0.1]/",
+        "https://100.64.0.1/",
+    ],
+)
 async def test_ssrf_refused_at_save(strict, url):
     client, alice = strict
     body = await add_hook(client, alice, url, status=400)
@@ -166,17 +207,24 @@ async def test_ssrf_refused_at_save(strict, url):
 # Other spellings of refused addresses, with the kind the refusal names. The host of a
 # URL with a decimal, octal or hex IPv4 goes through getaddrinfo, which reads it as
 # inet_aton does (127.0.0.1), so it is refused by the address it resolves to.
-ENCODED = [("http://[2002:7f00:1::]/", "loopback"), ("http://[2002:a9fe:a9fe::1]/", "link-local"),
-           ("http://[2002:c0a8:101::]:8080/", "private"),  # 6to4 of 192.168.1.1
-           ("http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/", "loopback"),  # Teredo client
-           ("http://[::127.0.0.1]/", "loopback"), ("http://[::10.0.0.1]/", "private"),
-           ("http://[64:ff9b::10.0.0.1]/", "private"),
-           ("http://[64:ff9b::a9fe:a9fe]/", "link-local"),
-           ("http://[64:ff9b:1::a00:1]/", ""),  # reserved or private, by Python version
-           ("http://[fec0::1]/", "site-local"),
-           ("http://2130706433/", "loopback"), ("http://0x7f.1/", "loopback"),
-           ("http://017700000001/", "loopback"), ("http://0177.0.0.1/", "loopback"),
-           ("http://127.1/", "loopback"), ("http://0/", "unspecified")]
+ENCODED = [
+    ("http://[2002:7f00:1::]/", "loopback"),
+    ("http://[2002:a9fe:a9fe::1]/", "link-local"),
+    ("http://[2002:c0a8:101::]:8080/", "private"),  # 6to4 of 192.168.1.1
+    ("http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/", "loopback"),  # Teredo client
+    ("http://[::127.0.0.1]/", "loopback"),
+    ("http://[::10.0.0.1]/", "private"),
+    ("http://[64:ff9b::10.0.0.1]/", "private"),
+    ("http://[64:ff9b::a9fe:a9fe]/", "link-local"),
+    ("http://[64:ff9b:1::a00:1]/", ""),  # reserved or private, by Python version
+    ("http://[fec0::1]/", "site-local"),
+    ("http://2130706433/", "loopback"),
+    ("http://0x7f.1/", "loopback"),
+    ("http://017700000001/", "loopback"),
+    ("http://0177.0.0.1/", "loopback"),
+    ("http://127.1/", "loopback"),
+    ("http://0/", "unspecified"),
+]
 
 
 @pytest.mark.parametrize("url, kind", ENCODED)
@@ -192,8 +240,9 @@ async def test_ssrf_refused_on_patch_too(strict, receiver):
     client.app[HOOKS].rules.networks.append(ipaddress.ip_network("127.0.0.1/32"))
     hook = await add_hook(client, alice, receiver.url)
     client.app[HOOKS].rules.networks.clear()
-    resp = await client.patch(f"{HOOKS_URL}/{hook['id']}", json={"url": "http://localhost/"},
-                              headers=alice.headers)
+    resp = await client.patch(
+        f"{HOOKS_URL}/{hook['id']}", json={"url": "http://localhost/"}, headers=alice.headers
+    )
     assert resp.status == 400 and "loopback" in (await resp.json())["error"]
 
 
@@ -209,8 +258,9 @@ async def test_ssrf_checked_again_at_delivery(client, alice, receiver):
     assert "loopback" in first["error"] and first["statusCode"] is None
 
 
-@pytest.mark.parametrize("host, allowed", [("[2002:7f00:1::]", "2002::/16"),
-                                           ("2130706433", "127.0.0.1/32")])
+@pytest.mark.parametrize(
+    "host, allowed", [("[2002:7f00:1::]", "2002::/16"), ("2130706433", "127.0.0.1/32")]
+)
 async def test_encoded_loopback_refused_when_dialling(client, alice, receiver, host, allowed):
     """A hook saved while its range was allowed is refused at delivery once it is not."""
     await create(client, alice, "proj")
@@ -247,8 +297,9 @@ async def test_events_delivered_in_order_signed_with_stable_ids(client, alice, r
     assert [d["event"]["type"] for d in rows] == ["issue", "star", "star"]  # newest first
     assert {d["guid"] for d in rows} == {r["headers"]["X-Hubsvc-Delivery"] for r in requests}
     assert all(d["status"] == "delivered" and d["statusCode"] == 200 for d in rows)
-    shown = (await (await client.get(f"{HOOKS_URL}/{hook['id']}", headers=alice.headers)
-                    ).json())["hook"]
+    shown = (await (await client.get(f"{HOOKS_URL}/{hook['id']}", headers=alice.headers)).json())[
+        "hook"
+    ]
     assert shown["lastDelivery"]["id"] == rows[0]["id"]
 
 
@@ -313,21 +364,24 @@ async def test_ping_and_redeliver_keep_the_delivery_id(client, alice, receiver):
             break
         await asyncio.sleep(0.05)
     assert failed["status"] == "failed" and failed["statusCode"] == 422
-    resp = await client.post(f"{HOOKS_URL}/{hook['id']}/deliveries/{failed['id']}/redeliver",
-                             headers=alice.headers)
+    resp = await client.post(
+        f"{HOOKS_URL}/{hook['id']}/deliveries/{failed['id']}/redeliver", headers=alice.headers
+    )
     assert resp.status == 202
     await receiver.wait_for(3)
     # Picked by id, not by position: under load a 0.5 s timeout may make the sender
     # try a request twice, which the receiver sees as one more request.
     for _ in range(100):
-        same = [r for r in receiver.requests
-                if r["headers"].get("X-Hubsvc-Delivery") == failed["guid"]]
+        same = [
+            r for r in receiver.requests if r["headers"].get("X-Hubsvc-Delivery") == failed["guid"]
+        ]
         if len(same) >= 2:
             break
         await asyncio.sleep(0.05)
     assert len(same) >= 2 and same[-1]["body"] == same[0]["body"]
-    resp = await client.post(f"{HOOKS_URL}/{hook['id']}/deliveries/999/redeliver",
-                             headers=alice.headers)
+    resp = await client.post(
+        f"{HOOKS_URL}/{hook['id']}/deliveries/999/redeliver", headers=alice.headers
+    )
     assert resp.status == 404
 
 
@@ -392,10 +446,15 @@ async def test_429_honours_retry_after(client, alice, receiver):
 
 
 async def test_failing_hook_is_disabled_with_reason_and_reactivated(
-        aiohttp_client, tmp_path, receiver):
-    config = make_config(tmp_path, webhooks__allowed_hosts=["127.0.0.1"],
-                         webhooks__retry_seconds=0.05, webhooks__max_retry_seconds=0.1,
-                         webhooks__disable_after_hours=0.5 / 3600)
+    aiohttp_client, tmp_path, receiver
+):
+    config = make_config(
+        tmp_path,
+        webhooks__allowed_hosts=["127.0.0.1"],
+        webhooks__retry_seconds=0.05,
+        webhooks__max_retry_seconds=0.1,
+        webhooks__disable_after_hours=0.5 / 3600,
+    )
     client = await aiohttp_client(create_app(config))
     alice = await sign_up(client, "alice")
     await create(client, alice, "proj")
@@ -404,8 +463,9 @@ async def test_failing_hook_is_disabled_with_reason_and_reactivated(
     await open_issue(client, alice)
     deadline = time.monotonic() + 10
     while True:
-        shown = (await (await client.get(f"{HOOKS_URL}/{hook['id']}", headers=alice.headers)
-                        ).json())["hook"]
+        shown = (
+            await (await client.get(f"{HOOKS_URL}/{hook['id']}", headers=alice.headers)).json()
+        )["hook"]
         if not shown["active"] or time.monotonic() > deadline:
             break
         await asyncio.sleep(0.1)
@@ -415,8 +475,9 @@ async def test_failing_hook_is_disabled_with_reason_and_reactivated(
     await asyncio.sleep(0.3)
     assert len(receiver.requests) == count
     receiver.plan = []
-    resp = await client.patch(f"{HOOKS_URL}/{hook['id']}", json={"active": True},
-                              headers=alice.headers)
+    resp = await client.patch(
+        f"{HOOKS_URL}/{hook['id']}", json={"active": True}, headers=alice.headers
+    )
     assert (await resp.json())["hook"]["disabledReason"] is None
     # The delivery queued before it was disabled goes; the event of the off time does not.
     requests = await receiver.wait_for(count + 1)
@@ -435,8 +496,9 @@ async def test_a_failing_hook_never_delays_another(client, alice, aiohttp_server
     for n in range(10):
         await open_issue(client, alice, f"issue {n}")
     got = await healthy.wait_for(10)
-    assert [f"issue {n}" in r["json"]["embeds"][0]["title"] for n, r in enumerate(got)] == \
-        [True] * 10
+    assert [f"issue {n}" in r["json"]["embeds"][0]["title"] for n, r in enumerate(got)] == [
+        True
+    ] * 10
     requests = await failing.wait_for(16 + 10, timeout=15)
     delivered = [r for r in requests if r is not requests[15]][15:]
     titles = [r["json"]["embeds"][0]["title"] for r in delivered]
@@ -448,9 +510,16 @@ async def test_burst_of_5000_events_each_hook_gets_all_in_order(client, alice, a
     one, two = await _receiver(aiohttp_server), await _receiver(aiohttp_server)
     await add_hook(client, alice, one.url, format="json")
     await add_hook(client, alice, two.url, format="json")
-    batch = [Event(type="star", repository={"owner": "alice", "name": "proj"}, actor=None,
-                   data={"action": "added", "n": n}, repo_id=str(repo["id"]))
-             for n in range(5000)]
+    batch = [
+        Event(
+            type="star",
+            repository={"owner": "alice", "name": "proj"},
+            actor=None,
+            data={"action": "added", "n": n},
+            repo_id=str(repo["id"]),
+        )
+        for n in range(5000)
+    ]
     await client.app[STORE].events.append(batch)
     for rec in (one, two):
         requests = await rec.wait_for(5000, timeout=60)
@@ -468,7 +537,8 @@ async def test_chat_webhook_redirect_is_final_and_next_goes(aiohttp_client, tmp_
     await receiver.wait_for(2)
     await asyncio.sleep(0.3)
     assert len(receiver.requests) == 2
-    rows = (await (await client.get("/api/webhooks/chat/deliveries", headers=admin.headers)
-                   ).json())["deliveries"]
+    rows = (
+        await (await client.get("/api/webhooks/chat/deliveries", headers=admin.headers)).json()
+    )["deliveries"]
     assert rows[1]["status"] == "failed" and "redirects are not followed" in rows[1]["lastError"]
     assert rows[0]["status"] == "delivered"

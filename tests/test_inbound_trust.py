@@ -13,21 +13,36 @@ from .test_repos import create
 
 
 @pytest.fixture
-def config(tmp_path, smtp):  # noqa: F811
-    return make_config(tmp_path, mail__smtp_host="127.0.0.1", mail__smtp_port=smtp.port,
-                       mail__starttls=False)
+def config(tmp_path, smtp):
+    return make_config(
+        tmp_path, mail__smtp_host="127.0.0.1", mail__smtp_port=smtp.port, mail__starttls=False
+    )
 
 
-async def test_a_forged_event_mails_nobody_and_is_labelled_inbound(client, smtp, alice,  # noqa: F811
-                                                                   bob):
+async def test_a_forged_event_mails_nobody_and_is_labelled_inbound(
+    client,
+    smtp,
+    alice,
+    bob,
+):
     # bob owns a repository, so with no webhook secret (the default) he may post events.
     await create(client, bob, "bait")
     await sign_up(client, "carol")
-    forged = {"type": "issue", "repository": {"owner": "bob", "name": "bait"}, "data": {
-        "action": "opened", "issue": {
-            "number": 1, "title": "Your account will be closed", "state": "open",
-            "body": "@alice please sign in again", "url": "https://evil.example/login",
-            "assignees": [{"username": "carol"}, {"username": "alice"}]}}}
+    forged = {
+        "type": "issue",
+        "repository": {"owner": "bob", "name": "bait"},
+        "data": {
+            "action": "opened",
+            "issue": {
+                "number": 1,
+                "title": "Your account will be closed",
+                "state": "open",
+                "body": "@alice please sign in again",
+                "url": "https://evil.example/login",
+                "assignees": [{"username": "carol"}, {"username": "alice"}],
+            },
+        },
+    }
     resp = await client.post("/api/webhooks/chat", json=forged, headers=bob.headers)
     assert resp.status == 202, await resp.text()
     await client.app[BUS].drain()
@@ -37,8 +52,11 @@ async def test_a_forged_event_mails_nobody_and_is_labelled_inbound(client, smtp,
     assert event["inbound"] is True
     # A real assignment is mailed, with a link the server built.
     await create(client, alice, "real")
-    await client.post("/api/repositories/alice/real/issues", headers=alice.headers,
-                      json={"title": "Real work", "assignees": ["carol"]})
+    await client.post(
+        "/api/repositories/alice/real/issues",
+        headers=alice.headers,
+        json={"title": "Real work", "assignees": ["carol"]},
+    )
     [mail] = await _mails(smtp, 1)
     assert mail["To"] == "carol@example.com"
     link = str(client.make_url("/api/repositories/alice/real/issues/1"))
@@ -48,14 +66,14 @@ async def test_a_forged_event_mails_nobody_and_is_labelled_inbound(client, smtp,
     assert feed["events"][0]["inbound"] is False
 
 
-async def test_assignees_must_be_able_to_read_the_repository(client, smtp, alice, bob):  # noqa: F811
+async def test_assignees_must_be_able_to_read_the_repository(client, smtp, alice, bob):
     await create(client, alice, "secret", visibility="private")
     url = "/api/repositories/alice/secret/issues"
-    resp = await client.post(url, headers=alice.headers,
-                             json={"title": "Plan", "assignees": ["bob"]})
+    resp = await client.post(
+        url, headers=alice.headers, json={"title": "Plan", "assignees": ["bob"]}
+    )
     assert resp.status == 422
-    assert (await resp.json())["error"] == (
-        "assignees: cannot read this repository: bob")
+    assert (await resp.json())["error"] == ("assignees: cannot read this repository: bob")
     resp = await client.post(url, headers=alice.headers, json={"title": "Plan"})
     assert resp.status == 201
     resp = await client.patch(url + "/1", headers=alice.headers, json={"assignees": ["bob"]})
@@ -64,8 +82,11 @@ async def test_assignees_must_be_able_to_read_the_repository(client, smtp, alice
     assert issue["issue"]["assignees"] == []
     assert await _mails(smtp, 1, timeout=0.5) == []
     # A collaborator may be assigned.
-    await client.put("/api/repositories/alice/secret/collaborators/bob", headers=alice.headers,
-                     json={"permission": "read"})
+    await client.put(
+        "/api/repositories/alice/secret/collaborators/bob",
+        headers=alice.headers,
+        json={"permission": "read"},
+    )
     resp = await client.patch(url + "/1", headers=alice.headers, json={"assignees": ["bob"]})
     assert resp.status == 200
     assert [m["To"] for m in await _mails(smtp, 1)] == ["bob@example.com"]

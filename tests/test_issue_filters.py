@@ -11,16 +11,20 @@ API = "/api/repositories/alice/proj"
 async def numbers(client, query, headers=None, kind="issues"):
     resp = await client.get(f"{API}/{kind}?{query}", headers=headers)
     assert resp.status == 200, (query, await resp.text())
-    return [item["number"] for item in (await resp.json())[
-        "issues" if kind == "issues" else "pullRequests"]]
+    return [
+        item["number"]
+        for item in (await resp.json())["issues" if kind == "issues" else "pullRequests"]
+    ]
 
 
 async def test_issue_list_filters(client, alice, bob):
     await create(client, alice, "proj")
-    for title, labels, assignees, who in (("one", ["bug", "ui"], ["bob"], alice),
-                                          ("two", ["bug"], [], alice),
-                                          ("three", ["UI"], ["alice", "bob"], alice),
-                                          ("four", [], [], bob)):
+    for title, labels, assignees, who in (
+        ("one", ["bug", "ui"], ["bob"], alice),
+        ("two", ["bug"], [], alice),
+        ("three", ["UI"], ["alice", "bob"], alice),
+        ("four", [], [], bob),
+    ):
         body = {"title": title}
         if who is alice:
             body.update(labels=labels, assignees=assignees)
@@ -54,9 +58,13 @@ async def test_issue_list_filters(client, alice, bob):
     assert await numbers(client, "since=2000-01-01") == [4, 3, 2, 1]
     assert await numbers(client, "labels=bug&limit=1&offset=1") == [1]
 
-    for query, named in (("labels=bug&color=red", "color"), ("sort=new", "sort"),
-                         ("direction=up", "direction"), ("since=yesterday", "since"),
-                         ("state=weird", "state")):
+    for query, named in (
+        ("labels=bug&color=red", "color"),
+        ("sort=new", "sort"),
+        ("direction=up", "direction"),
+        ("since=yesterday", "since"),
+        ("state=weird", "state"),
+    ):
         resp = await client.get(f"{API}/issues?{query}")
         assert resp.status == 400, query
         assert named in (await resp.json())["error"], query
@@ -67,6 +75,7 @@ async def test_issue_list_filters(client, alice, bob):
 
 async def test_pull_list_filters(client, alice, tmp_path):
     from .test_pulls import open_pull, setup_branches
+
     await setup_branches(client, alice, tmp_path)
     carol = await sign_up(client, "carol")
     await open_pull(client, alice)

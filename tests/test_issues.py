@@ -19,8 +19,20 @@ async def open_issue(client, user, title="Bug", **extra):
 async def test_create_get_list_and_fields(client, alice, bob):
     await create(client, alice)
     issue = await open_issue(client, bob, "It breaks", body="steps")
-    for field in ("id", "number", "title", "body", "state", "labels", "assignees", "author",
-                  "commentCount", "createdAt", "updatedAt", "closedAt"):
+    for field in (
+        "id",
+        "number",
+        "title",
+        "body",
+        "state",
+        "labels",
+        "assignees",
+        "author",
+        "commentCount",
+        "createdAt",
+        "updatedAt",
+        "closedAt",
+    ):
         assert field in issue
     assert issue["number"] == 1 and issue["state"] == "open" and issue["closedAt"] is None
     assert issue["author"]["username"] == "bob"
@@ -41,8 +53,9 @@ async def test_create_get_list_and_fields(client, alice, bob):
 
 async def test_numbers_never_collide_under_concurrent_creates(client, alice):
     await create(client, alice)
-    results = await asyncio.gather(*(
-        client.post(API, json={"title": f"t{n}"}, headers=alice.headers) for n in range(40)))
+    results = await asyncio.gather(
+        *(client.post(API, json={"title": f"t{n}"}, headers=alice.headers) for n in range(40))
+    )
     numbers = sorted([(await r.json())["issue"]["number"] for r in results])
     assert numbers == list(range(1, 41))
     body = await (await client.get(API + "?limit=100")).json()
@@ -66,8 +79,12 @@ async def test_state_transitions_and_their_events(client, events, alice, bob):
     assert resp.status == 201
     await events.wait_for(5)
     assert [(e.type, e.data["action"]) for e in events.events] == [
-        ("issue", "opened"), ("issue", "closed"), ("issue", "reopened"), ("issue", "edited"),
-        ("issue", "commented")]
+        ("issue", "opened"),
+        ("issue", "closed"),
+        ("issue", "reopened"),
+        ("issue", "edited"),
+        ("issue", "commented"),
+    ]
     commented = events.events[-1]
     assert commented.data["comment"]["body"] == "me too"
     assert commented.data["issue"]["commentCount"] == 1
@@ -78,8 +95,11 @@ async def test_permission_rules(client, alice, bob):
     carol = await sign_up(client, "carol")
     writer = await sign_up(client, "wendy")
     await create(client, alice)
-    await client.put("/api/repositories/alice/proj/collaborators/wendy",
-                     json={"permission": "write"}, headers=alice.headers)
+    await client.put(
+        "/api/repositories/alice/proj/collaborators/wendy",
+        json={"permission": "write"},
+        headers=alice.headers,
+    )
     await open_issue(client, bob, "by bob")
     url = API + "/1"
     assert (await client.post(API, json={"title": "x"})).status == 401
@@ -93,8 +113,11 @@ async def test_permission_rules(client, alice, bob):
     assert resp.status == 403
     resp = await client.patch(url, json={"state": "closed"}, headers=carol.headers)
     assert resp.status == 403
-    resp = await client.patch(url, json={"labels": ["bug", "ui"], "assignees": ["bob", "wendy"],
-                                         "title": "By Bob"}, headers=writer.headers)
+    resp = await client.patch(
+        url,
+        json={"labels": ["bug", "ui"], "assignees": ["bob", "wendy"], "title": "By Bob"},
+        headers=writer.headers,
+    )
     issue = (await resp.json())["issue"]
     assert issue["labels"] == ["bug", "ui"]
     assert [a["username"] for a in issue["assignees"]] == ["bob", "wendy"]
@@ -122,8 +145,14 @@ async def test_private_repository_issues_are_hidden(client, alice, bob):
 
 async def test_validation(client, alice):
     await create(client, alice)
-    for body in ({"title": ""}, {"title": "x" * 257}, {"title": "x", "body": "b" * 65537},
-                 {"title": "x", "labels": "bug"}, {"title": 5}, {}):
+    for body in (
+        {"title": ""},
+        {"title": "x" * 257},
+        {"title": "x", "body": "b" * 65537},
+        {"title": "x", "labels": "bug"},
+        {"title": 5},
+        {},
+    ):
         resp = await client.post(API, json=body, headers=alice.headers)
         assert resp.status == 400, body
     await open_issue(client, alice)

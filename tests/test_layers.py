@@ -7,8 +7,20 @@ from .importgraph import cycles, graph
 # Lowest first. A module may import from its own package and from lower floors only;
 # the ground floor's small modules from each other too.
 FLOORS: list[tuple[int, tuple[str, ...]]] = [
-    (0, ("hubsvc", "hubsvc.errors", "hubsvc.config", "hubsvc.timeutil", "hubsvc.keys",
-         "hubsvc.links", "hubsvc.datadir", "hubsvc.tasks", "hubsvc.clients")),
+    (
+        0,
+        (
+            "hubsvc",
+            "hubsvc.errors",
+            "hubsvc.config",
+            "hubsvc.timeutil",
+            "hubsvc.keys",
+            "hubsvc.links",
+            "hubsvc.datadir",
+            "hubsvc.tasks",
+            "hubsvc.clients",
+        ),
+    ),
     (1, ("hubsvc.events", "hubsvc.git")),
     (2, ("hubsvc.store",)),
     (3, ("hubsvc.web",)),

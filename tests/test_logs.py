@@ -26,7 +26,7 @@ def test_fast_access_line_matches_the_logging_format():
         access.log(request, response, 0.0015)
         fast = stream.getvalue()
         logging.getLogger("aiohttp.access").info("%s", "X")  # the logging module's own line
-        slow = stream.getvalue()[len(fast):]
+        slow = stream.getvalue()[len(fast) :]
     finally:
         root.handlers[:], level = saved
         root.setLevel(level)

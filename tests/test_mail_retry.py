@@ -41,13 +41,21 @@ def _server(inbox):
 
 async def _app(aiohttp_client, tmp_path, port):
     # starttls is left at its default: "auto", and this relay offers none.
-    config = make_config(tmp_path, mail__smtp_host="127.0.0.1", mail__smtp_port=port,
-                         chat__bot_key=BOT_KEY, webhooks__retry_seconds=0.05)
+    config = make_config(
+        tmp_path,
+        mail__smtp_host="127.0.0.1",
+        mail__smtp_port=port,
+        chat__bot_key=BOT_KEY,
+        webhooks__retry_seconds=0.05,
+    )
     client = await aiohttp_client(create_app(config))
     admin = await sign_up(client, "boss")
     await sign_up(client, "dave")
-    resp = await client.post("/api/chat/link/generate", headers={"X-Chat-Bot-Key": BOT_KEY},
-                             json={"chatId": "c1", "serviceEmail": "dave@example.com"})
+    resp = await client.post(
+        "/api/chat/link/generate",
+        headers={"X-Chat-Bot-Key": BOT_KEY},
+        json={"chatId": "c1", "serviceEmail": "dave@example.com"},
+    )
     assert resp.status == 200
     return client, admin
 
@@ -93,8 +101,9 @@ async def test_server_down_then_up_delivers(aiohttp_client, tmp_path):
     inbox = FlakyInbox(refusals=0)
     client, admin = await _app(aiohttp_client, tmp_path, inbox.port)  # nobody listens yet
     await asyncio.sleep(0.2)
-    rows = (await (await client.get("/api/admin/deliveries", headers=admin.headers)).json()
-            )["deliveries"]
+    rows = (await (await client.get("/api/admin/deliveries", headers=admin.headers)).json())[
+        "deliveries"
+    ]
     assert rows[0]["status"] == "pending" and "Refused" in rows[0]["error"]
     controller = _server(inbox)
     try:
@@ -104,10 +113,11 @@ async def test_server_down_then_up_delivers(aiohttp_client, tmp_path):
         controller.stop()
 
 
-@pytest.mark.parametrize("value, mode", [(None, "auto"), (True, "always"), (False, "never"),
-                                         ("auto", "auto")])
+@pytest.mark.parametrize(
+    "value, mode", [(None, "auto"), (True, "always"), (False, "never"), ("auto", "auto")]
+)
 def test_starttls_defaults_to_auto_and_takes_booleans(tmp_path, value, mode):
     from hubsvc.config import starttls_mode
-    config = load_config(None, {"storage.data_dir": str(tmp_path), "mail.starttls": value},
-                         env={})
+
+    config = load_config(None, {"storage.data_dir": str(tmp_path), "mail.starttls": value}, env={})
     assert starttls_mode(config["mail"]["starttls"]) == mode

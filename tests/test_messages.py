@@ -22,10 +22,10 @@ from .receiver import Receiver, discord_problems
 from .test_repos import create
 
 FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466"  # one grapheme, 7 code points
-COOK = "\U0001f9d1\U0001f3fd\u200d\U0001f373"                            # skin tone + ZWJ
-FLAGS = "\U0001f1eb\U0001f1f7\U0001f1ef\U0001f1f5"                         # two flags
-ACCENT = "e\u0301\u0323"                                                 # e + two marks
-HANGUL = "\u1112\u1161\u11ab"                                            # jamo: one syllable
+COOK = "\U0001f9d1\U0001f3fd\u200d\U0001f373"  # skin tone + ZWJ
+FLAGS = "\U0001f1eb\U0001f1f7\U0001f1ef\U0001f1f5"  # two flags
+ACCENT = "e\u0301\u0323"  # e + two marks
+HANGUL = "\u1112\u1161\u11ab"  # jamo: one syllable
 RTL = "\u05e9\u05dc\u05d5\u05dd \u0645\u0631\u062d\u0628\u0627 "
 RICH = f"{FAMILY}{COOK}{FLAGS}{ACCENT}{HANGUL}{RTL}"
 
@@ -39,7 +39,7 @@ def graphemes_of(text: str) -> list[str]:
 
 
 def test_boundaries_keep_each_cluster_whole():
-    assert graphemes_of(RICH[:-len(RTL)]) == [FAMILY, COOK, FLAGS[:2], FLAGS[2:], ACCENT, HANGUL]
+    assert graphemes_of(RICH[: -len(RTL)]) == [FAMILY, COOK, FLAGS[:2], FLAGS[2:], ACCENT, HANGUL]
     assert graphemes_of("a\r\nb") == ["a", "\r\n", "b"]
     assert graphemes_of("\u0915\u094d\u0937") == ["\u0915\u094d\u0937"]  # Devanagari conjunct
 
@@ -52,8 +52,8 @@ def test_cut_never_splits_a_grapheme_and_marks_the_cut():
         assert units(out) <= limit and out.endswith("…"), limit
         head = out[:-1]
         # The kept part is whole clusters: what follows starts no mark, ZWJ, tone or half flag.
-        assert graphemes_of(head) == whole[:len(graphemes_of(head))], limit
-        rest = text[len(head):].lstrip()
+        assert graphemes_of(head) == whole[: len(graphemes_of(head))], limit
+        rest = text[len(head) :].lstrip()
         assert unicodedata.category(rest[0]) not in ("Mn", "Mc", "Me", "Sk"), limit
         assert not head.endswith("\u200d") and not rest.startswith("\u200d"), limit
 
@@ -69,23 +69,41 @@ def test_cut_closes_a_code_fence_it_leaves_open():
 
 def test_markdown_and_counts():
     assert discord_escape("**x** [a](http://evil) `c` <@&1> ~~s~~ |sp|") == (
-        r"\*\*x\*\* \[a\]\(http://evil\) \`c\` \<@&1\> \~\~s\~\~ \|sp\|")
+        r"\*\*x\*\* \[a\]\(http://evil\) \`c\` \<@&1\> \~\~s\~\~ \|sp\|"
+    )
     assert discord_escape("# big\n> quote\n- item\n1. one") == (
-        "\\# big\n\\> quote\n\\- item\n1\\. one")
+        "\\# big\n\\> quote\n\\- item\n1\\. one"
+    )
     assert plural(1, "star") == "1 star" and plural(0, "star") == "0 stars"
     assert plural(2, "new commit") == "2 new commits"
 
 
 def _event(type_: str, data: dict, actor: str = "boss") -> Event:
-    return Event(type=type_, repository={"owner": "boss", "name": "proj"},
-                 actor={"id": "1", "username": actor, "name": actor,
-                        "avatarUrl": f"http://hub.test/api/users/{actor}/avatar?v=1"}, data=data)
+    return Event(
+        type=type_,
+        repository={"owner": "boss", "name": "proj"},
+        actor={
+            "id": "1",
+            "username": actor,
+            "name": actor,
+            "avatarUrl": f"http://hub.test/api/users/{actor}/avatar?v=1",
+        },
+        data=data,
+    )
 
 
-HUGE_ISSUE = {"action": "opened", "issue": {
-    "number": 7, "title": ("@everyone **bold** [x](http://evil) " + RICH * 20)[:1024],
-    "state": "open", "body": "```\n" + RICH * 3000, "labels": ["l" * 50 + RICH] * 400,
-    "assignees": [{"username": "u" * 100}] * 100, "author": {"username": "a" * 100}}}
+HUGE_ISSUE = {
+    "action": "opened",
+    "issue": {
+        "number": 7,
+        "title": ("@everyone **bold** [x](http://evil) " + RICH * 20)[:1024],
+        "state": "open",
+        "body": "```\n" + RICH * 3000,
+        "labels": ["l" * 50 + RICH] * 400,
+        "assignees": [{"username": "u" * 100}] * 100,
+        "author": {"username": "a" * 100},
+    },
+}
 
 
 def test_discord_body_fits_every_limit_for_any_inbound_data():
@@ -100,14 +118,19 @@ def test_discord_body_fits_every_limit_for_any_inbound_data():
 
 
 def test_slack_body_escapes_and_fits():
-    data = {**HUGE_ISSUE, "issue": {**HUGE_ISSUE["issue"],
-                                    "title": "<!everyone> & <@U123> " + RICH}}
+    data = {
+        **HUGE_ISSUE,
+        "issue": {**HUGE_ISSUE["issue"], "title": "<!everyone> & <@U123> " + RICH},
+    }
     body, headers = render(_event("issue", data), "slack", "http://hub.test")
     assert headers == {"X-Hubsvc-Event": "issue"}
     assert "&lt;!everyone&gt; &amp; &lt;@U123&gt;" in body["text"]
     header, section, fields, context = body["blocks"]
-    mrkdwn = [section["text"]["text"], context["elements"][0]["text"],
-              *(f["text"] for f in fields["fields"])]
+    mrkdwn = [
+        section["text"]["text"],
+        context["elements"][0]["text"],
+        *(f["text"] for f in fields["fields"]),
+    ]
     assert not any("<!" in text or "<@" in text for text in mrkdwn)
     assert header["type"] == "header" and units(header["text"]["text"]) <= 150
     assert header["text"]["type"] == "plain_text"  # never parsed: nothing to escape
@@ -170,10 +193,10 @@ async def discord_receiver(aiohttp_server):
 
 
 async def test_longest_content_reaches_a_discord_receiver_and_every_link_opens(
-        aiohttp_client, tmp_path, discord_receiver):
+    aiohttp_client, tmp_path, discord_receiver
+):
     """Every event type with the longest content the API takes: no 400, links answer 200."""
-    config = make_config(tmp_path, chat__webhook_url=discord_receiver.url,
-                         chat__retry_seconds=0.05)
+    config = make_config(tmp_path, chat__webhook_url=discord_receiver.url, chat__retry_seconds=0.05)
     client = await aiohttp_client(create_app(config))
     recorder = Recorder()
     client.app[BUS].subscribe(recorder, name="test-recorder")
@@ -195,14 +218,22 @@ async def test_longest_content_reaches_a_discord_receiver_and_every_link_opens(
     await git("push", "-q", remote(client, boss, "boss", "proj"), "main", "topic", cwd=work)
 
     api = "/api/repositories/boss/proj"
-    resp = await client.post(api + "/issues", headers=boss.headers, json={
-        "title": title, "body": body, "labels": labels,
-        "assignees": [p.username for p in people]})
+    resp = await client.post(
+        api + "/issues",
+        headers=boss.headers,
+        json={
+            "title": title,
+            "body": body,
+            "labels": labels,
+            "assignees": [p.username for p in people],
+        },
+    )
     assert resp.status == 201, await resp.text()
     resp = await client.post(api + "/issues/1/comments", headers=boss.headers, json={"body": body})
     assert resp.status == 201, await resp.text()
-    resp = await client.post(api + "/pulls", headers=boss.headers,
-                             json={"title": title, "body": body, "head": "topic"})
+    resp = await client.post(
+        api + "/pulls", headers=boss.headers, json={"title": title, "body": body, "head": "topic"}
+    )
     assert resp.status == 201, await resp.text()
     resp = await client.post(api + "/pulls/2/comments", headers=boss.headers, json={"body": body})
     assert resp.status == 201, await resp.text()
@@ -213,16 +244,25 @@ async def test_longest_content_reaches_a_discord_receiver_and_every_link_opens(
     # pushes of main and topic, issue, comment, pull request, comment, star, fork
     requests = await discord_receiver.wait_for(8)
     assert [r["status"] for r in requests] == [200] * 8, [
-        discord_problems(r["json"]) for r in requests]
+        discord_problems(r["json"]) for r in requests
+    ]
     assert {r["headers"]["X-Hubsvc-Event"] for r in requests} == {
-        "push", "issue", "pull_request", "star", "fork"}
+        "push",
+        "issue",
+        "pull_request",
+        "star",
+        "fork",
+    }
     for request in requests:
         assert request["json"]["allowed_mentions"] == {"parse": []}  # '@everyone' pings nobody
     titles = [r["json"]["embeds"][0]["title"] for r in requests]
-    assert any(t.startswith(r"[boss/proj] Issue opened: #1 @everyone \<@&123\> \*\*bold\*\*")
-               for t in titles)
-    assert any("… and 35 more commits" in r["json"]["embeds"][0].get("description", "")
-               for r in requests)
+    assert any(
+        t.startswith(r"[boss/proj] Issue opened: #1 @everyone \<@&123\> \*\*bold\*\*")
+        for t in titles
+    )
+    assert any(
+        "… and 35 more commits" in r["json"]["embeds"][0].get("description", "") for r in requests
+    )
 
     # Every link of every message and event opens: with no web_url, the API resource.
     links = set()
@@ -247,8 +287,9 @@ async def test_with_web_url_links_name_pages(aiohttp_client, tmp_path):
     repo = await create(client, boss, "proj")
     assert repo["url"] == "https://web.test/boss/proj"
     assert repo["cloneUrl"] == "http://127.0.0.1:8080/boss/proj.git"  # git stays on the API
-    resp = await client.post("/api/repositories/boss/proj/issues", headers=boss.headers,
-                             json={"title": "t"})
+    resp = await client.post(
+        "/api/repositories/boss/proj/issues", headers=boss.headers, json={"title": "t"}
+    )
     assert (await resp.json())["issue"]["url"] == "https://web.test/boss/proj/issues/1"
     [event] = await recorder.wait_for(1)
     body, _ = render(event, "discord", config.base_url)

@@ -27,7 +27,9 @@ async def test_operations_have_answers_and_errors(client):
         for method, op in ops.items():
             assert op["summary"], (path, method)
             assert "500" in op["responses"] and "429" in op["responses"]
-            assert any(code.startswith("2") or code in ("101", "304") for code in op["responses"]), (path, method)
+            assert any(
+                code.startswith("2") or code in ("101", "304") for code in op["responses"]
+            ), (path, method)
             if "security" in op:
                 assert "401" in op["responses"]
     sign_up = spec["paths"]["/auth/sign-up"]["post"]

@@ -16,11 +16,15 @@ async def test_web_notifications_off_and_on(client, alice):
     await create(client, alice, "proj")
     ws = await client.ws_connect(f"/ws?token={alice.token}")
     assert (await ws.receive_json(timeout=5))["type"] == "connected"
-    resp = await client.post("/api/users/me/settings/preferences", headers=alice.headers,
-                             json={"notifications": {"web": False}})
+    resp = await client.post(
+        "/api/users/me/settings/preferences",
+        headers=alice.headers,
+        json={"notifications": {"web": False}},
+    )
     assert resp.status == 200
-    await client.post("/api/repositories/alice/proj/issues", headers=alice.headers,
-                      json={"title": "quiet"})
+    await client.post(
+        "/api/repositories/alice/proj/issues", headers=alice.headers, json={"title": "quiet"}
+    )
     try:
         got = await _next_notification(ws, 0.5)
     except TimeoutError:
@@ -31,10 +35,14 @@ async def test_web_notifications_off_and_on(client, alice):
     # A new socket while it is off gets connected and nothing more.
     other = await client.ws_connect(f"/ws?token={alice.token}")
     assert (await other.receive_json(timeout=5))["type"] == "connected"
-    await client.patch("/api/users/me/settings", headers=alice.headers,
-                       json={"preferences": {"notifications": {"web": True}}})
-    await client.post("/api/repositories/alice/proj/issues", headers=alice.headers,
-                      json={"title": "loud"})
+    await client.patch(
+        "/api/users/me/settings",
+        headers=alice.headers,
+        json={"preferences": {"notifications": {"web": True}}},
+    )
+    await client.post(
+        "/api/repositories/alice/proj/issues", headers=alice.headers, json={"title": "loud"}
+    )
     for socket in (ws, other):
         assert (await _next_notification(socket, 5))["data"]["issue"]["title"] == "loud"
         await socket.close()

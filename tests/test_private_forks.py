@@ -34,8 +34,15 @@ async def _fork_pull(client, alice, bob, tmp_path):
     await git("checkout", "-qb", "feat", cwd=work)
     shared = await _commit(work, "feat.txt", "public work\n", "public work")
     await git("push", "-q", remote(client, bob, "bob", "proj"), "feat", cwd=work)
-    resp = await client.post(f"{API}/alice/proj/pulls", headers=bob.headers, json={
-        "title": "Feature", "head": "feat", "headRepository": {"owner": "bob", "name": "proj"}})
+    resp = await client.post(
+        f"{API}/alice/proj/pulls",
+        headers=bob.headers,
+        json={
+            "title": "Feature",
+            "head": "feat",
+            "headRepository": {"owner": "bob", "name": "proj"},
+        },
+    )
     assert resp.status == 201, await resp.text()
     return work, shared
 
@@ -46,10 +53,13 @@ async def _ls_remote(client, owner, name):
 
 
 async def test_a_fork_made_private_leaks_nothing_through_its_pull_request(
-        client, events, alice, bob, tmp_path):
+    client, events, alice, bob, tmp_path
+):
     work, shared = await _fork_pull(client, alice, bob, tmp_path)
     assert (await _ls_remote(client, "alice", "proj"))["refs/pull/1/head"] == shared
-    resp = await client.patch(f"{API}/bob/proj", json={"visibility": "private"}, headers=bob.headers)
+    resp = await client.patch(
+        f"{API}/bob/proj", json={"visibility": "private"}, headers=bob.headers
+    )
     assert resp.status == 200
 
     # Work pushed while private: never copied into, nor served by, the public repository.
@@ -59,13 +69,17 @@ async def test_a_fork_made_private_leaks_nothing_through_its_pull_request(
     # The push's event, then the pull request refresh it triggers, have run.
     await events.wait_for(seen + 1)
     await client.app[BUS].drain()
-    await client.patch(f"{API}/alice/proj/pulls/1", json={"title": "Feature v2"},
-                       headers=bob.headers)
+    await client.patch(
+        f"{API}/alice/proj/pulls/1", json={"title": "Feature v2"}, headers=bob.headers
+    )
     assert (await _ls_remote(client, "alice", "proj"))["refs/pull/1/head"] == shared
     for who in (None, alice):
         headers = who.headers if who else {}
-        resp = await client.get(f"{API}/alice/proj/file", headers=headers,
-                                params={"branch": secret, "path": "secret.txt"})
+        resp = await client.get(
+            f"{API}/alice/proj/file",
+            headers=headers,
+            params={"branch": secret, "path": "secret.txt"},
+        )
         assert resp.status == 404, await resp.text()
     mirror = tmp_path / "mirror.git"
     await git("clone", "-q", "--mirror", remote(client, None, "alice", "proj"), str(mirror))
@@ -74,11 +88,13 @@ async def test_a_fork_made_private_leaks_nothing_through_its_pull_request(
     # The pull request names the private fork only to those who may read it.
     anon = (await (await client.get(f"{API}/alice/proj/pulls/1")).json())["pullRequest"]
     assert anon["headRepository"] is None and anon["headSha"] == shared
-    mine = (await (await client.get(f"{API}/alice/proj/pulls/1",
-                                    headers=bob.headers)).json())["pullRequest"]
+    mine = (await (await client.get(f"{API}/alice/proj/pulls/1", headers=bob.headers)).json())[
+        "pullRequest"
+    ]
     assert mine["headRepository"] == {"owner": "bob", "name": "proj"}
-    listed = (await (await client.get(f"{API}/alice/proj/pulls",
-                                      headers=alice.headers)).json())["pullRequests"]
+    listed = (await (await client.get(f"{API}/alice/proj/pulls", headers=alice.headers)).json())[
+        "pullRequests"
+    ]
     assert listed[0]["headRepository"] is None
     # Events reach every reader of the base: they never name it.
     await asyncio.sleep(0.05)
@@ -92,7 +108,8 @@ async def test_a_fork_made_private_leaks_nothing_through_its_pull_request(
 
 
 async def test_a_private_fork_cannot_open_a_pull_request_into_a_public_repository(
-        client, alice, bob, tmp_path):
+    client, alice, bob, tmp_path
+):
     await create(client, alice, "proj")
     work = tmp_path / "w"
     await git("init", "-q", "-b", "main", str(work))
@@ -103,8 +120,11 @@ async def test_a_private_fork_cannot_open_a_pull_request_into_a_public_repositor
     await git("checkout", "-qb", "feat", cwd=work)
     await _commit(work, "f.txt", "f\n", "private")
     await git("push", "-q", remote(client, bob, "bob", "proj"), "feat", cwd=work)
-    resp = await client.post(f"{API}/alice/proj/pulls", headers=bob.headers, json={
-        "title": "F", "head": "feat", "headRepository": {"owner": "bob", "name": "proj"}})
+    resp = await client.post(
+        f"{API}/alice/proj/pulls",
+        headers=bob.headers,
+        json={"title": "F", "head": "feat", "headRepository": {"owner": "bob", "name": "proj"}},
+    )
     assert resp.status == 400 and "private fork" in (await resp.json())["error"]
     assert "refs/pull/1/head" not in await _ls_remote(client, "alice", "proj")
 
@@ -114,30 +134,35 @@ async def test_a_parent_made_private_is_not_named(client, alice, bob):
     assert (await client.post(f"{API}/alice/lib/fork", json={}, headers=bob.headers)).status == 201
     await client.patch(f"{API}/alice/lib", json={"visibility": "private"}, headers=alice.headers)
     for who in (None, bob):
-        repo = (await (await client.get(f"{API}/bob/lib",
-                                        headers=who.headers if who else {})).json())["repo"]
+        repo = (
+            await (await client.get(f"{API}/bob/lib", headers=who.headers if who else {})).json()
+        )["repo"]
         assert repo["fork"] is True and repo["parent"] is None
     repo = (await (await client.get(f"{API}/bob/lib", headers=alice.headers)).json())["repo"]
     assert repo["parent"] == {"owner": "alice", "name": "lib"}
 
 
 async def test_a_reader_may_fork_a_private_repository_but_the_fork_stays_private(
-        client, alice, bob):
+    client, alice, bob
+):
     # GitHub: a fork of a private repository is private and can't be made public.
     await create(client, alice, "secret", visibility="private", autoInit=True)
-    resp = await client.put(f"{API}/alice/secret/collaborators/bob", json={"permission": "read"},
-                            headers=alice.headers)
+    resp = await client.put(
+        f"{API}/alice/secret/collaborators/bob", json={"permission": "read"}, headers=alice.headers
+    )
     assert resp.status in (200, 201)
     resp = await client.post(f"{API}/alice/secret/fork", json={}, headers=bob.headers)
     assert resp.status == 201 and (await resp.json())["repo"]["visibility"] == "private"
-    resp = await client.patch(f"{API}/bob/secret", json={"visibility": "public"},
-                              headers=bob.headers)
+    resp = await client.patch(
+        f"{API}/bob/secret", json={"visibility": "public"}, headers=bob.headers
+    )
     assert resp.status == 409 and "stays private" in (await resp.json())["error"]
     # Even once bob loses access to the parent, or the parent is deleted.
     await client.delete(f"{API}/alice/secret/collaborators/bob", headers=alice.headers)
     await client.delete(f"{API}/alice/secret", headers=alice.headers)
-    resp = await client.patch(f"{API}/bob/secret", json={"visibility": "public"},
-                              headers=bob.headers)
+    resp = await client.patch(
+        f"{API}/bob/secret", json={"visibility": "public"}, headers=bob.headers
+    )
     assert resp.status == 409
     carol = await sign_up(client, "carol")
     assert (await client.get(f"{API}/bob/secret", headers=carol.headers)).status == 404
@@ -147,11 +172,17 @@ async def test_the_fork_event_names_a_private_fork_to_nobody(client, alice, bob)
     await create(client, alice, "secret", visibility="private", autoInit=True)
     carol = await sign_up(client, "carol")
     for who in ("bob", "carol"):
-        await client.put(f"{API}/alice/secret/collaborators/{who}", json={"permission": "read"},
-                         headers=alice.headers)
+        await client.put(
+            f"{API}/alice/secret/collaborators/{who}",
+            json={"permission": "read"},
+            headers=alice.headers,
+        )
     ws = await connect(client, carol)  # carol watches alice/secret as a collaborator
-    resp = await client.post(f"{API}/alice/secret/fork", headers=bob.headers,
-                             json={"name": "bobs-plan", "description": "acquire the company"})
+    resp = await client.post(
+        f"{API}/alice/secret/fork",
+        headers=bob.headers,
+        json={"name": "bobs-plan", "description": "acquire the company"},
+    )
     assert resp.status == 201
     # carol reads the parent, not bob's private fork: the event names bob, not the fork.
     note = (await next_of(ws, "notification"))["notification"]
@@ -171,8 +202,11 @@ async def _private_fork(client, alice, bob, tmp_path):
     dave = await sign_up(client, "dave")
     carol = await sign_up(client, "carol")
     for who in ("bob", "carol", "dave"):
-        await client.put(f"{API}/alice/proj/collaborators/{who}", json={"permission": "read"},
-                         headers=alice.headers)
+        await client.put(
+            f"{API}/alice/proj/collaborators/{who}",
+            json={"permission": "read"},
+            headers=alice.headers,
+        )
     work = tmp_path / "w"
     await git("init", "-q", "-b", "main", str(work))
     await _commit(work, "a.txt", "a\n", "base")
@@ -185,14 +219,20 @@ async def _private_fork(client, alice, bob, tmp_path):
     return work, shared, carol, dave
 
 
-PULL = {"title": "From the fork", "head": "feat", "headRepository": {"owner": "bob", "name": "proj"}}
+PULL = {
+    "title": "From the fork",
+    "head": "feat",
+    "headRepository": {"owner": "bob", "name": "proj"},
+}
 
 
 async def test_a_reader_of_a_private_fork_may_not_open_a_pull_request_from_it(
-        client, alice, bob, tmp_path):
+    client, alice, bob, tmp_path
+):
     _, _, carol, dave = await _private_fork(client, alice, bob, tmp_path)
-    await client.put(f"{API}/bob/proj/collaborators/carol", json={"permission": "read"},
-                     headers=bob.headers)
+    await client.put(
+        f"{API}/bob/proj/collaborators/carol", json={"permission": "read"}, headers=bob.headers
+    )
     resp = await client.post(f"{API}/alice/proj/pulls", json=PULL, headers=carol.headers)
     assert resp.status == 403 and "write access" in (await resp.json())["error"]
     resp = await client.get(f"{API}/alice/proj/pulls?state=all", headers=dave.headers)
@@ -204,8 +244,9 @@ async def test_a_reader_of_a_private_fork_may_not_open_a_pull_request_from_it(
 
 async def test_the_head_freezes_when_its_author_loses_write_access(client, alice, bob, tmp_path):
     work, shared, carol, dave = await _private_fork(client, alice, bob, tmp_path)
-    await client.put(f"{API}/bob/proj/collaborators/carol", json={"permission": "write"},
-                     headers=bob.headers)
+    await client.put(
+        f"{API}/bob/proj/collaborators/carol", json={"permission": "write"}, headers=bob.headers
+    )
     resp = await client.post(f"{API}/alice/proj/pulls", json=PULL, headers=carol.headers)
     assert resp.status == 201, await resp.text()
     # carol may no longer write to the fork; bob pushes more work there.
@@ -220,5 +261,6 @@ async def test_the_head_freezes_when_its_author_loses_write_access(client, alice
         assert later not in text and "private work" not in text, path
     resp = await client.get(f"{API}/alice/proj/pulls/1/commits", headers=dave.headers)
     assert [c["oid"] for c in (await resp.json())["commits"]] == [shared]
-    assert (await client.get(f"{API}/alice/proj/commits/{later}/diff",
-                             headers=dave.headers)).status == 404
+    assert (
+        await client.get(f"{API}/alice/proj/commits/{later}/diff", headers=dave.headers)
+    ).status == 404

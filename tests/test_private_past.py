@@ -20,13 +20,16 @@ async def private_history(client, alice, tmp_path) -> str:
     """A private repository with an edited issue, a deleted comment and a branch pushed
     and deleted; returns the oid of that branch's now dangling commit."""
     await create(client, alice, "proj", visibility="private", autoInit=True)
-    resp = await client.post(REPO + "/issues", headers=alice.headers,
-                             json={"title": "Launch", "body": "the secret plan: acquire bob"})
+    resp = await client.post(
+        REPO + "/issues",
+        headers=alice.headers,
+        json={"title": "Launch", "body": "the secret plan: acquire bob"},
+    )
     assert resp.status == 201
-    await client.patch(REPO + "/issues/1", json={"body": "nothing to see"},
-                       headers=alice.headers)
-    resp = await client.post(REPO + "/issues/1/comments", json={"body": "secret comment"},
-                             headers=alice.headers)
+    await client.patch(REPO + "/issues/1", json={"body": "nothing to see"}, headers=alice.headers)
+    resp = await client.post(
+        REPO + "/issues/1/comments", json={"body": "secret comment"}, headers=alice.headers
+    )
     comment = (await resp.json())["comment"]["id"]
     resp = await client.delete(f"{REPO}/issues/1/comments/{comment}", headers=alice.headers)
     assert resp.status == 204
@@ -53,12 +56,12 @@ async def feed(client, headers=None, after: str = "0") -> list[dict]:
 async def test_the_private_past_stays_private_after_going_public(client, alice, bob, tmp_path):
     oid = await private_history(client, alice, tmp_path)
     # bob becomes a collaborator while it is still private, after all that happened.
-    await client.put(REPO + "/collaborators/bob", json={"permission": "read"},
-                     headers=alice.headers)
+    await client.put(
+        REPO + "/collaborators/bob", json={"permission": "read"}, headers=alice.headers
+    )
     resp = await client.patch(REPO, json={"visibility": "public"}, headers=alice.headers)
     assert resp.status == 200
-    resp = await client.post(REPO + "/issues", json={"title": "Hello world"},
-                             headers=alice.headers)
+    resp = await client.post(REPO + "/issues", json={"title": "Hello world"}, headers=alice.headers)
     assert resp.status == 201
 
     for who in (None, bob.headers):
@@ -66,7 +69,8 @@ async def test_the_private_past_stays_private_after_going_public(client, alice, 
         text = json.dumps(seen)
         assert "secret" not in text and oid not in text
         assert [(e["type"], e["data"].get("action"), e.get("public")) for e in seen] == [
-            ("issue", "opened", True)], who
+            ("issue", "opened", True)
+        ], who
     # The owner keeps the whole history, each event marked with what it was.
     mine = await feed(client, alice.headers)
     assert [e["public"] for e in mine] == [False] * (len(mine) - 1) + [True]
@@ -102,16 +106,23 @@ async def test_resume_and_live_sockets_skip_the_private_past(client, alice, bob,
 
 
 async def test_a_hook_added_later_hears_nothing_of_the_private_past(
-        aiohttp_client, aiohttp_server, tmp_path):
+    aiohttp_client, aiohttp_server, tmp_path
+):
     config = make_config(tmp_path, webhooks__allowed_hosts=["127.0.0.1"])
     client = await aiohttp_client(create_app(config))
     alice = await sign_up(client, "alice")
     receiver = await _receiver(aiohttp_server)
     await private_history(client, alice, tmp_path)
     await client.patch(REPO, json={"visibility": "public"}, headers=alice.headers)
-    resp = await client.post(REPO + "/hooks", headers=alice.headers, json={
-        "url": receiver.url, "format": "json",
-        "events": ["issue", "push", "pull_request", "star", "fork"]})
+    resp = await client.post(
+        REPO + "/hooks",
+        headers=alice.headers,
+        json={
+            "url": receiver.url,
+            "format": "json",
+            "events": ["issue", "push", "pull_request", "star", "fork"],
+        },
+    )
     assert resp.status == 201, await resp.text()
     await client.post(REPO + "/issues", json={"title": "Public now"}, headers=alice.headers)
     [got] = await receiver.wait_for(1)

@@ -37,8 +37,11 @@ async def setup_branches(client, alice, tmp_path, conflict=False):
 
 
 async def open_pull(client, user, head="topic", **extra):
-    resp = await client.post(API + "/pulls", json={"title": "Topic", "body": "please", "head": head,
-                                                   **extra}, headers=user.headers)
+    resp = await client.post(
+        API + "/pulls",
+        json={"title": "Topic", "body": "please", "head": head, **extra},
+        headers=user.headers,
+    )
     assert resp.status == 201, await resp.text()
     return (await resp.json())["pullRequest"]
 
@@ -59,17 +62,44 @@ async def test_create_fields_duplicates_and_missing_branches(client, alice, bob,
     await setup_branches(client, alice, tmp_path)
     await client.post(API + "/issues", json={"title": "an issue"}, headers=alice.headers)
     pull = await open_pull(client, bob)
-    for field in ("id", "number", "title", "body", "state", "author", "head", "base",
-                  "headRepository", "merged", "mergeable", "mergedAt", "mergedBy", "mergeCommit",
-                  "commentCount", "createdAt", "updatedAt", "closedAt"):
+    for field in (
+        "id",
+        "number",
+        "title",
+        "body",
+        "state",
+        "author",
+        "head",
+        "base",
+        "headRepository",
+        "merged",
+        "mergeable",
+        "mergedAt",
+        "mergedBy",
+        "mergeCommit",
+        "commentCount",
+        "createdAt",
+        "updatedAt",
+        "closedAt",
+    ):
         assert field in pull
     assert pull["number"] == 2  # one sequence with issues
-    assert (pull["base"], pull["state"], pull["merged"], pull["mergeable"]) == ("main", "open", False, True)
-    resp = await client.post(API + "/pulls", json={"title": "again", "head": "topic"},
-                             headers=bob.headers)
+    assert (pull["base"], pull["state"], pull["merged"], pull["mergeable"]) == (
+        "main",
+        "open",
+        False,
+        True,
+    )
+    resp = await client.post(
+        API + "/pulls", json={"title": "again", "head": "topic"}, headers=bob.headers
+    )
     assert resp.status == 409
-    for body in ({"title": "x", "head": "nope"}, {"title": "x", "head": "topic", "base": "nope"},
-                 {"title": "x", "head": "main"}, {"title": "x"}):
+    for body in (
+        {"title": "x", "head": "nope"},
+        {"title": "x", "head": "topic", "base": "nope"},
+        {"title": "x", "head": "main"},
+        {"title": "x"},
+    ):
         resp = await client.post(API + "/pulls", json=body, headers=bob.headers)
         assert resp.status == 400, body
     assert (await client.get(API + "/pulls/1")).status == 404  # #1 is an issue
@@ -81,7 +111,9 @@ async def test_list_states_and_ignore_unknown(client, alice, tmp_path):
     body = await (await client.get(API + "/pulls")).json()
     assert [p["number"] for p in body["pullRequests"]] == [1] and body["hasMore"] is False
     await client.patch(API + "/pulls/1", json={"state": "closed"}, headers=alice.headers)
-    assert (await (await client.get(API + "/pulls?state=closed")).json())["pullRequests"][0]["state"] == "closed"
+    assert (await (await client.get(API + "/pulls?state=closed")).json())["pullRequests"][0][
+        "state"
+    ] == "closed"
     assert (await (await client.get(API + "/pulls?state=merged")).json())["pullRequests"] == []
     assert (await client.get(API + "/pulls?state=weird")).status == 400
     assert (await client.get(API + "/pulls?sort=new")).status == 400
@@ -130,8 +162,11 @@ async def test_squash_is_one_commit_with_one_parent(client, alice, tmp_path):
     work = await setup_branches(client, alice, tmp_path)
     before = (await git("rev-parse", "main", cwd=work))[1].strip()
     await open_pull(client, alice)
-    resp = await client.post(API + "/pulls/1/merge", json={"method": "squash", "message": "Squashed!"},
-                             headers=alice.headers)
+    resp = await client.post(
+        API + "/pulls/1/merge",
+        json={"method": "squash", "message": "Squashed!"},
+        headers=alice.headers,
+    )
     assert resp.status == 200
     clone = await clone_main(client, tmp_path, "c2")
     assert (await git("log", "-1", "--format=%P", cwd=clone))[1].split() == [before]
@@ -143,8 +178,9 @@ async def test_fast_forward_only_when_possible(client, alice, tmp_path):
     work = await setup_branches(client, alice, tmp_path)
     await open_pull(client, alice)
     topic = (await git("rev-parse", "topic", cwd=work))[1].strip()
-    resp = await client.post(API + "/pulls/1/merge", json={"method": "fast-forward"},
-                             headers=alice.headers)
+    resp = await client.post(
+        API + "/pulls/1/merge", json={"method": "fast-forward"}, headers=alice.headers
+    )
     assert resp.status == 200
     assert (await resp.json())["pullRequest"]["mergeCommit"] == topic
     clone = await clone_main(client, tmp_path, "c3")
@@ -157,8 +193,9 @@ async def test_fast_forward_only_when_possible(client, alice, tmp_path):
     await git("push", "-q", remote(client, alice, "alice", "proj"), "later", cwd=work)
     await open_pull(client, alice, head="later")
     before = await (await client.get(API + "/branches")).json()
-    resp = await client.post(API + "/pulls/2/merge", json={"method": "fast-forward"},
-                             headers=alice.headers)
+    resp = await client.post(
+        API + "/pulls/2/merge", json={"method": "fast-forward"}, headers=alice.headers
+    )
     assert resp.status == 409
     assert await (await client.get(API + "/branches")).json() == before
     assert (await (await client.get(API + "/pulls/2")).json())["pullRequest"]["state"] == "open"
@@ -176,8 +213,9 @@ async def test_conflict_is_409_and_changes_nothing(client, alice, tmp_path):
     assert listed["mergeable"] is False
     before = await (await client.get(API + "/branches")).json()
     for method in ("merge", "squash"):
-        resp = await client.post(API + "/pulls/1/merge", json={"method": method},
-                                 headers=alice.headers)
+        resp = await client.post(
+            API + "/pulls/1/merge", json={"method": method}, headers=alice.headers
+        )
         assert resp.status == 409 and "conflict" in (await resp.json())["error"]
     assert await (await client.get(API + "/branches")).json() == before
     assert (await (await client.get(API + "/pulls/1")).json())["pullRequest"]["state"] == "open"
@@ -209,9 +247,11 @@ async def test_pull_request_from_a_fork(client, events, alice, bob, tmp_path):
     pull = await open_pull(client, bob, head="fix", headRepository={"owner": "bob", "name": "proj"})
     assert pull["headRepository"] == {"owner": "bob", "name": "proj"}
     assert pull["mergeable"] is True
-    resp = await client.post(API + "/pulls", json={
-        "title": "x", "head": "fix", "headRepository": {"owner": "bob", "name": "nope"}},
-        headers=bob.headers)
+    resp = await client.post(
+        API + "/pulls",
+        json={"title": "x", "head": "fix", "headRepository": {"owner": "bob", "name": "nope"}},
+        headers=bob.headers,
+    )
     assert resp.status == 404
     resp = await client.post(API + "/pulls/1/merge", json={}, headers=alice.headers)
     assert resp.status == 200, await resp.text()
@@ -273,14 +313,18 @@ async def _main_history(client, tmp_path, name):
 
 
 @pytest.mark.parametrize("method", ["squash", "merge", "fast-forward"])
-async def test_concurrent_merges_of_one_pull_request_merge_it_once(client, events, alice,
-                                                                    tmp_path, method):
+async def test_concurrent_merges_of_one_pull_request_merge_it_once(
+    client, events, alice, tmp_path, method
+):
     work = await setup_branches(client, alice, tmp_path)
     before = (await git("rev-parse", "main", cwd=work))[1].strip()
     await open_pull(client, alice)
-    answers = await asyncio.gather(*(
-        client.post(API + "/pulls/1/merge", json={"method": method}, headers=alice.headers)
-        for _ in range(4)))
+    answers = await asyncio.gather(
+        *(
+            client.post(API + "/pulls/1/merge", json={"method": method}, headers=alice.headers)
+            for _ in range(4)
+        )
+    )
     assert sorted(r.status for r in answers) == [200, 409, 409, 409]
     # The base branch moved by exactly one commit (on its first-parent line).
     assert (await _main_history(client, tmp_path, "c")).index(before) == 1
@@ -294,7 +338,8 @@ async def test_a_merge_racing_a_close_has_one_winner(client, alice, tmp_path):
     await open_pull(client, alice)
     merge, close = await asyncio.gather(
         client.post(API + "/pulls/1/merge", json={"method": "squash"}, headers=alice.headers),
-        client.patch(API + "/pulls/1", json={"state": "closed"}, headers=alice.headers))
+        client.patch(API + "/pulls/1", json={"state": "closed"}, headers=alice.headers),
+    )
     pull = (await (await client.get(API + "/pulls/1")).json())["pullRequest"]
     head = (await _main_history(client, tmp_path, "c"))[0]
     assert sorted((merge.status, close.status)) == [200, 409]
@@ -324,13 +369,23 @@ async def test_two_processes_merging_one_pull_request_merge_it_once(tmp_path):
         await git("add", "-A", cwd=work)
         await git("commit", "-qm", "topic", cwd=work)
         await git("push", "-q", url, "main", "topic", cwd=work)
-        assert (await asyncio.to_thread(first.request, "POST", "/api/repositories/owner/proj/pulls",
-                                        {"title": "T", "head": "topic"}, headers))[0] == 201
+        assert (
+            await asyncio.to_thread(
+                first.request,
+                "POST",
+                "/api/repositories/owner/proj/pulls",
+                {"title": "T", "head": "topic"},
+                headers,
+            )
+        )[0] == 201
         await asyncio.to_thread(second.start)
         path = "/api/repositories/owner/proj/pulls/1/merge"
-        answers = await asyncio.gather(*(
-            asyncio.to_thread(server.request, "POST", path, {"method": "squash"}, headers)
-            for server in (first, second, first, second)))
+        answers = await asyncio.gather(
+            *(
+                asyncio.to_thread(server.request, "POST", path, {"method": "squash"}, headers)
+                for server in (first, second, first, second)
+            )
+        )
         assert sorted(status for status, _ in answers) == [200, 409, 409, 409]
         clone = tmp_path / "c"
         await git("clone", "-q", url, str(clone))

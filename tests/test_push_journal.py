@@ -35,15 +35,19 @@ async def test_a_push_left_in_flight_is_reconciled_at_start(aiohttp_client, tmp_
     await store.repos.push_started(int(repo["id"]), alice.id, refs)
     for n in range(3):
         await git("commit", "-q", "--allow-empty", "-m", f"late {n}", cwd=work)
-    await git("push", "-q", str(files.path(int(repo["id"]))), "main", "main:refs/heads/side",
-              cwd=work)
+    await git(
+        "push", "-q", str(files.path(int(repo["id"]))), "main", "main:refs/heads/side", cwd=work
+    )
     await client.close()
 
     restarted = await aiohttp_client(create_app(config))
     resp = await restarted.get("/api/repositories/alice/proj/events")
     pushes = [e for e in (await resp.json())["events"] if e["type"] == "push"]
     assert [(p["data"]["ref"], p["data"]["totalCommits"]) for p in pushes] == [
-        ("refs/heads/main", 1), ("refs/heads/main", 3), ("refs/heads/side", 3)]
+        ("refs/heads/main", 1),
+        ("refs/heads/main", 3),
+        ("refs/heads/side", 3),
+    ]
     assert pushes[1]["actor"]["username"] == "alice"
     assert pushes[2]["data"]["created"] is True
     assert await restarted.app[STORE].repos.pushes_in_flight() == []
@@ -70,14 +74,16 @@ async def test_sigkill_during_pushes_loses_no_push_event(tmp_path):
     script = "".join(
         f"commit refs/heads/main\ncommitter T <t@example.com> {1700000000 + n} +0000\n"
         f"data <<EOT\nc{n}\nEOT\nM 100644 inline f{n % 50}.txt\ndata 4\n{n:03d}\n\n"
-        for n in range(300))
+        for n in range(300)
+    )
     await git("fast-import", "--quiet", cwd=work, stdin=script.encode())
     bare = next((tmp_path / "data" / "repositories").glob("*/*.git"))
     push = asyncio.ensure_future(git("push", url, "main", cwd=work, check=False))
     # Kill the server the moment the branch exists on disk: git has applied the push.
     for _ in range(20000):
-        code, _, _ = await git("--git-dir", str(bare), "rev-parse", "--verify", "-q",
-                               "refs/heads/main", check=False)
+        code, _, _ = await git(
+            "--git-dir", str(bare), "rev-parse", "--verify", "-q", "refs/heads/main", check=False
+        )
         if code == 0:
             break
     server.proc.send_signal(signal.SIGKILL)
@@ -86,8 +92,9 @@ async def test_sigkill_during_pushes_loses_no_push_event(tmp_path):
     restarted = ServerProcess(tmp_path / "data", server.settings)
     await asyncio.to_thread(restarted.start)
     try:
-        status, feed = await asyncio.to_thread(restarted.request, "GET",
-                                               "/api/repositories/owner/proj/events")
+        status, feed = await asyncio.to_thread(
+            restarted.request, "GET", "/api/repositories/owner/proj/events"
+        )
     finally:
         await asyncio.to_thread(restarted.stop)
     pushes = [e for e in feed["events"] if e["type"] == "push"]

@@ -14,8 +14,7 @@ from hubsvc.store.engines.sqlite import ReadTimeout
 from .conftest import make_config, sign_up
 
 # Counts without end: only the deadline stops it.
-ENDLESS = ("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n)"
-           " SELECT COUNT(*) FROM n")
+ENDLESS = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT COUNT(*) FROM n"
 
 
 def _endless(conn):

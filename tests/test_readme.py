@@ -29,13 +29,16 @@ def section(title: str) -> str:
     """The text of README's `## title` section, up to the next `## ` heading."""
     start = README.index(f"\n## {title}\n")
     end = README.find("\n## ", start + 1)
-    return README[start:end if end != -1 else None]
+    return README[start : end if end != -1 else None]
 
 
 def blocks(text: str, lang: str) -> list[tuple[bool, str]]:
     """(marked runnable, code) of every fenced block of `lang` in text, in order."""
-    return [(text[:m.start()].rstrip().endswith(MARK), m[2])
-            for m in FENCE.finditer(text) if m[1] == lang]
+    return [
+        (text[: m.start()].rstrip().endswith(MARK), m[2])
+        for m in FENCE.finditer(text)
+        if m[1] == lang
+    ]
 
 
 def runnable() -> list[str]:
@@ -47,8 +50,9 @@ def test_every_block_of_the_walkthrough_is_marked_runnable():
     assert walkthrough and all(marked for marked, _ in walkthrough)
 
 
-@pytest.mark.skipif(not (shutil.which("curl") and shutil.which("git")),
-                    reason="needs curl and git on PATH")
+@pytest.mark.skipif(
+    not (shutil.which("curl") and shutil.which("git")), reason="needs curl and git on PATH"
+)
 def test_runnable_blocks_succeed_in_order_against_a_real_server(tmp_path):
     server = ServerProcess(tmp_path / "data").start()
     try:
@@ -57,16 +61,26 @@ def test_runnable_blocks_succeed_in_order_against_a_real_server(tmp_path):
         shim = tmp_path / "bin"
         shim.mkdir()
         (shim / "curl").write_text(
-            f'#!/bin/sh\nexec {shlex.quote(shutil.which("curl"))} --fail-with-body "$@"\n')
+            f'#!/bin/sh\nexec {shlex.quote(shutil.which("curl"))} --fail-with-body "$@"\n'
+        )
         (shim / "curl").chmod(0o755)
         script = "\n".join(runnable()).replace("localhost:8080", f"127.0.0.1:{server.port}")
         home = tmp_path / "home"  # a fresh machine: no git or curl configuration
         (home / "work").mkdir(parents=True)
         proc = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", script], cwd=home / "work",
-            capture_output=True, text=True, timeout=120,
-            env={"PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "HOME": str(home),
-                 "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "LANG": "C.UTF-8"})
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=home / "work",
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={
+                "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}",
+                "HOME": str(home),
+                "GIT_TERMINAL_PROMPT": "0",
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "LANG": "C.UTF-8",
+            },
+        )
     finally:
         server.stop()
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
@@ -79,7 +93,7 @@ def test_runnable_blocks_succeed_in_order_against_a_real_server(tmp_path):
 
 
 def test_install_commands_parse_and_name_what_exists():
-    first, second = [code for _, code in blocks(README[:README.index("\n## ")], "sh")]
+    first, second = [code for _, code in blocks(README[: README.index("\n## ")], "sh")]
     for code in (first, second):
         subprocess.run(["bash", "-n", "-c", code], check=True)
         assert "python -m pip install -e " in code
@@ -104,15 +118,25 @@ def _self_signed(folder) -> tuple[str, str]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "git.example.com")])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(1)
-            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
     cert_path, key_path = folder / "cert.pem", folder / "key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return str(cert_path), str(key_path)
 
 
@@ -122,16 +146,27 @@ def test_nginx_snippet_passes_nginx_t(tmp_path):
     cert, key = _self_signed(tmp_path)
     # Only the files it names move into tmp_path: the certificate and the access log.
     files = {"ssl_certificate": cert, "ssl_certificate_key": key}
-    snippet = re.sub(r"^(\s*(ssl_certificate|ssl_certificate_key)\s+)\S+;",
-                     lambda m: f"{m[1]}{files[m[2]]};", snippet, flags=re.M)
-    snippet = re.sub(r"^(\s*access_log\s+)\S+", rf"\g<1>{tmp_path}/hubsvc.log", snippet,
-                     flags=re.M)
+    snippet = re.sub(
+        r"^(\s*(ssl_certificate|ssl_certificate_key)\s+)\S+;",
+        lambda m: f"{m[1]}{files[m[2]]};",
+        snippet,
+        flags=re.M,
+    )
+    snippet = re.sub(r"^(\s*access_log\s+)\S+", rf"\g<1>{tmp_path}/hubsvc.log", snippet, flags=re.M)
     (tmp_path / "hubsvc.conf").write_text(snippet)
-    temp = "".join(f"    {kind}_temp_path {tmp_path}/{kind};\n"
-                   for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    temp = "".join(
+        f"    {kind}_temp_path {tmp_path}/{kind};\n"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
     conf = tmp_path / "nginx.conf"
-    conf.write_text(f"pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\n"
-                    f"events {{}}\nhttp {{\n{temp}    include {tmp_path}/hubsvc.conf;\n}}\n")
-    proc = subprocess.run(["nginx", "-t", "-p", str(tmp_path), "-e", str(tmp_path / "error.log"),
-                           "-c", str(conf)], capture_output=True, text=True, timeout=30)
+    conf.write_text(
+        f"pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\n"
+        f"events {{}}\nhttp {{\n{temp}    include {tmp_path}/hubsvc.conf;\n}}\n"
+    )
+    proc = subprocess.run(
+        ["nginx", "-t", "-p", str(tmp_path), "-e", str(tmp_path / "error.log"), "-c", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 0, proc.stderr

@@ -14,8 +14,11 @@ async def test_pull_files_commits_diff_and_patch(client, alice, tmp_path):
     await create(client, alice, "proj")
     work = tmp_path / "work"
     await git("init", "-q", "-b", "main", str(work))
-    for name, text in (("a.txt", "one\ntwo\nthree\n"), ("b.txt", "bee\n" * 20),
-                       ("gone.txt", "gone\n")):
+    for name, text in (
+        ("a.txt", "one\ntwo\nthree\n"),
+        ("b.txt", "bee\n" * 20),
+        ("gone.txt", "gone\n"),
+    ):
         (work / name).write_text(text)
     await git("add", "-A", cwd=work)
     await git("commit", "-qm", "base", cwd=work)
@@ -43,8 +46,14 @@ async def test_pull_files_commits_diff_and_patch(client, alice, tmp_path):
     assert resp.status == 200
     body = await resp.json()
     by_path = {f["path"]: f for f in body["files"]}
-    assert set(by_path) == {"a.txt", "c.txt", "gone.txt", "img.bin", 'odd "name"\t.txt',
-                            "moved.txt"}
+    assert set(by_path) == {
+        "a.txt",
+        "c.txt",
+        "gone.txt",
+        "img.bin",
+        'odd "name"\t.txt',
+        "moved.txt",
+    }
     assert body["totalFiles"] == 6 and body["hasMore"] is False
     a = by_path["a.txt"]
     assert (a["status"], a["additions"], a["deletions"]) == ("modified", 1, 0)
@@ -59,12 +68,17 @@ async def test_pull_files_commits_diff_and_patch(client, alice, tmp_path):
     first = await (await client.get(API + "/pulls/1/files?limit=2")).json()
     second = await (await client.get(API + "/pulls/1/files?limit=2&offset=2")).json()
     assert first["hasMore"] and len(first["files"]) == 2
-    assert [f["path"] for f in first["files"] + second["files"]] == [f["path"] for f in body["files"][:4]]
+    assert [f["path"] for f in first["files"] + second["files"]] == [
+        f["path"] for f in body["files"][:4]
+    ]
     assert (await client.get(API + "/pulls/1/files?limit=0")).status == 400
 
     commits = await (await client.get(API + "/pulls/1/commits")).json()
     assert [c["message"].strip() for c in commits["commits"]] == [
-        "topic work", "second topic commit", "rename"]  # oldest first
+        "topic work",
+        "second topic commit",
+        "rename",
+    ]  # oldest first
     assert commits["totalCommits"] == 3 and commits["hasMore"] is False
     page = await (await client.get(API + "/pulls/1/commits?limit=1&offset=1")).json()
     assert [c["message"].strip() for c in page["commits"]] == ["second topic commit"]
@@ -99,10 +113,16 @@ async def test_merged_pull_keeps_showing_what_it_merged(client, alice, tmp_path)
 async def test_private_pull_review_routes_are_404(client, alice, bob, tmp_path):
     await setup_branches(client, alice, tmp_path)
     await open_pull(client, alice)
-    await client.patch("/api/repositories/alice/proj", json={"visibility": "private"},
-                       headers=alice.headers)
-    for path in ("/pulls/1/files", "/pulls/1/commits", "/pulls/1.diff", "/pulls/1.patch",
-                 "/compare/main...topic"):
+    await client.patch(
+        "/api/repositories/alice/proj", json={"visibility": "private"}, headers=alice.headers
+    )
+    for path in (
+        "/pulls/1/files",
+        "/pulls/1/commits",
+        "/pulls/1.diff",
+        "/pulls/1.patch",
+        "/compare/main...topic",
+    ):
         assert (await client.get(API + path, headers=bob.headers)).status == 404, path
         assert (await client.get(API + path, headers=alice.headers)).status == 200, path
 
@@ -128,8 +148,12 @@ async def test_compare(client, alice, tmp_path):
     assert (same["status"], same["files"], same["commits"]) == ("identical", [], [])
     short = body["headCommit"][:8]
     assert (await (await client.get(API + f"/compare/main...{short}")).json())["aheadBy"] == 1
-    for spec, status in (("main..topic", 400), ("main...", 400), ("main...nope", 404),
-                         ("nope...main", 404)):
+    for spec, status in (
+        ("main..topic", 400),
+        ("main...", 400),
+        ("main...nope", 404),
+        ("nope...main", 404),
+    ):
         resp = await client.get(API + "/compare/" + spec)
         assert resp.status == status, spec
         assert "error" in await resp.json()
@@ -139,12 +163,16 @@ async def test_edit_and_delete_comments(client, alice, bob, events, tmp_path):
     carol = await sign_up(client, "carol")
     dave = await sign_up(client, "dave")
     await client.post("/api/repositories", json={"name": "proj"}, headers=alice.headers)
-    await client.put(API + "/collaborators/dave", json={"permission": "admin"},
-                     headers=alice.headers)
-    await client.put(API + "/collaborators/carol", json={"permission": "write"},
-                     headers=alice.headers)
+    await client.put(
+        API + "/collaborators/dave", json={"permission": "admin"}, headers=alice.headers
+    )
+    await client.put(
+        API + "/collaborators/carol", json={"permission": "write"}, headers=alice.headers
+    )
     await client.post(API + "/issues", json={"title": "t"}, headers=alice.headers)
-    resp = await client.post(API + "/issues/1/comments", json={"body": "first"}, headers=bob.headers)
+    resp = await client.post(
+        API + "/issues/1/comments", json={"body": "first"}, headers=bob.headers
+    )
     comment = (await resp.json())["comment"]
     assert comment["edited"] is False
     url = API + f"/issues/1/comments/{comment['id']}"
@@ -164,14 +192,16 @@ async def test_edit_and_delete_comments(client, alice, bob, events, tmp_path):
     # The repository's admin may edit too; the issue's number must match the comment's.
     assert (await client.patch(url, json={"body": "by admin"}, headers=dave.headers)).status == 200
     await client.post(API + "/issues", json={"title": "other"}, headers=alice.headers)
-    assert (await client.delete(API + f"/issues/2/comments/{comment['id']}",
-                                headers=alice.headers)).status == 404
+    assert (
+        await client.delete(API + f"/issues/2/comments/{comment['id']}", headers=alice.headers)
+    ).status == 404
     for bad in ("x", "0", "99999", "1" * 40):
-        assert (await client.delete(API + f"/issues/1/comments/{bad}",
-                                    headers=alice.headers)).status == 404
+        assert (
+            await client.delete(API + f"/issues/1/comments/{bad}", headers=alice.headers)
+        ).status == 404
     assert (await client.delete(url, headers=bob.headers)).status == 204
     assert (await client.delete(url, headers=bob.headers)).status == 404
-    issue = (await (await client.get(API + "/issues/1")).json())
+    issue = await (await client.get(API + "/issues/1")).json()
     assert issue["issue"]["commentCount"] == 0 and issue["comments"] == []
 
     await client.app[BUS].drain()
@@ -187,12 +217,16 @@ async def test_pull_comments_edit_by_owner_and_private_404(client, alice, bob, e
     resp = await client.post(API + "/pulls/1/comments", json={"body": "lgtm"}, headers=bob.headers)
     cid = (await resp.json())["comment"]["id"]
     url = API + f"/pulls/1/comments/{cid}"
-    assert (await client.patch(API + f"/issues/1/comments/{cid}", json={"body": "x"},
-                               headers=alice.headers)).status == 404  # #1 is a pull request
+    assert (
+        await client.patch(
+            API + f"/issues/1/comments/{cid}", json={"body": "x"}, headers=alice.headers
+        )
+    ).status == 404  # #1 is a pull request
     resp = await client.patch(url, json={"body": "LGTM"}, headers=alice.headers)  # the owner
     assert resp.status == 200 and (await resp.json())["comment"]["edited"] is True
-    await client.patch("/api/repositories/alice/proj", json={"visibility": "private"},
-                       headers=alice.headers)
+    await client.patch(
+        "/api/repositories/alice/proj", json={"visibility": "private"}, headers=alice.headers
+    )
     assert (await client.patch(url, json={"body": "x"}, headers=bob.headers)).status == 404
     assert (await client.delete(url, headers=bob.headers)).status == 404
     assert (await client.delete(url, headers=alice.headers)).status == 204
@@ -209,7 +243,9 @@ async def test_huge_file_patch_is_left_out_and_marked(client, alice, tmp_path):
     await git("commit", "-qm", "big", cwd=work)
     await git("push", "-q", remote(client, alice, "alice", "proj"), "topic", cwd=work)
     await open_pull(client, alice)
-    files = {f["path"]: f for f in (await (await client.get(API + "/pulls/1/files")).json())["files"]}
+    files = {
+        f["path"]: f for f in (await (await client.get(API + "/pulls/1/files")).json())["files"]
+    }
     big = files["big.txt"]
     assert (big["additions"], big["patch"], big["truncated"]) == (20001, "", True)
     assert "truncated" not in files["c.txt"] and files["c.txt"]["patch"]

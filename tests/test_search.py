@@ -42,8 +42,11 @@ async def test_repository_search_ranked_paged_and_echoed(client, alice):
 async def test_index_follows_create_rename_edit_and_delete(client, alice):
     await create(client, alice, "alpha")
     assert len((await search(client, "alpha"))["results"]) == 1
-    await client.patch("/api/repositories/alice/alpha", json={"name": "beta", "description": "zeta"},
-                       headers=alice.headers)
+    await client.patch(
+        "/api/repositories/alice/alpha",
+        json={"name": "beta", "description": "zeta"},
+        headers=alice.headers,
+    )
     assert (await search(client, "alpha"))["results"] == []
     assert len((await search(client, "beta"))["results"]) == 1
     assert len((await search(client, "zeta"))["results"]) == 1
@@ -53,16 +56,20 @@ async def test_index_follows_create_rename_edit_and_delete(client, alice):
 
 async def test_issue_pull_and_user_search(client, alice):
     await create(client, alice, "proj")
-    await client.post("/api/repositories/alice/proj/issues",
-                      json={"title": "Crash on startup", "body": "segfault"}, headers=alice.headers)
+    await client.post(
+        "/api/repositories/alice/proj/issues",
+        json={"title": "Crash on startup", "body": "segfault"},
+        headers=alice.headers,
+    )
     body = await search(client, "crash", "issues")
     hit = body["results"][0]
     assert hit["type"] == "issue" and hit["title"] == "Crash on startup"
     assert hit["repository"] == {"owner": "alice", "name": "proj"}
     assert hit["description"] == "segfault" and hit["number"] == 1
     assert (await search(client, "segfault", "pulls"))["results"] == []
-    await client.patch("/api/repositories/alice/proj/issues/1", json={"title": "Hang"},
-                       headers=alice.headers)
+    await client.patch(
+        "/api/repositories/alice/proj/issues/1", json={"title": "Hang"}, headers=alice.headers
+    )
     assert (await search(client, "crash", "issues"))["results"] == []
     assert len((await search(client, "hang", "issues"))["results"]) == 1
     users = await search(client, "alice", "users")
@@ -72,17 +79,25 @@ async def test_issue_pull_and_user_search(client, alice):
 async def test_private_hits_only_for_readers(client, alice, bob):
     carol = await sign_up(client, "carol")
     await create(client, alice, "secretive", visibility="private")
-    await client.post("/api/repositories/alice/secretive/issues",
-                      json={"title": "secretive issue"}, headers=alice.headers)
-    await client.put("/api/repositories/alice/secretive/collaborators/carol",
-                     json={"permission": "read"}, headers=alice.headers)
+    await client.post(
+        "/api/repositories/alice/secretive/issues",
+        json={"title": "secretive issue"},
+        headers=alice.headers,
+    )
+    await client.put(
+        "/api/repositories/alice/secretive/collaborators/carol",
+        json={"permission": "read"},
+        headers=alice.headers,
+    )
     for who in (None, bob):
         headers = who.headers if who else None
         assert (await search(client, "secretive", headers=headers))["results"] == []
         assert (await search(client, "secretive", "issues", headers=headers))["results"] == []
     for who in (alice, carol):
         assert len((await search(client, "secretive", headers=who.headers))["results"]) == 1
-        assert len((await search(client, "secretive", "issues", headers=who.headers))["results"]) == 1
+        assert (
+            len((await search(client, "secretive", "issues", headers=who.headers))["results"]) == 1
+        )
 
 
 async def test_bad_queries(client):
@@ -97,11 +112,38 @@ async def test_bad_queries(client):
         assert resp.status == 200, q
 
 
-FTS_SYNTAX = ['"', '""', '"my cool', 'my" cool"', "*", "cool*", "^cool", "name:cool",
-              "{name description}: cool", "(cool)", "(cool OR tool", "cool) AND (",
-              "NEAR(my tool, 2)", "NEAR", "AND", "OR", "NOT cool", "cool + tool", "-cool",
-              "'cool'", "\\", "%", "_", "-_.", "my_cool.tool", "\u00e9\u0301", "\U0001f600 cool",
-              "\ue000", "a" * 256, " ".join(["cool"] * 40)]
+FTS_SYNTAX = [
+    '"',
+    '""',
+    '"my cool',
+    'my" cool"',
+    "*",
+    "cool*",
+    "^cool",
+    "name:cool",
+    "{name description}: cool",
+    "(cool)",
+    "(cool OR tool",
+    "cool) AND (",
+    "NEAR(my tool, 2)",
+    "NEAR",
+    "AND",
+    "OR",
+    "NOT cool",
+    "cool + tool",
+    "-cool",
+    "'cool'",
+    "\\",
+    "%",
+    "_",
+    "-_.",
+    "my_cool.tool",
+    "\u00e9\u0301",
+    "\U0001f600 cool",
+    "\ue000",
+    "a" * 256,
+    " ".join(["cool"] * 40),
+]
 
 
 async def test_fts_syntax_is_plain_text_for_every_type(client, alice):
@@ -111,7 +153,7 @@ async def test_fts_syntax_is_plain_text_for_every_type(client, alice):
             resp = await client.get("/api/search", params={"q": q, "type": kind})
             assert resp.status == 200, (kind, q, await resp.text())
     # The words still count, whatever surrounds them.
-    for q in ("(cool)", "^cool", "cool*", "my_cool.tool", "'cool'?", "\"cool\""):
+    for q in ("(cool)", "^cool", "cool*", "my_cool.tool", "'cool'?", '"cool"'):
         assert [r["name"] for r in (await search(client, q))["results"]] == ["my-cool-tool"], q
 
 
@@ -124,8 +166,16 @@ async def test_repository_found_by_any_word_of_its_name(client, alice):
     await create(client, alice, "vault-be71b57345")
     await create(client, alice, "tool-cool-my")
     await create(client, alice, "snake_case.name")
-    for q in ("cool", "coo", "my-cool-tool", "my cool tool", '"my cool tool"', "My-Cool-Tool",
-              "my-cool-to", "cool-tool"):
+    for q in (
+        "cool",
+        "coo",
+        "my-cool-tool",
+        "my cool tool",
+        '"my cool tool"',
+        "My-Cool-Tool",
+        "my-cool-to",
+        "cool-tool",
+    ):
         assert "my-cool-tool" in await names(client, q), q
     # A name written with its punctuation is those words in that order.
     assert await names(client, "my-cool-tool") == ["my-cool-tool"]
@@ -143,8 +193,12 @@ async def test_repository_found_by_its_full_name(client, alice, bob):
     await create(client, alice, "vault-hidden", visibility="private")
     await sign_up(client, "client")
     await create(client, bob, "chat", description="a client/server chat")
-    for q in ("alice/vault-be71b57345", "Alice/Vault-BE71B57345", " alice/vault-be71 ",
-              "alice/be71b57345"):
+    for q in (
+        "alice/vault-be71b57345",
+        "Alice/Vault-BE71B57345",
+        " alice/vault-be71 ",
+        "alice/be71b57345",
+    ):
         body = await search(client, q)
         assert [r["fullName"] for r in body["results"]] == ["alice/vault-be71b57345"], q
     assert len((await search(client, "vault-be71b57345"))["results"]) == 2
@@ -192,8 +246,11 @@ async def test_pull_request_titles_with_punctuation(client, alice, tmp_path):
         await git("commit", "-qm", branch, cwd=work)
     await git("push", "-q", remote(client, alice, "alice", "proj"), "main", "one", "two", cwd=work)
     for head, title in (("one", "Add my-cool-tool.yml"), ("two", "Tool: my cool yml")):
-        resp = await client.post("/api/repositories/alice/proj/pulls", headers=alice.headers,
-                                 json={"title": title, "body": "", "head": head})
+        resp = await client.post(
+            "/api/repositories/alice/proj/pulls",
+            headers=alice.headers,
+            json={"title": title, "body": "", "head": head},
+        )
         assert resp.status == 201, await resp.text()
     for q in ("cool", "coo", "my cool tool", "yml"):
         assert "Add my-cool-tool.yml" in await names(client, q, "pulls", "title"), q
@@ -209,20 +266,23 @@ async def test_name_and_title_matches_rank_above_body_matches(client, alice):
     for q in ("cool", "my-cool-tool", "my cool tool"):
         assert await names(client, q) == ["my-cool-tool", "notes"], q
     url = "/api/repositories/alice/notes/issues"
-    await client.post(url, json={"title": "notes", "body": "my-cool-tool crashes, cool"},
-                      headers=alice.headers)
+    await client.post(
+        url, json={"title": "notes", "body": "my-cool-tool crashes, cool"}, headers=alice.headers
+    )
     await client.post(url, json={"title": "my-cool-tool crashes"}, headers=alice.headers)
     assert await names(client, "cool", "issues", "title") == ["my-cool-tool crashes", "notes"]
     zed = await sign_up(client, "zed")
-    resp = await client.patch("/api/users/me/settings", headers=zed.headers,
-                              json={"name": "Ada Lovelace fan"})
+    resp = await client.patch(
+        "/api/users/me/settings", headers=zed.headers, json={"name": "Ada Lovelace fan"}
+    )
     assert resp.status == 200, await resp.text()
     await sign_up(client, "ada-lovelace")
     assert await names(client, "lovelace", "users", "username") == ["ada-lovelace", "zed"]
 
 
-async def test_upgrade_rebuilds_the_indexes_of_an_existing_database(aiohttp_client, config,
-                                                                    tmp_path):
+async def test_upgrade_rebuilds_the_indexes_of_an_existing_database(
+    aiohttp_client, config, tmp_path
+):
     # A database made by the migrations before 0010, with rows already in it.
     old_sql = tmp_path / "old_sql"
     old_sql.mkdir()
@@ -233,18 +293,30 @@ async def test_upgrade_rebuilds_the_indexes_of_an_existing_database(aiohttp_clie
     conn = sqlite3.connect(config.data_dir / "hubsvc.db", isolation_level=None)
     assert apply_migrations(conn, old_sql) == [1, 2, 3, 4, 5, 6, 7]
     now = "2024-01-01T00:00:00Z"
-    conn.execute("INSERT INTO users (id, username, username_key, email, email_key, name,"
-                 " password_hash, created_at, updated_at) VALUES (1, 'ada-lovelace',"
-                 " 'ada-lovelace', 'ada@example.com', 'ada@example.com', '', 'x', ?, ?)",
-                 (now, now))
-    conn.execute("INSERT INTO repositories (id, owner_id, name, name_key, visibility,"
-                 " created_at, updated_at) VALUES (1, 1, 'vault-be71b57345',"
-                 " 'vault-be71b57345', 'public', ?, ?)", (now, now))
-    conn.execute("INSERT INTO issues (repo_id, number, title, created_at, updated_at)"
-                 " VALUES (1, 1, 'my-cool-tool crashes', ?, ?)", (now, now))
+    conn.execute(
+        "INSERT INTO users (id, username, username_key, email, email_key, name,"
+        " password_hash, created_at, updated_at) VALUES (1, 'ada-lovelace',"
+        " 'ada-lovelace', 'ada@example.com', 'ada@example.com', '', 'x', ?, ?)",
+        (now, now),
+    )
+    conn.execute(
+        "INSERT INTO repositories (id, owner_id, name, name_key, visibility,"
+        " created_at, updated_at) VALUES (1, 1, 'vault-be71b57345',"
+        " 'vault-be71b57345', 'public', ?, ?)",
+        (now, now),
+    )
+    conn.execute(
+        "INSERT INTO issues (repo_id, number, title, created_at, updated_at)"
+        " VALUES (1, 1, 'my-cool-tool crashes', ?, ?)",
+        (now, now),
+    )
     # The old tokenizer kept the name whole: the last word alone found nothing.
-    assert conn.execute("SELECT rowid FROM repositories_fts WHERE repositories_fts MATCH"
-                        " '\"be71b57345\"*'").fetchall() == []
+    assert (
+        conn.execute(
+            "SELECT rowid FROM repositories_fts WHERE repositories_fts MATCH '\"be71b57345\"*'"
+        ).fetchall()
+        == []
+    )
     conn.close()
 
     client = await aiohttp_client(create_app(config))
@@ -274,6 +346,7 @@ async def test_repeated_searches_see_every_write(client, alice):
     await client.patch(url + "/1", json={"title": "renamed"}, headers=alice.headers)
     assert len((await search(client, "cache", "issues"))["results"]) == 1
     # Visibility changes are writes too: a repository turned private drops out at once.
-    await client.patch("/api/repositories/alice/proj", json={"visibility": "private"},
-                       headers=alice.headers)
+    await client.patch(
+        "/api/repositories/alice/proj", json={"visibility": "private"}, headers=alice.headers
+    )
     assert (await search(client, "cache", "issues"))["results"] == []

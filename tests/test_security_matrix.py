@@ -16,24 +16,36 @@ from .test_repos import create
 PREFIX = "/api/repositories/{owner}/{name}"
 # Routes a reader may not use (more than read access needed): asserted, not assumed.
 NEEDS_MORE_THAN_READ = {
-    ("PATCH", PREFIX), ("DELETE", PREFIX),
-    ("PUT", PREFIX + "/collaborators/{username}"), ("DELETE", PREFIX + "/collaborators/{username}"),
+    ("PATCH", PREFIX),
+    ("DELETE", PREFIX),
+    ("PUT", PREFIX + "/collaborators/{username}"),
+    ("DELETE", PREFIX + "/collaborators/{username}"),
     # Who holds which permission is for writers, as on GitHub.
     ("GET", PREFIX + "/collaborators"),
     ("DELETE", PREFIX + "/issues/{number}"),
     ("POST", PREFIX + "/pulls/{number}/merge"),
     # Editing someone else's issue or pull request (the reader is not their author).
-    ("PATCH", PREFIX + "/issues/{number}"), ("PATCH", PREFIX + "/pulls/{number}"),
+    ("PATCH", PREFIX + "/issues/{number}"),
+    ("PATCH", PREFIX + "/pulls/{number}"),
     # Changing someone else's comment (only its author and admins may).
     ("PATCH", PREFIX + "/issues/{number}/comments/{id}"),
     ("DELETE", PREFIX + "/issues/{number}/comments/{id}"),
     ("PATCH", PREFIX + "/pulls/{number}/comments/{id}"),
     ("DELETE", PREFIX + "/pulls/{number}/comments/{id}"),
     # Webhooks belong to the repository's admins, reading them included.
-    *((method, PREFIX + "/hooks" + tail) for method, tail in (
-        ("GET", ""), ("POST", ""), ("GET", "/{id}"), ("PATCH", "/{id}"), ("DELETE", "/{id}"),
-        ("POST", "/{id}/test"), ("GET", "/{id}/deliveries"),
-        ("POST", "/{id}/deliveries/{deliveryId}/redeliver"))),
+    *(
+        (method, PREFIX + "/hooks" + tail)
+        for method, tail in (
+            ("GET", ""),
+            ("POST", ""),
+            ("GET", "/{id}"),
+            ("PATCH", "/{id}"),
+            ("DELETE", "/{id}"),
+            ("POST", "/{id}/test"),
+            ("GET", "/{id}/deliveries"),
+            ("POST", "/{id}/deliveries/{deliveryId}/redeliver"),
+        )
+    ),
 }
 
 
@@ -56,8 +68,11 @@ async def world(client, alice, bob, tmp_path):
     """alice/secret (private) with a commit, a branch, issue #1 and pull request #2."""
     reader = await sign_up(client, "reader")
     await create(client, alice, "secret", visibility="private", autoInit=True)
-    await client.put("/api/repositories/alice/secret/collaborators/reader",
-                     json={"permission": "read"}, headers=alice.headers)
+    await client.put(
+        "/api/repositories/alice/secret/collaborators/reader",
+        json={"permission": "read"},
+        headers=alice.headers,
+    )
     work = tmp_path / "w"
     await git("clone", "-q", remote(client, alice, "alice", "secret"), str(work))
     await git("checkout", "-qb", "feature", cwd=work)
@@ -66,28 +81,46 @@ async def world(client, alice, bob, tmp_path):
     await git("commit", "-qm", "feature", cwd=work)
     await git("push", "-q", "origin", "feature", cwd=work)
     oid = (await git("rev-parse", "HEAD", cwd=work))[1].strip()
-    await client.post("/api/repositories/alice/secret/issues", json={"title": "private bug"},
-                      headers=alice.headers)
-    resp = await client.post("/api/repositories/alice/secret/pulls",
-                             json={"title": "private pr", "head": "feature"}, headers=alice.headers)
+    await client.post(
+        "/api/repositories/alice/secret/issues",
+        json={"title": "private bug"},
+        headers=alice.headers,
+    )
+    resp = await client.post(
+        "/api/repositories/alice/secret/pulls",
+        json={"title": "private pr", "head": "feature"},
+        headers=alice.headers,
+    )
     assert resp.status == 201
     for path in ("issues/1", "pulls/2"):  # comments 1 and 2, by the owner
-        resp = await client.post(f"/api/repositories/alice/secret/{path}/comments",
-                                 json={"body": "c"}, headers=alice.headers)
+        resp = await client.post(
+            f"/api/repositories/alice/secret/{path}/comments",
+            json={"body": "c"},
+            headers=alice.headers,
+        )
         assert resp.status == 201
     return {"reader": reader, "stranger": bob, "owner": alice, "oid": oid}
 
 
 def _values(world, name: str, number: str) -> dict[str, str]:
-    return {"owner": "alice", "name": name, "number": number, "oid": world["oid"],
-            "username": "bob", "id": "2" if number == "2" else "1", "kind": "diff",
-            "spec": "main...feature", "deliveryId": "1"}
+    return {
+        "owner": "alice",
+        "name": name,
+        "number": number,
+        "oid": world["oid"],
+        "username": "bob",
+        "id": "2" if number == "2" else "1",
+        "kind": "diff",
+        "spec": "main...feature",
+        "deliveryId": "1",
+    }
 
 
 async def _call(client, method, url, user):
     headers = user.headers if user else {}
-    resp = await client.request(method, url + ("?path=README.md" if url.endswith("/file") else ""),
-                                json={}, headers=headers)
+    resp = await client.request(
+        method, url + ("?path=README.md" if url.endswith("/file") else ""), json={}, headers=headers
+    )
     return resp.status, await resp.text()
 
 
@@ -115,8 +148,9 @@ async def test_readers_see_everything_and_write_only_where_allowed(client, world
         if (method, path) in {("DELETE", PREFIX + "/star")}:
             continue  # unstarring what one never starred is allowed; nothing to learn
         number = "2" if "/pulls/" in path else "1"
-        status, body = await _call(client, method, concrete(path, _values(world, "secret", number)),
-                                   reader)
+        status, body = await _call(
+            client, method, concrete(path, _values(world, "secret", number)), reader
+        )
         assert status != 404 or path.endswith("/collaborators/{username}"), (method, path, body)
         if status == 403:
             refused.add((method, path))
@@ -127,40 +161,72 @@ async def test_readers_see_everything_and_write_only_where_allowed(client, world
 
 async def test_writers_pass_where_readers_are_refused(client, world):
     owner = world["owner"]
-    await client.put("/api/repositories/alice/secret/collaborators/reader",
-                     json={"permission": "write"}, headers=owner.headers)
+    await client.put(
+        "/api/repositories/alice/secret/collaborators/reader",
+        json={"permission": "write"},
+        headers=owner.headers,
+    )
     reader = world["reader"]
-    merge = await client.post("/api/repositories/alice/secret/pulls/2/merge", json={},
-                              headers=reader.headers)
+    merge = await client.post(
+        "/api/repositories/alice/secret/pulls/2/merge", json={}, headers=reader.headers
+    )
     assert merge.status == 200
-    labels = await client.patch("/api/repositories/alice/secret/issues/1", json={"labels": ["x"]},
-                                headers=reader.headers)
+    labels = await client.patch(
+        "/api/repositories/alice/secret/issues/1", json={"labels": ["x"]}, headers=reader.headers
+    )
     assert labels.status == 200
     # Owner-only stays owner-only for writers.
-    for method, path in (("PATCH", ""), ("DELETE", ""), ("DELETE", "/issues/1"),
-                         ("PUT", "/collaborators/bob")):
-        resp = await client.request(method, f"/api/repositories/alice/secret{path}", json={},
-                                    headers=reader.headers)
+    for method, path in (
+        ("PATCH", ""),
+        ("DELETE", ""),
+        ("DELETE", "/issues/1"),
+        ("PUT", "/collaborators/bob"),
+    ):
+        resp = await client.request(
+            method, f"/api/repositories/alice/secret{path}", json={}, headers=reader.headers
+        )
         assert resp.status == 403, (method, path)
 
 
-TRAVERSALS = ["../../../etc/passwd", "..", "a/../../b", "/etc/passwd", "%2e%2e/%2e%2e/etc/passwd",
-              "..%2f..%2fconfig", "README.md%00.txt", "README.md\x00", "..\\..\\config",
-              "\\etc\\passwd", "./README.md", "C:\\Windows", "%252e%252e/config", "//etc/passwd",
-              "config", "objects", "HEAD", "refs/heads/main"]
+TRAVERSALS = [
+    "../../../etc/passwd",
+    "..",
+    "a/../../b",
+    "/etc/passwd",
+    "%2e%2e/%2e%2e/etc/passwd",
+    "..%2f..%2fconfig",
+    "README.md%00.txt",
+    "README.md\x00",
+    "..\\..\\config",
+    "\\etc\\passwd",
+    "./README.md",
+    "C:\\Windows",
+    "%252e%252e/config",
+    "//etc/passwd",
+    "config",
+    "objects",
+    "HEAD",
+    "refs/heads/main",
+]
 
 
 async def test_traversal_corpus_never_escapes(client, world):
     owner = world["owner"]
     for bad in TRAVERSALS:
         for endpoint in ("tree", "file"):
-            resp = await client.get(f"/api/repositories/alice/secret/{endpoint}",
-                                    params={"path": bad}, headers=owner.headers)
+            resp = await client.get(
+                f"/api/repositories/alice/secret/{endpoint}",
+                params={"path": bad},
+                headers=owner.headers,
+            )
             text = await resp.text()
             assert resp.status in (400, 404), (endpoint, bad, resp.status)
             assert "root:" not in text and "[core]" not in text and "ref: refs" not in text
-        resp = await client.get("/api/repositories/alice/secret/file",
-                                params={"path": bad, "return": "1"}, headers=owner.headers)
+        resp = await client.get(
+            "/api/repositories/alice/secret/file",
+            params={"path": bad, "return": "1"},
+            headers=owner.headers,
+        )
         assert resp.status in (400, 404)
 
 
@@ -168,22 +234,33 @@ async def test_malformed_and_oversized_bodies_are_4xx(client, world):
     owner = world["owner"]
     spec = await (await client.get("/api/openapi.json")).json()
     # Every operation documented as taking a JSON body; routes without one ignore bodies.
-    writes = [(method.upper(), path) for path, ops in spec["paths"].items()
-              for method, op in ops.items()
-              if "application/json" in op.get("requestBody", {}).get("content", {})
-              and not path.startswith("/auth/sign-out")]
+    writes = [
+        (method.upper(), path)
+        for path, ops in spec["paths"].items()
+        for method, op in ops.items()
+        if "application/json" in op.get("requestBody", {}).get("content", {})
+        and not path.startswith("/auth/sign-out")
+    ]
     assert len(writes) >= 15
     for method, path in writes:
         url = concrete(path, _values(world, "secret", "2" if "/pulls/" in path else "1"))
         statuses = set()
         for body in (b"{", b"[]", b'"x"', b"\xff\xfe", b"null", b"{}}"):
-            resp = await client.request(method, url, data=body, headers={
-                **owner.headers, "Content-Type": "application/json"})
+            resp = await client.request(
+                method,
+                url,
+                data=body,
+                headers={**owner.headers, "Content-Type": "application/json"},
+            )
             assert 400 <= resp.status < 500, (method, path, body, resp.status)
             assert "error" in await resp.json()
             statuses.add(resp.status)
-        resp = await client.request(method, url, data=io.BytesIO(b"{" + b" " * (2 << 20) + b"}"),
-                                    headers={**owner.headers, "Content-Type": "application/json"})
+        resp = await client.request(
+            method,
+            url,
+            data=io.BytesIO(b"{" + b" " * (2 << 20) + b"}"),
+            headers={**owner.headers, "Content-Type": "application/json"},
+        )
         # Where the body is read at all (malformed ones were 400), an oversized one is 413;
         # routes that refuse the caller first (401/403) never read it.
         assert resp.status == (413 if statuses == {400} else min(statuses)), (method, path)
@@ -195,8 +272,9 @@ async def test_private_repository_absent_from_search_for_outsiders(client, world
         for kind, q in (("repositories", "secret"), ("issues", "private"), ("pulls", "private")):
             resp = await client.get("/api/search", params={"q": q, "type": kind}, headers=headers)
             assert (await resp.json())["results"] == [], (kind, who)
-    resp = await client.get("/api/search", params={"q": "private", "type": "pulls"},
-                            headers=world["reader"].headers)
+    resp = await client.get(
+        "/api/search", params={"q": "private", "type": "pulls"}, headers=world["reader"].headers
+    )
     assert len((await resp.json())["results"]) == 1
 
 
@@ -207,7 +285,9 @@ async def test_no_secret_reaches_the_logs(client, world, caplog):
     await client.get(f"/ws?token={owner.token}")
     await client.get("/api/users/me", headers=owner.headers)
     await client.post("/auth/sign-in", json={"username": "alice", "password": owner.password})
-    await client.post("/auth/sign-in", json={"username": "alice", "password": "wrong-" + owner.password})
+    await client.post(
+        "/auth/sign-in", json={"username": "alice", "password": "wrong-" + owner.password}
+    )
     await client.get("/api/users/me", headers={"Authorization": "Bearer " + owner.token + "x"})
     await git("ls-remote", remote(client, owner, "alice", "secret"), check=False)
     await git("ls-remote", remote(client, owner, "alice", "secret", owner.token), check=False)

@@ -12,11 +12,17 @@ from .server import ROOT, free_port
 
 def start(*args: str, cwd=None) -> tuple[int, list[str]]:
     """Run `python run.py ARGS` to its end: the exit code and stderr's non-empty lines."""
-    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=30,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    return proc.returncode, [line for line in (proc.stdout + proc.stderr).splitlines()
-                             if line.strip()]
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    return proc.returncode, [
+        line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()
+    ]
 
 
 def test_busy_port_is_one_line_before_listening(tmp_path):
@@ -36,15 +42,17 @@ def test_unreadable_config_is_one_line(tmp_path):
     folder.mkdir()
     code, lines = start("--config", str(folder), "--port", str(free_port()))
     assert code == 2
-    assert lines == [f"hubsvc: configuration error: config file {folder}: cannot be read "
-                     "(Is a directory)"]
+    assert lines == [
+        f"hubsvc: configuration error: config file {folder}: cannot be read (Is a directory)"
+    ]
     if os.geteuid() != 0:  # root reads a file whatever its mode
         path = tmp_path / "secret.toml"
         path.write_text("[server]\n")
         path.chmod(0)
         code, lines = start("--config", str(path), "--port", str(free_port()))
-        assert code == 2 and lines == [f"hubsvc: configuration error: config file {path}: "
-                                       "cannot be read (Permission denied)"]
+        assert code == 2 and lines == [
+            f"hubsvc: configuration error: config file {path}: cannot be read (Permission denied)"
+        ]
 
 
 def test_bad_toml_names_its_line(tmp_path):
@@ -52,8 +60,9 @@ def test_bad_toml_names_its_line(tmp_path):
     path.write_text('[server]\nport = 9000\nhost = "127.0.0.1\n')
     code, lines = start("--config", str(path))
     assert code == 2 and len(lines) == 1
-    assert lines[0].startswith(f"hubsvc: configuration error: config file {path}: "
-                               "invalid TOML at line 3, column ")
+    assert lines[0].startswith(
+        f"hubsvc: configuration error: config file {path}: invalid TOML at line 3, column "
+    )
 
 
 def test_unwritable_data_folder_is_one_line(tmp_path):
@@ -64,11 +73,13 @@ def test_unwritable_data_folder_is_one_line(tmp_path):
     assert code == 2 and lines == [f"hubsvc: data folder {blocker} is not a folder {where}"]
     code, lines = start("--data-dir", str(blocker / "data"), "--port", str(free_port()))
     assert code == 2
-    assert lines == [f"hubsvc: data folder {blocker / 'data'} is not writable: "
-                     f"Not a directory {where}"]
+    assert lines == [
+        f"hubsvc: data folder {blocker / 'data'} is not writable: Not a directory {where}"
+    ]
     if os.geteuid() != 0:  # root writes whatever the mode
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o500)
         code, lines = start("--data-dir", str(locked), "--port", str(free_port()))
-        assert code == 2 and lines == [f"hubsvc: data folder {locked} is not writable: "
-                                       f"Permission denied {where}"]
+        assert code == 2 and lines == [
+            f"hubsvc: data folder {locked} is not writable: Permission denied {where}"
+        ]

@@ -13,8 +13,11 @@ async def test_migrations_applied_once_and_recorded(tmp_path):
     path = tmp_path / "x.db"
     db = Database(path)
     await db.open()
-    versions = await db.read(lambda c: [r[0] for r in c.execute(
-        "SELECT version FROM schema_migrations ORDER BY version")])
+    versions = await db.read(
+        lambda c: [
+            r[0] for r in c.execute("SELECT version FROM schema_migrations ORDER BY version")
+        ]
+    )
     assert versions == [v for v, _, _ in migration_files()]
     mode = await db.read(lambda c: c.execute("PRAGMA journal_mode").fetchone()[0])
     assert mode == "wal"
@@ -22,7 +25,9 @@ async def test_migrations_applied_once_and_recorded(tmp_path):
     await db.close()
     again = Database(path)
     await again.open()  # a second start applies nothing and fails on nothing
-    count = await again.read(lambda c: c.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0])
+    count = await again.read(
+        lambda c: c.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0]
+    )
     assert count == len(versions)
     await again.close()
 
@@ -57,13 +62,19 @@ async def test_write_rolls_back_on_error(tmp_path):
     await db.open()
 
     def half_done(conn):
-        conn.execute("INSERT INTO users (username, username_key, email, email_key, password_hash,"
-                     " created_at, updated_at) VALUES ('a','a','a@x','a@x','h','t','t')")
+        conn.execute(
+            "INSERT INTO users (username, username_key, email, email_key, password_hash,"
+            " created_at, updated_at) VALUES ('a','a','a@x','a@x','h','t','t')"
+        )
         raise RuntimeError("stop")
 
     with pytest.raises(RuntimeError):
         await db.write(half_done)
     # The ghost row of migration 0011 is there; the half-written user is not.
-    assert await db.read(lambda c: c.execute(
-        "SELECT COUNT(*) FROM users WHERE username_key = 'a'").fetchone()[0]) == 0
+    assert (
+        await db.read(
+            lambda c: c.execute("SELECT COUNT(*) FROM users WHERE username_key = 'a'").fetchone()[0]
+        )
+        == 0
+    )
     await db.close()

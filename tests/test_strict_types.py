@@ -24,68 +24,131 @@ PASSWORD = "correct horse"
 # A valid body for each operation with a JSON body, giving every property (nested ones
 # too) a value, so that one wrong field is the only thing wrong with a request.
 VALID: dict[tuple[str, str], dict[str, Any]] = {
-    ("POST", "/auth/sign-up"): {"email": "newbie@example.com", "username": "newbie",
-                                "password": PASSWORD, "name": "Newbie"},
-    ("POST", "/auth/sign-in"): {"email": "alice@example.com", "username": "alice",
-                                "password": PASSWORD},
+    ("POST", "/auth/sign-up"): {
+        "email": "newbie@example.com",
+        "username": "newbie",
+        "password": PASSWORD,
+        "name": "Newbie",
+    },
+    ("POST", "/auth/sign-in"): {
+        "email": "alice@example.com",
+        "username": "alice",
+        "password": PASSWORD,
+    },
     ("PATCH", "/api/users/me/settings"): {
-        "name": "Alice", "email": "alice@example.com", "bio": "b", "location": "l",
+        "name": "Alice",
+        "email": "alice@example.com",
+        "bio": "b",
+        "location": "l",
         "website": "https://example.com",
-        "preferences": {"theme": "dark", "notifications": {"web": True, "chat": True,
-                                                           "email": True}},
-        "currentPassword": PASSWORD},
+        "preferences": {
+            "theme": "dark",
+            "notifications": {"web": True, "chat": True, "email": True},
+        },
+        "currentPassword": PASSWORD,
+    },
     ("POST", "/api/users/me/settings/preferences"): {
-        "theme": "dark", "notifications": {"web": True, "chat": True, "email": True}},
-    ("POST", "/api/repositories"): {"name": "other", "description": "d",
-                                    "visibility": "private", "defaultBranch": "main",
-                                    "autoInit": True},
+        "theme": "dark",
+        "notifications": {"web": True, "chat": True, "email": True},
+    },
+    ("POST", "/api/repositories"): {
+        "name": "other",
+        "description": "d",
+        "visibility": "private",
+        "defaultBranch": "main",
+        "autoInit": True,
+    },
     ("PATCH", "/api/repositories/{owner}/{name}"): {
-        "name": "renamed", "description": "d", "visibility": "private",
-        "defaultBranch": "feature"},
-    ("PUT", "/api/repositories/{owner}/{name}/collaborators/{username}"): {
-        "permission": "admin"},
+        "name": "renamed",
+        "description": "d",
+        "visibility": "private",
+        "defaultBranch": "feature",
+    },
+    ("PUT", "/api/repositories/{owner}/{name}/collaborators/{username}"): {"permission": "admin"},
     ("POST", "/api/repositories/{owner}/{name}/fork"): {"name": "forked", "description": "d"},
     ("POST", "/api/repositories/{owner}/{name}/issues"): {
-        "title": "t", "body": "b", "labels": ["bug"], "assignees": ["alice"]},
+        "title": "t",
+        "body": "b",
+        "labels": ["bug"],
+        "assignees": ["alice"],
+    },
     ("PATCH", "/api/repositories/{owner}/{name}/issues/{number}"): {
-        "title": "t", "body": "b", "state": "closed", "labels": ["bug"], "assignees": ["alice"]},
+        "title": "t",
+        "body": "b",
+        "state": "closed",
+        "labels": ["bug"],
+        "assignees": ["alice"],
+    },
     ("POST", "/api/repositories/{owner}/{name}/issues/{number}/comments"): {"body": "c"},
     ("POST", "/api/repositories/{owner}/{name}/pulls"): {
-        "title": "t", "body": "b", "head": "feature", "base": "main",
-        "headRepository": {"owner": "alice", "name": "proj"}},
+        "title": "t",
+        "body": "b",
+        "head": "feature",
+        "base": "main",
+        "headRepository": {"owner": "alice", "name": "proj"},
+    },
     ("PATCH", "/api/repositories/{owner}/{name}/pulls/{number}"): {
-        "title": "t", "body": "b", "state": "closed", "base": "main"},
+        "title": "t",
+        "body": "b",
+        "state": "closed",
+        "base": "main",
+    },
     ("POST", "/api/repositories/{owner}/{name}/pulls/{number}/comments"): {"body": "c"},
     ("PATCH", "/api/repositories/{owner}/{name}/issues/{number}/comments/{id}"): {"body": "c"},
     ("PATCH", "/api/repositories/{owner}/{name}/pulls/{number}/comments/{id}"): {"body": "c"},
     ("POST", "/api/repositories/{owner}/{name}/pulls/{number}/merge"): {
-        "method": "squash", "message": "m"},
-    ("POST", "/api/webhooks/chat"): {"type": EVENT_TYPES[0],
-                                     "repository": {"owner": "alice", "name": "proj"},
-                                     "data": {"action": "opened"}},
+        "method": "squash",
+        "message": "m",
+    },
+    ("POST", "/api/webhooks/chat"): {
+        "type": EVENT_TYPES[0],
+        "repository": {"owner": "alice", "name": "proj"},
+        "data": {"action": "opened"},
+    },
     ("POST", "/api/chat/link/generate"): {"chatId": "chat-1", "serviceEmail": "alice@example.com"},
     ("POST", "/api/chat/link/verify"): {"token": "0" * 64, "serviceUserId": "1"},
     ("POST", "/api/chat/link/unlink"): {"chatId": "chat-1"},
     ("POST", "/api/chat/notifications/ack"): {"through": 1},
-    ("POST", "/api/users/me/password"): {"currentPassword": PASSWORD,
-                                         "newPassword": "another horse"},
+    ("POST", "/api/users/me/password"): {
+        "currentPassword": PASSWORD,
+        "newPassword": "another horse",
+    },
     ("POST", "/api/users/me/tokens"): {"name": "ci", "expiresAt": "2099-01-01T00:00:00Z"},
-    ("POST", "/api/admin/users"): {"email": "made@example.com", "username": "made",
-                                   "password": PASSWORD, "name": "Made", "isAdmin": False},
+    ("POST", "/api/admin/users"): {
+        "email": "made@example.com",
+        "username": "made",
+        "password": PASSWORD,
+        "name": "Made",
+        "isAdmin": False,
+    },
     ("PATCH", "/api/admin/users/{username}"): {"disabled": False, "isAdmin": False},
     ("POST", "/api/repositories/{owner}/{name}/hooks"): {
-        "url": "http://127.0.0.1:9/hook", "format": "json", "events": ["push"],
-        "branches": "main", "secret": "s", "active": True},
+        "url": "http://127.0.0.1:9/hook",
+        "format": "json",
+        "events": ["push"],
+        "branches": "main",
+        "secret": "s",
+        "active": True,
+    },
     ("PATCH", "/api/repositories/{owner}/{name}/hooks/{id}"): {
-        "url": "http://127.0.0.1:9/hook", "format": "json", "events": ["push"],
-        "branches": "main", "secret": "s", "active": False},
+        "url": "http://127.0.0.1:9/hook",
+        "format": "json",
+        "events": ["push"],
+        "branches": "main",
+        "secret": "s",
+        "active": False,
+    },
 }
 PATH_VALUES = {"owner": "alice", "name": "proj", "username": "bob"}
 # The JSON types a property of each declared type must refuse, with values a lenient
 # parser would take ("yes" and 1 as a boolean, "5" and 5.0 as an integer).
 JSON_VALUES: dict[str, list[Any]] = {
-    "string": ["x"], "integer": [5], "number": [1.5], "boolean": [True],
-    "array": [[]], "object": [{}],
+    "string": ["x"],
+    "integer": [5],
+    "number": [1.5],
+    "boolean": [True],
+    "array": [[]],
+    "object": [{}],
 }
 LENIENT: dict[str, list[Any]] = {
     "boolean": ["yes", "true", "on", "1", 1, 0],
@@ -109,24 +172,37 @@ async def world(client, alice, bob, tmp_path):
     await git("add", "f.txt", cwd=work)
     await git("commit", "-qm", "feature", cwd=work)
     await git("push", "-q", "origin", "feature", cwd=work)
-    resp = await client.post("/api/repositories/alice/proj/issues", json={"title": "bug"},
-                             headers=alice.headers)
+    resp = await client.post(
+        "/api/repositories/alice/proj/issues", json={"title": "bug"}, headers=alice.headers
+    )
     assert resp.status == 201
-    resp = await client.post("/api/repositories/alice/proj/pulls",
-                             json={"title": "pr", "head": "feature"}, headers=alice.headers)
+    resp = await client.post(
+        "/api/repositories/alice/proj/pulls",
+        json={"title": "pr", "head": "feature"},
+        headers=alice.headers,
+    )
     assert resp.status == 201
     for path in ("issues/1", "pulls/2"):  # comments 1 and 2
-        resp = await client.post(f"/api/repositories/alice/proj/{path}/comments",
-                                 json={"body": "c"}, headers=alice.headers)
+        resp = await client.post(
+            f"/api/repositories/alice/proj/{path}/comments",
+            json={"body": "c"},
+            headers=alice.headers,
+        )
         assert resp.status == 201
     bot = {"X-Chat-Bot-Key": BOT_KEY}
     resp = await client.post("/api/chat/link/generate", json={"chatId": "chat-1"}, headers=bot)
     token = (await resp.json())["token"]
-    resp = await client.post("/api/chat/link/verify", headers=alice.headers,
-                             json={"token": token, "serviceUserId": alice.id})
+    resp = await client.post(
+        "/api/chat/link/verify",
+        headers=alice.headers,
+        json={"token": token, "serviceUserId": alice.id},
+    )
     assert resp.status == 200, await resp.text()
-    resp = await client.post("/api/repositories/alice/proj/hooks", headers=alice.headers,
-                             json={"url": "http://127.0.0.1:9/hook", "active": False})
+    resp = await client.post(
+        "/api/repositories/alice/proj/hooks",
+        headers=alice.headers,
+        json={"url": "http://127.0.0.1:9/hook", "active": False},
+    )
     assert resp.status == 201, await resp.text()
     return {"owner": alice}
 
@@ -160,8 +236,12 @@ def _properties(spec: dict, schema: dict, prefix: tuple = ()) -> Iterator[tuple[
 def _wrong_values(prop: dict) -> list[Any]:
     """Every JSON value of another type than prop's (null too, unless prop is nullable)."""
     declared = prop["type"]
-    wrong = [value for kind, values in JSON_VALUES.items() if kind != declared
-             and not (kind == "integer" and declared == "number") for value in values]
+    wrong = [
+        value
+        for kind, values in JSON_VALUES.items()
+        if kind != declared and not (kind == "integer" and declared == "number")
+        for value in values
+    ]
     if not prop.get("nullable"):
         wrong.append(None)
     return wrong + LENIENT.get(declared, [])
@@ -187,10 +267,16 @@ def _snapshot(db_path) -> dict[str, list]:
     """Every row of every table, read through a connection of its own."""
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
-        tables = [row[0] for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
-        return {table: sorted(conn.execute(f'SELECT * FROM "{table}"').fetchall(), key=repr)
-                for table in tables}
+        tables = [
+            row[0]
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        return {
+            table: sorted(conn.execute(f'SELECT * FROM "{table}"').fetchall(), key=repr)
+            for table in tables
+        }
     finally:
         conn.close()
 
@@ -203,9 +289,12 @@ async def _branches(client, user) -> dict:
 async def test_every_body_field_refuses_every_other_json_type(client, world, events, tmp_path):
     owner = world["owner"]
     spec = await (await client.get("/api/openapi.json")).json()
-    operations = {(method.upper(), path): op["requestBody"]["content"]["application/json"]
-                  for path, ops in spec["paths"].items() for method, op in ops.items()
-                  if "application/json" in op.get("requestBody", {}).get("content", {})}
+    operations = {
+        (method.upper(), path): op["requestBody"]["content"]["application/json"]
+        for path, ops in spec["paths"].items()
+        for method, op in ops.items()
+        if "application/json" in op.get("requestBody", {}).get("content", {})
+    }
     # Every documented JSON body is walked: a new one needs a valid body here.
     assert set(operations) == set(VALID), set(operations) ^ set(VALID)
     db_path = tmp_path / "data" / "hubsvc.db"
@@ -215,8 +304,11 @@ async def test_every_body_field_refuses_every_other_json_type(client, world, eve
     for (method, path), content in sorted(operations.items()):
         pull = "/pulls/" in path
         url = path.format(**PATH_VALUES, number="2" if pull else "1", id="2" if pull else "1")
-        headers = {**owner.headers, "X-Chat-Bot-Key": BOT_KEY} \
-            if path.endswith(("/generate", "/ack")) else owner.headers
+        headers = (
+            {**owner.headers, "X-Chat-Bot-Key": BOT_KEY}
+            if path.endswith(("/generate", "/ack"))
+            else owner.headers
+        )
         walked = list(_properties(spec, content["schema"]))
         assert walked, (method, path)
         for prop_path, prop in walked:
@@ -251,12 +343,16 @@ async def test_string_yes_is_not_a_boolean(client, alice):
     assert resp.status == 400
     assert await resp.json() == {"error": "notifications.web: must be true or false"}
     for value in ("true", "on", "1", 1, 0, None):
-        resp = await client.post(prefs, json={"notifications": {"web": value}},
-                                 headers=alice.headers)
+        resp = await client.post(
+            prefs, json={"notifications": {"web": value}}, headers=alice.headers
+        )
         assert resp.status == 400, value
         assert (await resp.json())["error"].startswith("notifications.web: "), value
-    resp = await client.patch("/api/users/me/settings", headers=alice.headers,
-                              json={"preferences": {"notifications": {"web": "yes"}}})
+    resp = await client.patch(
+        "/api/users/me/settings",
+        headers=alice.headers,
+        json={"preferences": {"notifications": {"web": "yes"}}},
+    )
     assert resp.status == 400
     assert (await resp.json())["error"] == "preferences.notifications.web: must be true or false"
     settings = await (await client.get("/api/users/me/settings", headers=alice.headers)).json()
@@ -267,11 +363,14 @@ async def test_string_yes_is_not_a_boolean(client, alice):
 
 async def test_query_parameters_still_parse_their_text(client, alice):
     await create(client, alice, "proj", autoInit=True)
-    resp = await client.get("/api/repositories/alice/proj/pulls",
-                            params={"limit": "5", "ignoreUnknown": "true", "other": "x"})
+    resp = await client.get(
+        "/api/repositories/alice/proj/pulls",
+        params={"limit": "5", "ignoreUnknown": "true", "other": "x"},
+    )
     assert resp.status == 200, await resp.text()
-    resp = await client.get("/api/repositories/alice/proj/file",
-                            params={"path": "README.md", "return": "1"})
+    resp = await client.get(
+        "/api/repositories/alice/proj/file", params={"path": "README.md", "return": "1"}
+    )
     assert resp.status == 200 and not resp.content_type.startswith("application/json")
     resp = await client.get("/api/search", params={"q": "proj", "limit": "1", "offset": "0"})
     assert resp.status == 200

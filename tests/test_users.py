@@ -10,9 +10,17 @@ import aiohttp
 
 from hubsvc.web.avatars import sniff_image
 
-PNG = (b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-       + b"\x00\x00\x00\x00" + struct.pack(">I", 10) + b"IDAT" + zlib.compress(b"\x00\xff\x00\x00")[:10]
-       + b"\x00\x00\x00\x00")
+PNG = (
+    b"\x89PNG\r\n\x1a\n"
+    + struct.pack(">I", 13)
+    + b"IHDR"
+    + struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    + b"\x00\x00\x00\x00"
+    + struct.pack(">I", 10)
+    + b"IDAT"
+    + zlib.compress(b"\x00\xff\x00\x00")[:10]
+    + b"\x00\x00\x00\x00"
+)
 GIF = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
 
 
@@ -28,8 +36,11 @@ async def test_public_profile_and_me(client, alice, bob):
 
 
 async def test_detailed_profile(client, alice):
-    await client.patch("/api/users/me/settings", headers=alice.headers, json={
-        "bio": "I write code", "location": "Lyon", "website": "https://alice.example"})
+    await client.patch(
+        "/api/users/me/settings",
+        headers=alice.headers,
+        json={"bio": "I write code", "location": "Lyon", "website": "https://alice.example"},
+    )
     resp = await client.get("/api/users/alice/profile")
     profile = (await resp.json())["profile"]
     assert profile["bio"] == "I write code"
@@ -60,8 +71,9 @@ async def test_generated_avatar_then_upload_roundtrip_then_delete(client, alice)
     resp = await client.get(url, headers={"If-None-Match": etag})
     assert resp.status == 304
 
-    resp = await client.patch("/api/users/me/avatar", data=PNG,
-                              headers={**alice.headers, "Content-Type": "image/png"})
+    resp = await client.patch(
+        "/api/users/me/avatar", data=PNG, headers={**alice.headers, "Content-Type": "image/png"}
+    )
     assert resp.status == 200, await resp.text()
     new_url = (await resp.json())["user"]["avatarUrl"].replace("http://127.0.0.1:8080", "")
     assert new_url != url
@@ -90,17 +102,25 @@ async def test_avatar_checked_by_content_and_size(aiohttp_client, tmp_path):
     from hubsvc.app import create_app
 
     from .conftest import make_config, sign_up
+
     client = await aiohttp_client(create_app(make_config(tmp_path, limits__avatar_bytes=2048)))
     user = await sign_up(client, "frank")
-    resp = await client.patch("/api/users/me/avatar", data=b"<svg onload=alert(1)>",
-                              headers={**user.headers, "Content-Type": "image/png"})
+    resp = await client.patch(
+        "/api/users/me/avatar",
+        data=b"<svg onload=alert(1)>",
+        headers={**user.headers, "Content-Type": "image/png"},
+    )
     assert resp.status == 400
-    resp = await client.patch("/api/users/me/avatar", data=PNG + b"\x00" * 4096,
-                              headers={**user.headers, "Content-Type": "image/png"})
+    resp = await client.patch(
+        "/api/users/me/avatar",
+        data=PNG + b"\x00" * 4096,
+        headers={**user.headers, "Content-Type": "image/png"},
+    )
     assert resp.status == 413
     form = aiohttp.FormData()
-    form.add_field("avatar", io.BytesIO(PNG + b"\x00" * 4096), filename="a.png",
-                   content_type="image/png")
+    form.add_field(
+        "avatar", io.BytesIO(PNG + b"\x00" * 4096), filename="a.png", content_type="image/png"
+    )
     resp = await client.patch("/api/users/me/avatar", data=form, headers=user.headers)
     assert resp.status == 413
     form = aiohttp.FormData()
@@ -114,29 +134,40 @@ async def test_avatar_checked_by_content_and_size(aiohttp_client, tmp_path):
 async def test_settings_and_preferences(client, alice):
     resp = await client.get("/api/users/me/settings", headers=alice.headers)
     settings = (await resp.json())["settings"]
-    assert settings["preferences"] == {"theme": "system",
-                                       "notifications": {"web": True, "chat": True, "email": True}}
-    resp = await client.patch("/api/users/me/settings", headers=alice.headers,
-                              json={"name": "Alice L.", "email": "al@example.com",
-                                    "currentPassword": alice.password})
+    assert settings["preferences"] == {
+        "theme": "system",
+        "notifications": {"web": True, "chat": True, "email": True},
+    }
+    resp = await client.patch(
+        "/api/users/me/settings",
+        headers=alice.headers,
+        json={"name": "Alice L.", "email": "al@example.com", "currentPassword": alice.password},
+    )
     assert (await resp.json())["settings"]["name"] == "Alice L."
     me = (await (await client.get("/api/users/me", headers=alice.headers)).json())["user"]
     assert me["name"] == "Alice L." and me["email"] == "al@example.com"
-    resp = await client.post("/api/users/me/settings/preferences", headers=alice.headers,
-                             json={"theme": "dark", "notifications": {"email": False}})
+    resp = await client.post(
+        "/api/users/me/settings/preferences",
+        headers=alice.headers,
+        json={"theme": "dark", "notifications": {"email": False}},
+    )
     prefs = (await resp.json())["preferences"]
     assert prefs == {"theme": "dark", "notifications": {"web": True, "chat": True, "email": False}}
-    resp = await client.post("/api/users/me/settings/preferences", headers=alice.headers,
-                              json={"theme": "neon"})
+    resp = await client.post(
+        "/api/users/me/settings/preferences", headers=alice.headers, json={"theme": "neon"}
+    )
     assert resp.status == 400 and "theme" in (await resp.json())["error"]
-    settings = (await (await client.get("/api/users/me/settings", headers=alice.headers)).json())
+    settings = await (await client.get("/api/users/me/settings", headers=alice.headers)).json()
     assert settings["settings"]["preferences"]["theme"] == "dark"
     assert (await client.get("/api/users/me/settings")).status == 401
 
 
 async def test_email_change_to_a_taken_one_is_409(client, alice, bob):
-    resp = await client.patch("/api/users/me/settings", headers=alice.headers,
-                              json={"email": "BOB@example.com", "currentPassword": alice.password})
+    resp = await client.patch(
+        "/api/users/me/settings",
+        headers=alice.headers,
+        json={"email": "BOB@example.com", "currentPassword": alice.password},
+    )
     assert resp.status == 409
 
 
@@ -152,18 +183,25 @@ async def test_email_change_needs_the_current_password(client, alice):
     resp = await client.patch(url, headers=alice.headers, json={"email": "thief@example.com"})
     assert resp.status == 400
     assert (await resp.json())["error"].startswith("currentPassword: "), await resp.text()
-    resp = await client.patch(url, headers=alice.headers,
-                              json={"email": "thief@example.com", "currentPassword": "wrong one!"})
+    resp = await client.patch(
+        url,
+        headers=alice.headers,
+        json={"email": "thief@example.com", "currentPassword": "wrong one!"},
+    )
     assert resp.status == 403
     # The same answer as a password change with a wrong current password.
     assert await resp.json() == {"error": "currentPassword is not the account's password"}
     assert await email_now() == "alice@example.com"
     # Other fields, and the e-mail sent back unchanged, need none.
-    resp = await client.patch(url, headers=alice.headers,
-                              json={"bio": "hi", "email": "alice@example.com"})
+    resp = await client.patch(
+        url, headers=alice.headers, json={"bio": "hi", "email": "alice@example.com"}
+    )
     assert resp.status == 200 and (await resp.json())["settings"]["bio"] == "hi"
-    resp = await client.patch(url, headers=alice.headers,
-                              json={"email": "new@example.com", "currentPassword": alice.password})
+    resp = await client.patch(
+        url,
+        headers=alice.headers,
+        json={"email": "new@example.com", "currentPassword": alice.password},
+    )
     assert resp.status == 200, await resp.text()
     assert "currentPassword" not in (await resp.json())["settings"]
     assert await email_now() == "new@example.com"

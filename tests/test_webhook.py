@@ -33,8 +33,12 @@ async def receiver(aiohttp_server):
 @pytest.fixture
 async def hooked(aiohttp_client, tmp_path, receiver):
     """The app with its chat webhook pointed at the receiver, with fast retries."""
-    config = make_config(tmp_path, chat__webhook_url=receiver.url, chat__webhook_secret=SECRET,
-                         chat__retry_seconds=0.05)
+    config = make_config(
+        tmp_path,
+        chat__webhook_url=receiver.url,
+        chat__webhook_secret=SECRET,
+        chat__retry_seconds=0.05,
+    )
     app = create_app(config)
     client = await aiohttp_client(app)
     client.app[WEBHOOK].timeout = 0.5
@@ -95,18 +99,22 @@ async def test_other_4xx_is_not_retried(hooked, receiver):
     await receiver.wait_for(1)
     await asyncio.sleep(0.4)
     assert len(receiver.requests) == 1
-    deliveries = (await (await client.get("/api/webhooks/chat/deliveries",
-                                          headers=admin.headers)).json())["deliveries"]
+    deliveries = (
+        await (await client.get("/api/webhooks/chat/deliveries", headers=admin.headers)).json()
+    )["deliveries"]
     assert deliveries[0]["status"] == "failed" and deliveries[0]["lastStatus"] == 400
     # An administrator can send it again; it is a new delivery.
-    resp = await client.post(f"/api/webhooks/chat/deliveries/{deliveries[0]['id']}/redeliver",
-                             headers=admin.headers)
+    resp = await client.post(
+        f"/api/webhooks/chat/deliveries/{deliveries[0]['id']}/redeliver", headers=admin.headers
+    )
     assert resp.status == 202
     again = (await resp.json())["delivery"]
     assert again["redeliveryOf"] == deliveries[0]["id"]
     requests = await receiver.wait_for(2)
     assert requests[1]["body"] == requests[0]["body"]
-    assert requests[1]["headers"]["X-Hubsvc-Delivery"] != requests[0]["headers"]["X-Hubsvc-Delivery"]
+    assert (
+        requests[1]["headers"]["X-Hubsvc-Delivery"] != requests[0]["headers"]["X-Hubsvc-Delivery"]
+    )
 
 
 async def test_deliveries_are_for_administrators(hooked, receiver):
@@ -137,7 +145,8 @@ async def test_push_message_shows_last_five_commits_and_total(hooked, receiver, 
     # Each commit is "[`abc1234`](link to it) first line — author".
     shown = [line for line in embed["description"].splitlines() if line.startswith("[`")]
     assert [line.split(" ", 1)[1].split(" — ")[0] for line in shown] == [
-        f"commit number {n}" for n in (6, 5, 4, 3, 2)]
+        f"commit number {n}" for n in (6, 5, 4, 3, 2)
+    ]
     assert "and 2 more" in embed["description"]
     assert {"name": "Total commits", "value": "7", "inline": True} in embed["fields"]
 
@@ -146,8 +155,9 @@ async def test_issue_and_pull_colours(hooked, receiver):
     client, admin = hooked
     await create(client, admin, "proj")
     url = "/api/repositories/boss/proj/issues"
-    await client.post(url, json={"title": "Bug", "body": "details", "labels": ["ui"]},
-                      headers=admin.headers)
+    await client.post(
+        url, json={"title": "Bug", "body": "details", "labels": ["ui"]}, headers=admin.headers
+    )
     await client.patch(url + "/1", json={"state": "closed"}, headers=admin.headers)
     opened, closed = await receiver.wait_for(2)
     assert opened["json"]["embeds"][0]["color"] == 65280
@@ -192,18 +202,25 @@ def _signed(body: dict, at: float | None = None) -> tuple[bytes, dict]:
     """Signed as a sender does: HMAC-SHA256 of "<timestamp>." + body, written out here."""
     raw = json.dumps(body).encode()
     timestamp = str(int(time.time() if at is None else at))
-    signature = "sha256=" + hmac.new(SECRET.encode(), timestamp.encode() + b"." + raw,
-                                     hashlib.sha256).hexdigest()
-    return raw, {"X-Hub-Signature-256": signature, "X-Hubsvc-Timestamp": timestamp,
-                 "Content-Type": "application/json"}
+    signature = (
+        "sha256="
+        + hmac.new(SECRET.encode(), timestamp.encode() + b"." + raw, hashlib.sha256).hexdigest()
+    )
+    return raw, {
+        "X-Hub-Signature-256": signature,
+        "X-Hubsvc-Timestamp": timestamp,
+        "Content-Type": "application/json",
+    }
 
 
 async def test_inbound_with_secret_checks_the_signature(hooked, receiver):
     client, admin = hooked
     await create(client, admin, "proj")
-    event = {"type": "issue", "repository": {"owner": "boss", "name": "proj"},
-             "data": {"action": "opened", "issue": {"number": 9, "title": "From chat",
-                                                    "state": "open"}}}
+    event = {
+        "type": "issue",
+        "repository": {"owner": "boss", "name": "proj"},
+        "data": {"action": "opened", "issue": {"number": 9, "title": "From chat", "state": "open"}},
+    }
     raw, headers = _signed(event)
     resp = await client.post("/api/webhooks/chat", data=raw, headers=headers)
     assert resp.status == 202 and (await resp.json())["accepted"] is True
@@ -211,12 +228,16 @@ async def test_inbound_with_secret_checks_the_signature(hooked, receiver):
     assert "From chat" in request["json"]["embeds"][0]["title"]
     stamp = {"X-Hubsvc-Timestamp": headers["X-Hubsvc-Timestamp"]}
     body_only = "sha256=" + hmac.new(SECRET.encode(), raw, hashlib.sha256).hexdigest()
-    for bad in ({}, {**stamp, "X-Hub-Signature-256": "sha256=" + "0" * 64},
-                {**stamp, "X-Hub-Signature-256": headers["X-Hub-Signature-256"][:-1] + "0"},
-                {"X-Hub-Signature-256": headers["X-Hub-Signature-256"]},  # no timestamp
-                {**stamp, "X-Hub-Signature-256": body_only}):  # the timestamp is signed too
-        resp = await client.post("/api/webhooks/chat", data=raw,
-                                 headers={"Content-Type": "application/json", **bad})
+    for bad in (
+        {},
+        {**stamp, "X-Hub-Signature-256": "sha256=" + "0" * 64},
+        {**stamp, "X-Hub-Signature-256": headers["X-Hub-Signature-256"][:-1] + "0"},
+        {"X-Hub-Signature-256": headers["X-Hub-Signature-256"]},  # no timestamp
+        {**stamp, "X-Hub-Signature-256": body_only},
+    ):  # the timestamp is signed too
+        resp = await client.post(
+            "/api/webhooks/chat", data=raw, headers={"Content-Type": "application/json", **bad}
+        )
         assert resp.status == 401
     raw, headers = _signed({**event, "type": "wiki"})
     assert (await client.post("/api/webhooks/chat", data=raw, headers=headers)).status == 400
@@ -226,8 +247,11 @@ async def test_inbound_with_secret_checks_the_signature(hooked, receiver):
 
 async def test_inbound_without_secret_needs_a_writer(client, events, alice, bob):
     await create(client, alice, "proj")
-    event = {"type": "star", "repository": {"owner": "alice", "name": "proj"},
-             "data": {"action": "added"}}
+    event = {
+        "type": "star",
+        "repository": {"owner": "alice", "name": "proj"},
+        "data": {"action": "added"},
+    }
     assert (await client.post("/api/webhooks/chat", json=event)).status == 401
     assert (await client.post("/api/webhooks/chat", json=event, headers=bob.headers)).status == 403
     resp = await client.post("/api/webhooks/chat", json=event, headers=alice.headers)
@@ -246,13 +270,24 @@ async def test_inbound_data_is_checked_by_type_before_the_202(hooked, receiver):
     bad = [
         ("issue", {"action": "opened"}, "data.issue"),  # rendered "#None" before
         ("issue", {"action": "opened", "issue": "x"}, "data.issue"),  # crashed in the sender
-        ("issue", {"action": "opened", "issue": {"number": "9", "title": "t", "state": "open"}},
-         "data.issue.number"),
-        ("issue", {"action": "dance", "issue": {"number": 9, "title": "t", "state": "open"}},
-         "data.action"),
-        ("pull_request", {"action": "opened", "pullRequest": {"number": 1, "title": "t",
-                                                             "state": "open", "author": "x"}},
-         "data.pullRequest.author"),
+        (
+            "issue",
+            {"action": "opened", "issue": {"number": "9", "title": "t", "state": "open"}},
+            "data.issue.number",
+        ),
+        (
+            "issue",
+            {"action": "dance", "issue": {"number": 9, "title": "t", "state": "open"}},
+            "data.action",
+        ),
+        (
+            "pull_request",
+            {
+                "action": "opened",
+                "pullRequest": {"number": 1, "title": "t", "state": "open", "author": "x"},
+            },
+            "data.pullRequest.author",
+        ),
         ("push", {"ref": "refs/heads/main", "commits": [{"message": "m"}]}, "data.commits"),
         ("push", {"ref": "refs/heads/main", "commits": "abc"}, "data.commits"),
         ("star", {}, "data.action"),
@@ -264,10 +299,22 @@ async def test_inbound_data_is_checked_by_type_before_the_202(hooked, receiver):
         assert resp.status == 400, (type_, data)
         assert (await resp.json())["error"].startswith(field), (type_, data)
     good = [
-        ("push", {"ref": "refs/heads/main", "commits": [
-            {"oid": "a" * 40, "message": "Fix it", "author": {"name": "Ann"}}], "totalCommits": 1}),
-        ("fork", {"forkee": {"fullName": "ann/proj", "url": None}, "forker": {"username": "ann"},
-                  "extra": [1, 2]}),
+        (
+            "push",
+            {
+                "ref": "refs/heads/main",
+                "commits": [{"oid": "a" * 40, "message": "Fix it", "author": {"name": "Ann"}}],
+                "totalCommits": 1,
+            },
+        ),
+        (
+            "fork",
+            {
+                "forkee": {"fullName": "ann/proj", "url": None},
+                "forker": {"username": "ann"},
+                "extra": [1, 2],
+            },
+        ),
     ]
     for type_, data in good:
         raw, headers = _signed({"type": type_, "repository": repo, "data": data})
@@ -275,15 +322,20 @@ async def test_inbound_data_is_checked_by_type_before_the_202(hooked, receiver):
         assert resp.status == 202, await resp.text()
     requests = await receiver.wait_for(2)
     titles = [r["json"]["embeds"][0]["title"] for r in requests]
-    assert titles == ["[boss/proj] Inbound event: pushed 1 new commit to main",
-                      "[boss/proj] Inbound event: Forked by ann"]
+    assert titles == [
+        "[boss/proj] Inbound event: pushed 1 new commit to main",
+        "[boss/proj] Inbound event: Forked by ann",
+    ]
 
 
 async def test_inbound_signed_requests_expire_and_cannot_be_replayed(hooked, receiver):
     client, admin = hooked
     await create(client, admin, "proj")
-    event = {"type": "star", "repository": {"owner": "boss", "name": "proj"},
-             "data": {"action": "added", "starCount": 1}}
+    event = {
+        "type": "star",
+        "repository": {"owner": "boss", "name": "proj"},
+        "data": {"action": "added", "starCount": 1},
+    }
     for age in (301, -301, 3600):
         raw, headers = _signed(event, at=time.time() - age)
         resp = await client.post("/api/webhooks/chat", data=raw, headers=headers)
@@ -302,9 +354,14 @@ async def test_inbound_signed_requests_expire_and_cannot_be_replayed(hooked, rec
 
 
 async def test_the_secret_reaches_public_and_listed_private_repositories_only(
-        aiohttp_client, tmp_path, receiver):
-    config = make_config(tmp_path, chat__webhook_url=receiver.url, chat__webhook_secret=SECRET,
-                         chat__webhook_repositories=["Boss/Linked"])
+    aiohttp_client, tmp_path, receiver
+):
+    config = make_config(
+        tmp_path,
+        chat__webhook_url=receiver.url,
+        chat__webhook_secret=SECRET,
+        chat__webhook_repositories=["Boss/Linked"],
+    )
     client = await aiohttp_client(create_app(config))
     recorder = Recorder()
     client.app[BUS].subscribe(recorder, name="test-recorder")
@@ -315,8 +372,13 @@ async def test_the_secret_reaches_public_and_listed_private_repositories_only(
     await create(client, other, "open")
 
     async def post(owner: str, name: str) -> int:
-        raw, headers = _signed({"type": "star", "repository": {"owner": owner, "name": name},
-                                "data": {"action": "added"}})
+        raw, headers = _signed(
+            {
+                "type": "star",
+                "repository": {"owner": owner, "name": name},
+                "data": {"action": "added"},
+            }
+        )
         return (await client.post("/api/webhooks/chat", data=raw, headers=headers)).status
 
     assert await post("boss", "linked") == 202
@@ -332,12 +394,16 @@ async def test_inbound_refuses_deep_or_non_json_bodies(hooked):
     client, admin = hooked
     raw = b"[" * 100_000
     timestamp = str(int(time.time()))
-    signature = "sha256=" + hmac.new(SECRET.encode(), timestamp.encode() + b"." + raw,
-                                     hashlib.sha256).hexdigest()
+    signature = (
+        "sha256="
+        + hmac.new(SECRET.encode(), timestamp.encode() + b"." + raw, hashlib.sha256).hexdigest()
+    )
     headers = {"X-Hub-Signature-256": signature, "X-Hubsvc-Timestamp": timestamp}
-    resp = await client.post("/api/webhooks/chat", data=raw,
-                             headers={**headers, "Content-Type": "application/json"})
+    resp = await client.post(
+        "/api/webhooks/chat", data=raw, headers={**headers, "Content-Type": "application/json"}
+    )
     assert resp.status == 400 and "deeper" in (await resp.json())["error"]
-    resp = await client.post("/api/webhooks/chat", data=raw,
-                             headers={**headers, "Content-Type": "text/plain"})
+    resp = await client.post(
+        "/api/webhooks/chat", data=raw, headers={**headers, "Content-Type": "text/plain"}
+    )
     assert resp.status == 415

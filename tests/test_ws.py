@@ -18,8 +18,12 @@ from .test_repos import create
 async def connect(client, user, **kwargs):
     ws = await client.ws_connect(f"/ws?token={user.token}", **kwargs)
     hello = await ws.receive_json(timeout=5)
-    assert hello == {"type": "connected", "userId": user.id, "username": user.username,
-                     "lastEventId": hello["lastEventId"]}
+    assert hello == {
+        "type": "connected",
+        "userId": user.id,
+        "username": user.username,
+        "lastEventId": hello["lastEventId"],
+    }
     assert hello["lastEventId"].isdigit()
     return ws
 
@@ -71,17 +75,37 @@ async def test_owner_and_stargazer_get_events_strangers_do_not(client, alice, bo
     note = (await next_of(ws_alice, "notification"))["notification"]
     assert note["type"] == "star" and note["data"]["action"] == "added"
     assert note["repository"] == {"owner": "alice", "name": "proj"}
-    assert set(note) == {"id", "type", "repository", "actor", "data", "createdAt", "public", "inbound"}
+    assert set(note) == {
+        "id",
+        "type",
+        "repository",
+        "actor",
+        "data",
+        "createdAt",
+        "public",
+        "inbound",
+    }
     assert (await next_of(ws_bob, "notification"))["notification"]["id"] == note["id"]
     await nothing_for(ws_carol)
     # Carol may subscribe to a public repository she does not watch.
-    await ws_carol.send_json({"type": "subscribe", "repository": {"owner": "alice", "name": "proj"}})
-    assert (await next_of(ws_carol, "subscribed"))["repository"] == {"owner": "alice", "name": "proj"}
-    await client.post("/api/repositories/alice/proj/issues", json={"title": "x"}, headers=alice.headers)
+    await ws_carol.send_json(
+        {"type": "subscribe", "repository": {"owner": "alice", "name": "proj"}}
+    )
+    assert (await next_of(ws_carol, "subscribed"))["repository"] == {
+        "owner": "alice",
+        "name": "proj",
+    }
+    await client.post(
+        "/api/repositories/alice/proj/issues", json={"title": "x"}, headers=alice.headers
+    )
     assert (await next_of(ws_carol, "notification"))["notification"]["type"] == "issue"
-    await ws_carol.send_json({"type": "unsubscribe", "repository": {"owner": "alice", "name": "proj"}})
+    await ws_carol.send_json(
+        {"type": "unsubscribe", "repository": {"owner": "alice", "name": "proj"}}
+    )
     await next_of(ws_carol, "unsubscribed")
-    await client.post("/api/repositories/alice/proj/issues", json={"title": "y"}, headers=alice.headers)
+    await client.post(
+        "/api/repositories/alice/proj/issues", json={"title": "y"}, headers=alice.headers
+    )
     await nothing_for(ws_carol)
     for ws in (ws_alice, ws_bob, ws_carol):
         await ws.close()
@@ -90,18 +114,31 @@ async def test_owner_and_stargazer_get_events_strangers_do_not(client, alice, bo
 async def test_private_events_follow_access_as_it_changes(client, alice, bob):
     await create(client, alice, "hidden", visibility="private")
     ws_bob = await connect(client, bob)
-    await ws_bob.send_json({"type": "subscribe", "repository": {"owner": "alice", "name": "hidden"}})
+    await ws_bob.send_json(
+        {"type": "subscribe", "repository": {"owner": "alice", "name": "hidden"}}
+    )
     assert (await next_of(ws_bob, "error"))["error"] == "repository not found"
-    await client.post("/api/repositories/alice/hidden/issues", json={"title": "a"}, headers=alice.headers)
+    await client.post(
+        "/api/repositories/alice/hidden/issues", json={"title": "a"}, headers=alice.headers
+    )
     await nothing_for(ws_bob)
-    await client.put("/api/repositories/alice/hidden/collaborators/bob",
-                     json={"permission": "read"}, headers=alice.headers)
-    await client.post("/api/repositories/alice/hidden/issues", json={"title": "b"}, headers=alice.headers)
+    await client.put(
+        "/api/repositories/alice/hidden/collaborators/bob",
+        json={"permission": "read"},
+        headers=alice.headers,
+    )
+    await client.post(
+        "/api/repositories/alice/hidden/issues", json={"title": "b"}, headers=alice.headers
+    )
     assert (await next_of(ws_bob, "notification"))["notification"]["data"]["issue"]["title"] == "b"
-    await ws_bob.send_json({"type": "subscribe", "repository": {"owner": "alice", "name": "hidden"}})
+    await ws_bob.send_json(
+        {"type": "subscribe", "repository": {"owner": "alice", "name": "hidden"}}
+    )
     await next_of(ws_bob, "subscribed")
     await client.delete("/api/repositories/alice/hidden/collaborators/bob", headers=alice.headers)
-    await client.post("/api/repositories/alice/hidden/issues", json={"title": "c"}, headers=alice.headers)
+    await client.post(
+        "/api/repositories/alice/hidden/issues", json={"title": "c"}, headers=alice.headers
+    )
     await nothing_for(ws_bob)  # even though still subscribed: access is checked per event
     await ws_bob.close()
 

@@ -33,8 +33,7 @@ from ..web.rest import json_response, read_json
 routes = web.RouteTableDef()
 
 
-async def confirm_password(request: web.Request, user: dict, password: str
-                           ) -> web.Response | None:
+async def confirm_password(request: web.Request, user: dict, password: str) -> web.Response | None:
     """None when password is the user's; a 429 to return when out of guesses; else 403."""
     limiter = request.app.get(SIGN_IN_LIMITER)
     if limiter is not None:
@@ -50,16 +49,21 @@ async def confirm_password(request: web.Request, user: dict, password: str
 
 
 @routes.post("/api/users/me/password")
-@doc("Change the password; every other session and token of the user ends",
-     body=PasswordChangeSchema, responses={204: "changed"}, errors=(403,), tag="users",
-     description="A wrong currentPassword answers 403 (not 401: the caller's token is fine, "
-                 "and a client must not take the answer for a sign-out). Every other sign-in "
-                 "session, every personal access token and every chat link of the user is "
-                 "ended (the bot must link again), their "
-                 "WebSockets closed with 4001; the credential of this request stays valid. "
-                 "GitHub keeps personal access tokens on a password change; hubsvc ends them, "
-                 "since a password is changed when it may have leaked, and whoever had it "
-                 "could have made a token.")
+@doc(
+    "Change the password; every other session and token of the user ends",
+    body=PasswordChangeSchema,
+    responses={204: "changed"},
+    errors=(403,),
+    tag="users",
+    description="A wrong currentPassword answers 403 (not 401: the caller's token is fine, "
+    "and a client must not take the answer for a sign-out). Every other sign-in "
+    "session, every personal access token and every chat link of the user is "
+    "ended (the bot must link again), their "
+    "WebSockets closed with 4001; the credential of this request stays valid. "
+    "GitHub keeps personal access tokens on a password change; hubsvc ends them, "
+    "since a password is changed when it may have leaked, and whoever had it "
+    "could have made a token.",
+)
 async def change_password(request: web.Request) -> web.Response:
     user = require_user(request)
     data = await read_json(request, PasswordChangeSchema())
@@ -85,8 +89,11 @@ def _token_json(row: dict) -> dict:
 
 
 @routes.get("/api/users/me/tokens")
-@doc("The signed-in user's personal access tokens (never their secrets)",
-     responses={200: TokenListSchema}, tag="users")
+@doc(
+    "The signed-in user's personal access tokens (never their secrets)",
+    responses={200: TokenListSchema},
+    tag="users",
+)
 async def list_tokens(request: web.Request) -> web.Response:
     user = require_user(request)
     rows = await request.app[STORE].users.personal_tokens(user["id"])
@@ -94,14 +101,18 @@ async def list_tokens(request: web.Request) -> web.Response:
 
 
 @routes.post("/api/users/me/tokens")
-@doc("Create a personal access token; its secret is in this answer only",
-     body=TokenCreateSchema, responses={201: TokenCreatedSchema}, errors=(403, 409),
-     tag="users",
-     description="The secret works as `Authorization: Bearer`, as `/ws?token=` and as the "
-                 "password git sends over HTTP (with the account's username). Only its "
-                 "SHA-256 is stored. Names are unique per user (409), at most "
-                 f"{MAX_PERSONAL_TOKENS} tokens per user (409). A personal access token "
-                 "cannot create tokens (403), as on GitHub: a leaked one cannot breed more.")
+@doc(
+    "Create a personal access token; its secret is in this answer only",
+    body=TokenCreateSchema,
+    responses={201: TokenCreatedSchema},
+    errors=(403, 409),
+    tag="users",
+    description="The secret works as `Authorization: Bearer`, as `/ws?token=` and as the "
+    "password git sends over HTTP (with the account's username). Only its "
+    "SHA-256 is stored. Names are unique per user (409), at most "
+    f"{MAX_PERSONAL_TOKENS} tokens per user (409). A personal access token "
+    "cannot create tokens (403), as on GitHub: a leaked one cannot breed more.",
+)
 async def create_token(request: web.Request) -> web.Response:
     user = require_user(request)
     if request[AUTH].personal:
@@ -116,15 +127,20 @@ async def create_token(request: web.Request) -> web.Response:
             raise BadRequest("expiresAt: too far in the future")
     secret = new_personal_token()
     row = await request.app[STORE].users.add_personal_token(
-        user["id"], data["name"], token_digest(secret), expires)
+        user["id"], data["name"], token_digest(secret), expires
+    )
     return json_response({"token": _token_json(row), "secret": secret}, status=201)
 
 
 @routes.delete("/api/users/me/tokens/{id}")
-@doc("Delete one of the signed-in user's personal access tokens", responses={204: "deleted"},
-     errors=(404,), tag="users",
-     description="It stops working at once; WebSockets opened with it close with 4001. "
-                 "Another user's token id answers 404.")
+@doc(
+    "Delete one of the signed-in user's personal access tokens",
+    responses={204: "deleted"},
+    errors=(404,),
+    tag="users",
+    description="It stops working at once; WebSockets opened with it close with 4001. "
+    "Another user's token id answers 404.",
+)
 async def delete_token(request: web.Request) -> web.Response:
     user = require_user(request)
     raw = request.match_info["id"]

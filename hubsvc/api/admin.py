@@ -26,8 +26,9 @@ USER = "/api/admin/users/{username}"
 
 
 def _admin_json(request: web.Request, user: dict) -> dict:
-    data = present.user_public(request.app[CONFIG].base_url, user, is_self=True,
-                               admin=user["is_admin"])
+    data = present.user_public(
+        request.app[CONFIG].base_url, user, is_self=True, admin=user["is_admin"]
+    )
     data["disabled"] = user["disabled"]
     return data
 
@@ -42,9 +43,13 @@ async def _target(request: web.Request) -> dict:
 
 
 @routes.get("/api/admin/users")
-@doc("Every account, oldest first, with e-mail, isAdmin and disabled (administrators only)",
-     query=AdminUserQuerySchema, responses={200: AdminUserListSchema}, errors=(403,),
-     tag="admin")
+@doc(
+    "Every account, oldest first, with e-mail, isAdmin and disabled (administrators only)",
+    query=AdminUserQuerySchema,
+    responses={200: AdminUserListSchema},
+    errors=(403,),
+    tag="admin",
+)
 async def list_users(request: web.Request) -> web.Response:
     require_admin(request)
     page = read_query(request, AdminUserQuerySchema())
@@ -53,34 +58,45 @@ async def list_users(request: web.Request) -> web.Response:
 
 
 @routes.post("/api/admin/users")
-@doc("Create an account (administrators only); works whatever [auth] open_signup says",
-     body=AdminUserCreateSchema, responses={201: AdminUserEnvelopeSchema}, errors=(403, 409),
-     tag="admin", description="The sign-up rules apply; no token is issued: the new user "
-                              "signs in with the password given here.")
+@doc(
+    "Create an account (administrators only); works whatever [auth] open_signup says",
+    body=AdminUserCreateSchema,
+    responses={201: AdminUserEnvelopeSchema},
+    errors=(403, 409),
+    tag="admin",
+    description="The sign-up rules apply; no token is issued: the new user "
+    "signs in with the password given here.",
+)
 async def create_user(request: web.Request) -> web.Response:
     require_admin(request)
     data = await read_json(request, AdminUserCreateSchema())
     rounds = request.app[CONFIG]["security"]["bcrypt_rounds"]
     password_hash = await hash_password(data.pop("password"), rounds)
-    user = await request.app[STORE].users.create(password_hash=password_hash,
-                                                 is_admin=data.pop("isAdmin"), **data)
+    user = await request.app[STORE].users.create(
+        password_hash=password_hash, is_admin=data.pop("isAdmin"), **data
+    )
     return json_response({"user": _admin_json(request, user)}, status=201)
 
 
 @routes.patch(USER)
-@doc("Disable or enable an account, grant or revoke administrator rights (administrators only)",
-     body=AdminUserPatchSchema, responses={200: AdminUserEnvelopeSchema},
-     errors=(403, 404, 409), tag="admin",
-     description="A disabled account's tokens, sessions, git credentials and WebSockets stop "
-                 "working at once (sockets close with 4001) and its chat links end; enabling "
-                 "it again brings back its unexpired tokens, not the chat links. The last enabled administrator cannot be demoted or "
-                 "disabled (409). The ghost account answers 409.")
+@doc(
+    "Disable or enable an account, grant or revoke administrator rights (administrators only)",
+    body=AdminUserPatchSchema,
+    responses={200: AdminUserEnvelopeSchema},
+    errors=(403, 404, 409),
+    tag="admin",
+    description="A disabled account's tokens, sessions, git credentials and WebSockets stop "
+    "working at once (sockets close with 4001) and its chat links end; enabling "
+    "it again brings back its unexpired tokens, not the chat links. The last enabled administrator cannot be demoted or "
+    "disabled (409). The ghost account answers 409.",
+)
 async def patch_user(request: web.Request) -> web.Response:
     require_admin(request)
     data = await read_json(request, AdminUserPatchSchema())
     target = await _target(request)
     user = await request.app[STORE].users.set_flags(
-        target["id"], is_admin=data.get("isAdmin"), disabled=data.get("disabled"))
+        target["id"], is_admin=data.get("isAdmin"), disabled=data.get("disabled")
+    )
     if user["disabled"]:
         credentials_ended(request.app, target["id"])
     else:
@@ -90,13 +106,17 @@ async def patch_user(request: web.Request) -> web.Response:
 
 
 @routes.delete(USER)
-@doc("Delete an account (administrators only); its issues and comments stay, by the ghost",
-     responses={204: "deleted"}, errors=(403, 404, 409), tag="admin",
-     description="As on GitHub: issues, pull requests and comments the user wrote elsewhere "
-                 "stay, shown as written by the user `ghost`; the repositories the user owns "
-                 "are deleted with their git data (forks others made stay, without a parent); "
-                 "stars, collaborations, tokens and chat links go. The username becomes free. "
-                 "The last enabled administrator cannot be deleted (409).")
+@doc(
+    "Delete an account (administrators only); its issues and comments stay, by the ghost",
+    responses={204: "deleted"},
+    errors=(403, 404, 409),
+    tag="admin",
+    description="As on GitHub: issues, pull requests and comments the user wrote elsewhere "
+    "stay, shown as written by the user `ghost`; the repositories the user owns "
+    "are deleted with their git data (forks others made stay, without a parent); "
+    "stars, collaborations, tokens and chat links go. The username becomes free. "
+    "The last enabled administrator cannot be deleted (409).",
+)
 async def delete_user(request: web.Request) -> web.Response:
     require_admin(request)
     target = await _target(request)

@@ -27,11 +27,13 @@ from ..web.rest import json_response, read_json
 routes = web.RouteTableDef()
 
 
-def _auth_answer(request: web.Request, user: dict, token: str, expires: int, status: int
-                 ) -> web.Response:
+def _auth_answer(
+    request: web.Request, user: dict, token: str, expires: int, status: int
+) -> web.Response:
     body = {
-        "user": user_public(request.app[CONFIG].base_url, user, is_self=True,
-                            admin=is_admin(request, user)),
+        "user": user_public(
+            request.app[CONFIG].base_url, user, is_self=True, admin=is_admin(request, user)
+        ),
         "token": token,
         "expiresAt": iso(expires),
     }
@@ -39,11 +41,17 @@ def _auth_answer(request: web.Request, user: dict, token: str, expires: int, sta
 
 
 @routes.post("/auth/sign-up")
-@doc("Create an account; answers the user and a token, and sets the session cookie",
-     body=SignUpSchema, responses={201: AuthResultSchema}, errors=(403, 409), public=True,
-     tag="auth", description="The password is 8 to 72 bytes of UTF-8 (bcrypt reads no more); "
-     "others → 400. With [auth] open_signup = false this answers 403: only "
-     "administrators create accounts then (POST /api/admin/users or run.py create-user).")
+@doc(
+    "Create an account; answers the user and a token, and sets the session cookie",
+    body=SignUpSchema,
+    responses={201: AuthResultSchema},
+    errors=(403, 409),
+    public=True,
+    tag="auth",
+    description="The password is 8 to 72 bytes of UTF-8 (bcrypt reads no more); "
+    "others → 400. With [auth] open_signup = false this answers 403: only "
+    "administrators create accounts then (POST /api/admin/users or run.py create-user).",
+)
 async def sign_up(request: web.Request) -> web.Response:
     config = request.app[CONFIG]
     if not config["auth"]["open_signup"]:
@@ -56,13 +64,19 @@ async def sign_up(request: web.Request) -> web.Response:
 
 
 @routes.post("/auth/sign-in")
-@doc("Sign in with e-mail or username and password", body=SignInSchema,
-     responses={200: AuthResultSchema}, errors=(401, 403), public=True, tag="auth",
-     description="A wrong e-mail, username or password all answer the same 401, in the same "
-     "time (an unknown login checks a dummy hash of the configured bcrypt cost). A password "
-     "over 72 bytes → 400. The right password of a disabled account answers 403. Attempts "
-     "are limited per client address (IPv6: per /64) and account, one budget whether it is "
-     "named by username or e-mail → 429.")
+@doc(
+    "Sign in with e-mail or username and password",
+    body=SignInSchema,
+    responses={200: AuthResultSchema},
+    errors=(401, 403),
+    public=True,
+    tag="auth",
+    description="A wrong e-mail, username or password all answer the same 401, in the same "
+    "time (an unknown login checks a dummy hash of the configured bcrypt cost). A password "
+    "over 72 bytes → 400. The right password of a disabled account answers 403. Attempts "
+    "are limited per client address (IPv6: per /64) and account, one budget whether it is "
+    "named by username or e-mail → 429.",
+)
 async def sign_in(request: web.Request) -> web.Response:
     data = await read_json(request, SignInSchema())
     login = data.get("email") or data.get("username")
@@ -86,9 +100,13 @@ async def sign_in(request: web.Request) -> web.Response:
 
 
 @routes.post("/auth/sign-out")
-@doc("Revoke the token of this request and clear the cookie", responses={204: "signed out"},
-     tag="auth", description="Whatever token authenticated the request is revoked (a "
-     "personal access token too); WebSockets opened with it close with code 4001.")
+@doc(
+    "Revoke the token of this request and clear the cookie",
+    responses={204: "signed out"},
+    tag="auth",
+    description="Whatever token authenticated the request is revoked (a "
+    "personal access token too); WebSockets opened with it close with code 4001.",
+)
 async def sign_out(request: web.Request) -> web.Response:
     user = require_user(request)
     identity = request[AUTH]

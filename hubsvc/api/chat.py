@@ -36,10 +36,14 @@ from ..web.rest import json_response, read_json, read_query
 log = logging.getLogger("hubsvc.chat")
 routes = web.RouteTableDef()
 
-BOT_ONLY = ("Needs the chat bot's key in `X-Chat-Bot-Key`; without it, or with a wrong one, "
-            "the answer is 401.")
-BOT_OR_OWNER = ("Takes the chat bot's key (`X-Chat-Bot-Key`) or the signed-in user the chat "
-                "id is linked to; any other signed-in user gets 404, so links do not leak.")
+BOT_ONLY = (
+    "Needs the chat bot's key in `X-Chat-Bot-Key`; without it, or with a wrong one, "
+    "the answer is 401."
+)
+BOT_OR_OWNER = (
+    "Takes the chat bot's key (`X-Chat-Bot-Key`) or the signed-in user the chat "
+    "id is linked to; any other signed-in user gets 404, so links do not leak."
+)
 
 
 def _link_url(config: Config, token: str) -> str:
@@ -47,12 +51,15 @@ def _link_url(config: Config, token: str) -> str:
 
 
 @routes.post("/api/chat/link/generate")
-@doc("Create a one-time link token for a chat user (chat bot only)", body=GenerateSchema,
-     responses={200: GenerateResultSchema},
-     description=BOT_ONLY + " The token is 64 lowercase hex characters, single use, valid "
-     "chat.link_token_minutes. With serviceEmail, the account with that address (if any) is "
-     "e-mailed the verification link, and only that account may redeem the token; the "
-     "answer is the same whether or not such an account exists.")
+@doc(
+    "Create a one-time link token for a chat user (chat bot only)",
+    body=GenerateSchema,
+    responses={200: GenerateResultSchema},
+    description=BOT_ONLY + " The token is 64 lowercase hex characters, single use, valid "
+    "chat.link_token_minutes. With serviceEmail, the account with that address (if any) is "
+    "e-mailed the verification link, and only that account may redeem the token; the "
+    "answer is the same whether or not such an account exists.",
+)
 async def generate(request: web.Request) -> web.Response:
     require_bot(request)
     data = await read_json(request, GenerateSchema())
@@ -61,27 +68,34 @@ async def generate(request: web.Request) -> web.Response:
     minutes = config["chat"]["link_token_minutes"]
     expires = int(time.time()) + minutes * 60
     email = data.get("serviceEmail")
-    user = await request.app[STORE].chat.add_token(token_digest(token), data["chatId"],
-                                                   expires, email)
+    user = await request.app[STORE].chat.add_token(
+        token_digest(token), data["chatId"], expires, email
+    )
     if email is not None:
         # Off the request path: neither the answer nor its timing tells whether the
         # address has an account.
-        request.app[BACKGROUND].spawn(_mail_link(request.app, user, data["chatId"], token,
-                                                     minutes))
-    return json_response({"success": True, "token": token, "expiresAt": iso(expires),
-                          "url": _link_url(config, token)})
+        request.app[BACKGROUND].spawn(_mail_link(request.app, user, data["chatId"], token, minutes))
+    return json_response(
+        {
+            "success": True,
+            "token": token,
+            "expiresAt": iso(expires),
+            "url": _link_url(config, token),
+        }
+    )
 
 
-async def _mail_link(app: web.Application, user: dict[str, Any] | None, chat_id: str,
-                     token: str, minutes: int) -> None:
+async def _mail_link(
+    app: web.Application, user: dict[str, Any] | None, chat_id: str, token: str, minutes: int
+) -> None:
     """E-mail the verification link to user (nothing when no account matched)."""
     if user is None:
         return
     config = app[CONFIG]
     body = (
         f"Hello {user['name'] or user['username']},\n\n"
-        f"Someone asked to link the chat account \"{chat_id}\" to your account "
-        f"\"{user['username']}\" on {config.base_url}.\n\n"
+        f'Someone asked to link the chat account "{chat_id}" to your account '
+        f'"{user["username"]}" on {config.base_url}.\n\n'
         f"To link them, open this page within {minutes} minutes and confirm:\n\n"
         f"{_link_url(config, token)}\n\n"
         "If you did not ask for this, ignore this e-mail: nothing is linked until you confirm.\n"
@@ -90,37 +104,57 @@ async def _mail_link(app: web.Application, user: dict[str, Any] | None, chat_id:
         # Queued: a failure is retried and shows in GET /api/admin/deliveries.
         await app[MAILER].send(user["email"], "Link your chat account", body)
     except Exception as exc:
-        log.warning("could not send the chat link e-mail to user %s: %s: %s", user["id"],
-                    type(exc).__name__, exc)
+        log.warning(
+            "could not send the chat link e-mail to user %s: %s: %s",
+            user["id"],
+            type(exc).__name__,
+            exc,
+        )
 
 
 @routes.post("/api/chat/link/verify")
-@doc("Redeem a link token: link its chat id to the signed-in user", body=VerifySchema,
-     responses={200: VerifyResultSchema}, errors=(403,),
-     description="Needs a signed-in session (the cookie, or the sign-in token as Bearer); a "
-     "personal access token or the bot key is 403. "
-     "serviceUserId must be the signed-in user's id (else 403). A bad, used or "
-     "expired token is 400; a token e-mailed to another account is 403. An earlier link "
-     "of the same chat id is replaced.")
+@doc(
+    "Redeem a link token: link its chat id to the signed-in user",
+    body=VerifySchema,
+    responses={200: VerifyResultSchema},
+    errors=(403,),
+    description="Needs a signed-in session (the cookie, or the sign-in token as Bearer); a "
+    "personal access token or the bot key is 403. "
+    "serviceUserId must be the signed-in user's id (else 403). A bad, used or "
+    "expired token is 400; a token e-mailed to another account is 403. An earlier link "
+    "of the same chat id is replaced.",
+)
 async def verify(request: web.Request) -> web.Response:
     user = require_user(request)
     identity = request[AUTH]
     # A link lets the bot act as the user, so it is granted as a credential is: by the
     # user in a signed-in session, never by a personal access token a script holds.
     if identity.personal or identity.via not in ("cookie", "bearer"):
-        raise Forbidden("verifying a chat link needs a signed-in session, "
-                        "not a personal access token")
+        raise Forbidden(
+            "verifying a chat link needs a signed-in session, not a personal access token"
+        )
     data = await read_json(request, VerifySchema())
     if data["serviceUserId"] != str(user["id"]):
         raise Forbidden("serviceUserId: must be the signed-in user")
     chat_id = await request.app[STORE].chat.redeem(token_digest(data["token"]), user["id"])
-    return json_response({"success": True, "linked": True, "chatId": chat_id,
-                          "user": present.user_summary(request.app[CONFIG].base_url, user)})
+    return json_response(
+        {
+            "success": True,
+            "linked": True,
+            "chatId": chat_id,
+            "user": present.user_summary(request.app[CONFIG].base_url, user),
+        }
+    )
 
 
 @routes.post("/api/chat/link/unlink")
-@doc("Remove the link of a chat id", body=UnlinkSchema, responses={200: UnlinkResultSchema},
-     errors=(404,), description=BOT_OR_OWNER)
+@doc(
+    "Remove the link of a chat id",
+    body=UnlinkSchema,
+    responses={200: UnlinkResultSchema},
+    errors=(404,),
+    description=BOT_OR_OWNER,
+)
 async def unlink(request: web.Request) -> web.Response:
     bot = bot_key_ok(request)
     user = None if bot else require_user(request)
@@ -136,8 +170,12 @@ async def unlink(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/chat/link/status/{chatId}")
-@doc("Whether a chat id is linked, and to whom", responses={200: StatusSchema}, errors=(404,),
-     description=BOT_OR_OWNER)
+@doc(
+    "Whether a chat id is linked, and to whom",
+    responses={200: StatusSchema},
+    errors=(404,),
+    description=BOT_OR_OWNER,
+)
 async def status(request: web.Request) -> web.Response:
     bot = bot_key_ok(request)
     user = None if bot else require_user(request)
@@ -146,9 +184,13 @@ async def status(request: web.Request) -> web.Response:
         raise NotFound("chat link not found")
     if link is None:
         return json_response({"linked": False, "verified": False, "user": None})
-    return json_response({
-        "linked": True, "verified": link["verified"],
-        "user": present.user_summary(request.app[CONFIG].base_url, link["user"])})
+    return json_response(
+        {
+            "linked": True,
+            "verified": link["verified"],
+            "user": present.user_summary(request.app[CONFIG].base_url, link["user"]),
+        }
+    )
 
 
 # The verification page. Everything interpolated is escaped; the only script and style
@@ -254,15 +296,21 @@ code { word-break: break-all; }
 </html>
 """)
 
-PAGE_RESPONSE = {"description": "an HTML page", "content": {"text/html": {
-    "schema": {"type": "string"}}}}
+PAGE_RESPONSE = {
+    "description": "an HTML page",
+    "content": {"text/html": {"schema": {"type": "string"}}},
+}
 
 
 @routes.get("/chat/link")
-@doc("The page a verification link opens: sign in if needed, then confirm the link",
-     query=LinkPageQuerySchema, responses={200: PAGE_RESPONSE}, public=True,
-     description="Looking at the page does not use up the token; only verify does. An "
-     "unknown, used or expired token still gets the page, which says so.")
+@doc(
+    "The page a verification link opens: sign in if needed, then confirm the link",
+    query=LinkPageQuerySchema,
+    responses={200: PAGE_RESPONSE},
+    public=True,
+    description="Looking at the page does not use up the token; only verify does. An "
+    "unknown, used or expired token still gets the page, which says so.",
+)
 async def link_page(request: web.Request) -> web.Response:
     token = read_query(request, LinkPageQuerySchema())["token"]
     chat_id = await request.app[STORE].chat.token_chat_id(token_digest(token)) if token else None
@@ -275,13 +323,16 @@ async def link_page(request: web.Request) -> web.Response:
         chat_id=html.escape(chat_id or ""),
         user_id=html.escape(str(user["id"]) if user else ""),
         username=html.escape(user["username"] if user else ""),
-        **{f"{name}_hidden": "" if step == name else " hidden"
-           for name in ("invalid", "signin", "confirm")},
+        **{
+            f"{name}_hidden": "" if step == name else " hidden"
+            for name in ("invalid", "signin", "confirm")
+        },
     )
     headers = {
         "Content-Security-Policy": (
             f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; "
-            "connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'"),
+            "connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'"
+        ),
         "X-Frame-Options": "DENY",
         "X-Content-Type-Options": "nosniff",
         # The token is in the address: keep it out of Referer headers and caches.

@@ -32,23 +32,44 @@ def _compare(g: GitRepo, base_rev: str, head_rev: str, max_bytes: int) -> dict:
     ahead, behind = g.ahead_behind(base, head)
     commits, total_commits = g.range_commits(base, head, COMPARE_COMMITS, 0, COMPARE_COMMITS)
     files, total_files = g.range_files(base, head, COMPARE_FILES, 0, COMPARE_FILES, max_bytes)
-    status = ("identical" if not ahead and not behind else "ahead" if not behind
-              else "behind" if not ahead else "diverged")
-    return {"status": status, "aheadBy": ahead, "behindBy": behind, "baseCommit": base,
-            "headCommit": head, "mergeBaseCommit": merge_base, "totalCommits": total_commits,
-            "commits": commits, "totalFiles": total_files, "files": files}
+    status = (
+        "identical"
+        if not ahead and not behind
+        else "ahead"
+        if not behind
+        else "behind"
+        if not ahead
+        else "diverged"
+    )
+    return {
+        "status": status,
+        "aheadBy": ahead,
+        "behindBy": behind,
+        "baseCommit": base,
+        "headCommit": head,
+        "mergeBaseCommit": merge_base,
+        "totalCommits": total_commits,
+        "commits": commits,
+        "totalFiles": total_files,
+        "files": files,
+    }
 
 
 @routes.get("/api/repositories/{owner}/{name}/compare/{spec:.+}")
-@doc("Compare two branches, tags or commits: GET …/compare/{base}...{head}",
-     responses={200: CompareSchema}, errors=(400, 404), public=True, tag="git",
-     description="As GitHub's compare: aheadBy/behindBy count the commits each side has that "
-                 "the other lacks; commits are those of head missing from base, oldest first "
-                 f"(at most {COMPARE_COMMITS}); files are the three-dot diff from the merge "
-                 f"base to head (at most {COMPARE_FILES}, with patches cut as those of a pull "
-                 "request's files). base and head are "
-                 "branch or tag names or commit ids (7+ hex characters). Unrelated histories "
-                 "are 404.")
+@doc(
+    "Compare two branches, tags or commits: GET …/compare/{base}...{head}",
+    responses={200: CompareSchema},
+    errors=(400, 404),
+    public=True,
+    tag="git",
+    description="As GitHub's compare: aheadBy/behindBy count the commits each side has that "
+    "the other lacks; commits are those of head missing from base, oldest first "
+    f"(at most {COMPARE_COMMITS}); files are the three-dot diff from the merge "
+    f"base to head (at most {COMPARE_FILES}, with patches cut as those of a pull "
+    "request's files). base and head are "
+    "branch or tag names or commit ids (7+ hex characters). Unrelated histories "
+    "are 404.",
+)
 async def compare(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     base, sep, head = request.match_info["spec"].partition("...")

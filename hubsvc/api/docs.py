@@ -44,34 +44,60 @@ INIT = """window.ui = SwaggerUIBundle({
 });
 """
 # Everything the page loads comes from this server; nothing is fetched from the internet.
-CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
-       "script-src 'self'; frame-ancestors 'none'")
+CSP = (
+    "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+    "script-src 'self'; frame-ancestors 'none'"
+)
 HTML = {"description": "HTML page", "content": {"text/html": {"schema": {"type": "string"}}}}
 
 
 @routes.get("/api/docs")
 @doc("Browsable API reference (Swagger UI)", public=True, tag="meta", responses={200: HTML})
 async def docs_page(request: web.Request) -> web.Response:
-    return web.Response(text=PAGE, content_type="text/html",
-                        headers={"Content-Security-Policy": CSP, "X-Frame-Options": "DENY"})
+    return web.Response(
+        text=PAGE,
+        content_type="text/html",
+        headers={"Content-Security-Policy": CSP, "X-Frame-Options": "DENY"},
+    )
 
 
 @routes.get("/api/docs/init.js")
-@doc("The docs page's start-up script", public=True, tag="meta", responses={200: {
-    "description": "JavaScript", "content": {"application/javascript": {"schema": {"type": "string"}}}}})
+@doc(
+    "The docs page's start-up script",
+    public=True,
+    tag="meta",
+    responses={
+        200: {
+            "description": "JavaScript",
+            "content": {"application/javascript": {"schema": {"type": "string"}}},
+        }
+    },
+)
 async def docs_init(request: web.Request) -> web.Response:
     return web.Response(text=INIT, content_type="application/javascript")
 
 
 @routes.get("/api/docs/static/{file}")
-@doc("The docs page's assets, from the swagger-ui-bundle package", public=True, tag="meta",
-     errors=(404,), responses={200: {"description": "a CSS, JavaScript or image file",
-                                     "content": {media: {"schema": {"type": "string",
-                                                                    "format": "binary"}}
-                                                 for media in sorted(set(STATIC.values()))}}})
+@doc(
+    "The docs page's assets, from the swagger-ui-bundle package",
+    public=True,
+    tag="meta",
+    errors=(404,),
+    responses={
+        200: {
+            "description": "a CSS, JavaScript or image file",
+            "content": {
+                media: {"schema": {"type": "string", "format": "binary"}}
+                for media in sorted(set(STATIC.values()))
+            },
+        }
+    },
+)
 async def docs_static(request: web.Request) -> web.StreamResponse:
     name = request.match_info["file"]
     if name not in STATIC:
         raise web.HTTPNotFound()
-    return web.FileResponse(ASSETS / name, headers={
-        "Content-Type": STATIC[name], "Cache-Control": "public, max-age=86400"})
+    return web.FileResponse(
+        ASSETS / name,
+        headers={"Content-Type": STATIC[name], "Cache-Control": "public, max-age=86400"},
+    )

@@ -19,7 +19,8 @@ FEED_DESCRIPTION = (
     "kept). Each event as the WebSocket sends it, its id the log id. Only events of "
     "repositories the caller may read now. Events are kept for events.retention_days: a "
     "cursor older than that answers 410 (start again without after). Pass lastEventId as "
-    "after= to go on.")
+    "after= to go on."
+)
 
 
 async def _feed(request: web.Request, repo_id: int | None) -> web.Response:
@@ -27,28 +28,45 @@ async def _feed(request: web.Request, repo_id: int | None) -> web.Response:
     store = request.app[STORE]
     after = int(query.get("after", 0))
     if "after" in query and after < await store.events.pruned_through():
-        raise ApiError("the events after this cursor were pruned (events.retention_days); "
-                       "start again without after", 410)
+        raise ApiError(
+            "the events after this cursor were pruned (events.retention_days); "
+            "start again without after",
+            410,
+        )
     user = current_user(request)
-    events, more = await store.events.visible_after(user["id"] if user else 0, after,
-                                                    query["limit"], repo_id)
+    events, more = await store.events.visible_after(
+        user["id"] if user else 0, after, query["limit"], repo_id
+    )
     last = events[-1].id if events else str(after)
-    return json_response({"events": [e.to_dict() for e in events], "hasMore": more,
-                          "lastEventId": last})
+    return json_response(
+        {"events": [e.to_dict() for e in events], "hasMore": more, "lastEventId": last}
+    )
 
 
 @routes.get("/api/events")
-@doc("Events of every repository the caller may read", query=FeedQuerySchema,
-     responses={200: EventFeedSchema}, errors=(410,), public=True, tag="events",
-     description=FEED_DESCRIPTION)
+@doc(
+    "Events of every repository the caller may read",
+    query=FeedQuerySchema,
+    responses={200: EventFeedSchema},
+    errors=(410,),
+    public=True,
+    tag="events",
+    description=FEED_DESCRIPTION,
+)
 async def feed(request: web.Request) -> web.Response:
     return await _feed(request, None)
 
 
 @routes.get("/api/repositories/{owner}/{name}/events")
-@doc("Events of one repository (readable as the repository is)", query=FeedQuerySchema,
-     responses={200: EventFeedSchema}, errors=(404, 410), public=True, tag="events",
-     description=FEED_DESCRIPTION)
+@doc(
+    "Events of one repository (readable as the repository is)",
+    query=FeedQuerySchema,
+    responses={200: EventFeedSchema},
+    errors=(404, 410),
+    public=True,
+    tag="events",
+    description=FEED_DESCRIPTION,
+)
 async def repo_feed(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     return await _feed(request, repo["id"])

@@ -31,11 +31,24 @@ REPO = "/api/repositories/{owner}/{name}"
 _OID_RE = re.compile(r"^[0-9a-f]{40}$")
 RAW_RESPONSE = {
     "description": "JSON, or with return=1 the raw bytes under a safe type: text/plain for "
-                   "text, the image's own for images, else application/octet-stream",
-    "content": {"application/json": {"schema": FileEnvelopeSchema},
-                **{media: {"schema": {"type": "string", "format": "binary"}} for media in (
-                    "text/plain", "image/png", "image/jpeg", "image/gif", "image/webp",
-                    "image/bmp", "image/x-icon", "application/octet-stream")}}}
+    "text, the image's own for images, else application/octet-stream",
+    "content": {
+        "application/json": {"schema": FileEnvelopeSchema},
+        **{
+            media: {"schema": {"type": "string", "format": "binary"}}
+            for media in (
+                "text/plain",
+                "image/png",
+                "image/jpeg",
+                "image/gif",
+                "image/webp",
+                "image/bmp",
+                "image/x-icon",
+                "application/octet-stream",
+            )
+        },
+    },
+}
 
 
 def _etag(*parts: str) -> str:
@@ -63,14 +76,20 @@ async def _resolve(request: web.Request, repo: dict, branch: str | None) -> str 
     return oid
 
 
-def _answer(request: web.Request, repo: dict, data: dict, etag: str, immutable: bool
-            ) -> web.Response:
+def _answer(
+    request: web.Request, repo: dict, data: dict, etag: str, immutable: bool
+) -> web.Response:
     return json_response(data, headers=_cache_headers(repo, etag, immutable))
 
 
 @routes.get(REPO + "/branches")
-@doc("Branches by name, with their head commit", responses={200: BranchListSchema},
-     errors=(404,), public=True, tag="git")
+@doc(
+    "Branches by name, with their head commit",
+    responses={200: BranchListSchema},
+    errors=(404,),
+    public=True,
+    tag="git",
+)
 async def branches(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     found = await request.app[REPO_FILES].run(repo["id"], lambda g: g.branches())
@@ -80,15 +99,22 @@ async def branches(request: web.Request) -> web.Response:
 
 
 @routes.get(REPO + "/commits")
-@doc("Commits reachable from a branch, tag or oid, newest first", query=CommitsQuerySchema,
-     responses={200: CommitListSchema, 304: "not modified"}, errors=(404,), public=True, tag="git")
+@doc(
+    "Commits reachable from a branch, tag or oid, newest first",
+    query=CommitsQuerySchema,
+    responses={200: CommitListSchema, 304: "not modified"},
+    errors=(404,),
+    public=True,
+    tag="git",
+)
 async def commits(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     query = read_query(request, CommitsQuerySchema())
     rev = query.get("branch") or repo["default_branch"]
     # Resolving and walking in one thread hop; the log is cheap next to a second hop.
     oid, items, more = await request.app[REPO_FILES].run(
-        repo["id"], lambda g: g.commits_page(rev, query["limit"], query["skip"]))
+        repo["id"], lambda g: g.commits_page(rev, query["limit"], query["skip"])
+    )
     if oid is None:
         return json_response({"commits": [], "hasMore": False})
     etag = _etag("commits", oid, str(query["limit"]), str(query["skip"]))
@@ -99,14 +125,19 @@ async def commits(request: web.Request) -> web.Response:
 
 
 @routes.get(REPO + "/commits/{oid}/diff")
-@doc("The diff of one commit against its first parent (the empty tree for a root commit)",
-     responses={200: DiffSchema, 304: "not modified"}, errors=(400, 404), public=True, tag="git",
-     description="oid: a full commit id, or 7+ hex characters naming one commit (400 when "
-                 "several match). Capped as on GitHub: files are listed by path up to "
-                 "`[git] max_diff_files` (default 300) and patches hold `[git] max_diff_bytes` "
-                 "(default 5 MiB) of text in all, at most 1 MiB per file; a file with a side "
-                 "over 4 MiB is listed without a patch. Whatever was cut says `truncated: true`, "
-                 "on the file and on the answer; `stats.filesChanged` counts every changed file.")
+@doc(
+    "The diff of one commit against its first parent (the empty tree for a root commit)",
+    responses={200: DiffSchema, 304: "not modified"},
+    errors=(400, 404),
+    public=True,
+    tag="git",
+    description="oid: a full commit id, or 7+ hex characters naming one commit (400 when "
+    "several match). Capped as on GitHub: files are listed by path up to "
+    "`[git] max_diff_files` (default 300) and patches hold `[git] max_diff_bytes` "
+    "(default 5 MiB) of text in all, at most 1 MiB per file; a file with a side "
+    "over 4 MiB is listed without a patch. Whatever was cut says `truncated: true`, "
+    "on the file and on the answer; `stats.filesChanged` counts every changed file.",
+)
 async def diff(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     oid = request.match_info["oid"]
@@ -116,18 +147,25 @@ async def diff(request: web.Request) -> web.Response:
     if _fresh(request, etag) and _OID_RE.match(oid):
         return web.Response(status=304, headers=_cache_headers(repo, etag, True))
     limits = request.app[CONFIG]["git"]
-    data = await request.app[REPO_FILES].run(repo["id"], lambda g: g.diff(
-        oid, limits["max_diff_bytes"], limits["max_diff_files"]))
+    data = await request.app[REPO_FILES].run(
+        repo["id"], lambda g: g.diff(oid, limits["max_diff_bytes"], limits["max_diff_files"])
+    )
     return _answer(request, repo, data, etag, True)
 
 
 @routes.get(REPO + "/tree")
-@doc("Entries of a directory, directories first", query=TreeQuerySchema,
-     responses={200: TreeSchema, 304: "not modified"}, errors=(404,), public=True, tag="git",
-     description="Paged: `limit` entries (default and most: `[git] max_tree_entries`, 1000 "
-                 "unless configured; larger values are lowered to it) from `offset`; "
-                 "`hasMore` says another page follows. `size` is read from each object's "
-                 "header, as `git ls-tree -l` does.")
+@doc(
+    "Entries of a directory, directories first",
+    query=TreeQuerySchema,
+    responses={200: TreeSchema, 304: "not modified"},
+    errors=(404,),
+    public=True,
+    tag="git",
+    description="Paged: `limit` entries (default and most: `[git] max_tree_entries`, 1000 "
+    "unless configured; larger values are lowered to it) from `offset`; "
+    "`hasMore` says another page follows. `size` is read from each object's "
+    "header, as `git ls-tree -l` does.",
+)
 async def tree(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     query = read_query(request, TreeQuerySchema())
@@ -141,19 +179,26 @@ async def tree(request: web.Request) -> web.Response:
     if _fresh(request, etag):
         return web.Response(status=304, headers=_cache_headers(repo, etag, immutable))
     entries, more = await request.app[REPO_FILES].run(
-        repo["id"], lambda g: g.tree_page(oid, query["path"], limit, offset))
-    return _answer(request, repo, {"files": entries, "isEmpty": False, "hasMore": more},
-                   etag, immutable)
+        repo["id"], lambda g: g.tree_page(oid, query["path"], limit, offset)
+    )
+    return _answer(
+        request, repo, {"files": entries, "isEmpty": False, "hasMore": more}, etag, immutable
+    )
 
 
 @routes.get(REPO + "/file")
-@doc("One file: JSON (base64 for binary), or with return=1 the raw bytes",
-     query=FileQuerySchema, responses={200: RAW_RESPONSE, 304: "not modified"}, errors=(404,),
-     public=True, tag="git",
-     description="A file over `[git] max_blob_bytes` (default 10 MiB) comes in JSON without "
-                 "its content: `content` is empty and `truncated: true`, with its `size`, "
-                 "`isBinary` and `encoding`. `return=1` serves any size, streamed from git "
-                 "with its Content-Length.")
+@doc(
+    "One file: JSON (base64 for binary), or with return=1 the raw bytes",
+    query=FileQuerySchema,
+    responses={200: RAW_RESPONSE, 304: "not modified"},
+    errors=(404,),
+    public=True,
+    tag="git",
+    description="A file over `[git] max_blob_bytes` (default 10 MiB) comes in JSON without "
+    "its content: `content` is empty and `truncated: true`, with its `size`, "
+    "`isBinary` and `encoding`. `return=1` serves any size, streamed from git "
+    "with its Content-Length.",
+)
 async def file(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     query = read_query(request, FileQuerySchema())
@@ -167,15 +212,27 @@ async def file(request: web.Request) -> web.Response:
         return web.Response(status=304, headers=headers)
     files, limits = request.app[REPO_FILES], request.app[CONFIG]["git"]
     if query["raw"]:
-        blob = await files.run(repo["id"],
-                               lambda g: g.raw_blob(oid, query["path"], limits["max_blob_bytes"]))
-        headers.update({"X-Content-Type-Options": "nosniff",
-                        "Content-Security-Policy": "default-src 'none'; sandbox",
-                        "Content-Type": blob["contentType"]})
+        blob = await files.run(
+            repo["id"], lambda g: g.raw_blob(oid, query["path"], limits["max_blob_bytes"])
+        )
+        headers.update(
+            {
+                "X-Content-Type-Options": "nosniff",
+                "Content-Security-Policy": "default-src 'none'; sandbox",
+                "Content-Type": blob["contentType"],
+            }
+        )
         if blob["data"] is None:
-            return await stream_blob(request, files.path(repo["id"]), blob["oid"], blob["size"],
-                                     headers, limits["timeout_seconds"])
+            return await stream_blob(
+                request,
+                files.path(repo["id"]),
+                blob["oid"],
+                blob["size"],
+                headers,
+                limits["timeout_seconds"],
+            )
         return web.Response(body=blob["data"], headers=headers)
-    data = await files.run(repo["id"],
-                           lambda g: g.file(oid, query["path"], limits["max_blob_bytes"]))
+    data = await files.run(
+        repo["id"], lambda g: g.file(oid, query["path"], limits["max_blob_bytes"])
+    )
     return _answer(request, repo, {"file": data}, etag, immutable)

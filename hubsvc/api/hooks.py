@@ -29,32 +29,49 @@ from ..web.rest import json_response, read_json, read_query
 
 routes = web.RouteTableDef()
 HOOKS_PATH = "/api/repositories/{owner}/{name}/hooks"
-WHO = ("The repository's admins only (its owner or an admin collaborator): 404 to whoever "
-       "cannot read the repository, 403 to those who can but are not admins. ")
+WHO = (
+    "The repository's admins only (its owner or an admin collaborator): 404 to whoever "
+    "cannot read the repository, 403 to those who can but are not admins. "
+)
 
 
 def delivery_view(row: dict[str, Any]) -> dict[str, Any]:
     """A delivery as the API shows it."""
     return {
-        "id": str(row["id"]), "guid": row["guid"],
-        "event": {"id": str(row["event_id"]) if row["event_id"] is not None else None,
-                  "type": row["event_type"], "action": row["action"]},
-        "status": row["status"], "attempts": row["attempts"],
-        "statusCode": row["last_status"], "durationMs": row["last_duration_ms"],
-        "error": row["last_error"], "responseExcerpt": row["response_excerpt"],
+        "id": str(row["id"]),
+        "guid": row["guid"],
+        "event": {
+            "id": str(row["event_id"]) if row["event_id"] is not None else None,
+            "type": row["event_type"],
+            "action": row["action"],
+        },
+        "status": row["status"],
+        "attempts": row["attempts"],
+        "statusCode": row["last_status"],
+        "durationMs": row["last_duration_ms"],
+        "error": row["last_error"],
+        "responseExcerpt": row["response_excerpt"],
         "nextAttemptAt": iso(row["next_attempt_at"]) if row["status"] == "pending" else None,
-        "createdAt": row["created_at"], "deliveredAt": row["delivered_at"],
+        "createdAt": row["created_at"],
+        "deliveredAt": row["delivered_at"],
     }
 
 
 def hook_view(hook: dict[str, Any]) -> dict[str, Any]:
     """A hook as the API shows it: never its secret."""
     last = hook.get("last_delivery")
-    return {"id": str(hook["id"]), "url": hook["url"], "format": hook["format"],
-            "events": hook["events"], "branches": hook["branches"], "active": hook["active"],
-            "disabledReason": hook["disabled_reason"], "hasSecret": bool(hook["secret"]),
-            "createdAt": hook["created_at"],
-            "lastDelivery": delivery_view(last) if last else None}
+    return {
+        "id": str(hook["id"]),
+        "url": hook["url"],
+        "format": hook["format"],
+        "events": hook["events"],
+        "branches": hook["branches"],
+        "active": hook["active"],
+        "disabledReason": hook["disabled_reason"],
+        "hasSecret": bool(hook["secret"]),
+        "createdAt": hook["created_at"],
+        "lastDelivery": delivery_view(last) if last else None,
+    }
 
 
 async def _admin_repo(request: web.Request) -> dict[str, Any]:
@@ -95,60 +112,90 @@ def _clean(data: dict[str, Any]) -> dict[str, Any]:
 
 
 @routes.get(HOOKS_PATH)
-@doc("A repository's webhooks, oldest first", query=PageQuerySchema,
-     responses={200: HookListSchema}, errors=(401, 403, 404), tag="hooks", description=WHO)
+@doc(
+    "A repository's webhooks, oldest first",
+    query=PageQuerySchema,
+    responses={200: HookListSchema},
+    errors=(401, 403, 404),
+    tag="hooks",
+    description=WHO,
+)
 async def list_hooks(request: web.Request) -> web.Response:
     repo = await _admin_repo(request)
     page = read_query(request, PageQuerySchema())
-    hooks, more = await request.app[STORE].hooks.of_repo(repo["id"], page["limit"],
-                                                         page["offset"])
+    hooks, more = await request.app[STORE].hooks.of_repo(repo["id"], page["limit"], page["offset"])
     return json_response({"hooks": [hook_view(h) for h in hooks], "hasMore": more})
 
 
 @routes.post(HOOKS_PATH)
-@doc("Add a webhook to a repository", body=HookCreateSchema,
-     responses={201: HookEnvelopeSchema}, errors=(400, 401, 403, 404, 409), tag="hooks",
-     description=WHO + (
-         "It receives the events committed from now on that it matches (a private "
-         "repository's too), in log order, at least once: each as a POST with "
-         "X-Hubsvc-Event, X-Hubsvc-Delivery (the same for every attempt of one event, so a "
-         "receiver drops repeats by it), X-Hubsvc-Hook-Id and, with a secret, "
-         "X-Hub-Signature-256. 2xx: delivered. 3xx: failed, redirects are not followed. 4xx "
-         "other than 408 and 429: failed for that event (redeliverable), the next goes. "
-         "Other answers, errors and timeouts (webhooks.timeout_seconds, 10 s; the same "
-         "delivery id is sent again): retried after 2, 4, 8… s up to "
-         "webhooks.max_retry_seconds (60 s), a 429 after its Retry-After; later events wait "
-         "meanwhile. Failing for webhooks.disable_after_hours (24) without one success, the "
-         "hook is set inactive with disabledReason. At most 20 hooks per repository → "
-         "else 409. A URL whose host is not public (see url) → 400."))
+@doc(
+    "Add a webhook to a repository",
+    body=HookCreateSchema,
+    responses={201: HookEnvelopeSchema},
+    errors=(400, 401, 403, 404, 409),
+    tag="hooks",
+    description=WHO
+    + (
+        "It receives the events committed from now on that it matches (a private "
+        "repository's too), in log order, at least once: each as a POST with "
+        "X-Hubsvc-Event, X-Hubsvc-Delivery (the same for every attempt of one event, so a "
+        "receiver drops repeats by it), X-Hubsvc-Hook-Id and, with a secret, "
+        "X-Hub-Signature-256. 2xx: delivered. 3xx: failed, redirects are not followed. 4xx "
+        "other than 408 and 429: failed for that event (redeliverable), the next goes. "
+        "Other answers, errors and timeouts (webhooks.timeout_seconds, 10 s; the same "
+        "delivery id is sent again): retried after 2, 4, 8… s up to "
+        "webhooks.max_retry_seconds (60 s), a 429 after its Retry-After; later events wait "
+        "meanwhile. Failing for webhooks.disable_after_hours (24) without one success, the "
+        "hook is set inactive with disabledReason. At most 20 hooks per repository → "
+        "else 409. A URL whose host is not public (see url) → 400."
+    ),
+)
 async def create_hook(request: web.Request) -> web.Response:
     repo = await _admin_repo(request)
     data = _clean(await read_json(request, HookCreateSchema()))
     await _check_destination(request, data["url"])
     hook = await request.app[STORE].hooks.create(
-        repo["id"], url=data["url"], format=data.get("format", "discord"),
-        events=data.get("events", list(EVENT_TYPES)), branches=data.get("branches"),
-        secret=data.get("secret"), active=data.get("active", True),
-        created_by=require_user(request)["id"])
+        repo["id"],
+        url=data["url"],
+        format=data.get("format", "discord"),
+        events=data.get("events", list(EVENT_TYPES)),
+        branches=data.get("branches"),
+        secret=data.get("secret"),
+        active=data.get("active", True),
+        created_by=require_user(request)["id"],
+    )
     if hook["active"]:
         request.app[HOOKS].run_hook(hook["id"], repo["id"])
     return json_response({"hook": hook_view(hook)}, status=201)
 
 
 @routes.get(HOOKS_PATH + "/{id}")
-@doc("One webhook", responses={200: HookEnvelopeSchema}, errors=(401, 403, 404), tag="hooks",
-     description=WHO)
+@doc(
+    "One webhook",
+    responses={200: HookEnvelopeSchema},
+    errors=(401, 403, 404),
+    tag="hooks",
+    description=WHO,
+)
 async def get_hook(request: web.Request) -> web.Response:
     _, hook = await _hook(request)
     return json_response({"hook": hook_view(hook)})
 
 
 @routes.patch(HOOKS_PATH + "/{id}")
-@doc("Change a webhook", body=HookUpdateSchema, responses={200: HookEnvelopeSchema},
-     errors=(400, 401, 403, 404), tag="hooks", description=WHO + (
-         "Fields left out keep their values. active: true re-activates a hook the server "
-         "disabled: it starts over from events committed from then on; deliveries queued "
-         "before stay queued and go out."))
+@doc(
+    "Change a webhook",
+    body=HookUpdateSchema,
+    responses={200: HookEnvelopeSchema},
+    errors=(400, 401, 403, 404),
+    tag="hooks",
+    description=WHO
+    + (
+        "Fields left out keep their values. active: true re-activates a hook the server "
+        "disabled: it starts over from events committed from then on; deliveries queued "
+        "before stay queued and go out."
+    ),
+)
 async def update_hook(request: web.Request) -> web.Response:
     repo, hook = await _hook(request)
     data = _clean(await read_json(request, HookUpdateSchema()))
@@ -165,8 +212,13 @@ async def update_hook(request: web.Request) -> web.Response:
 
 
 @routes.delete(HOOKS_PATH + "/{id}")
-@doc("Delete a webhook and its deliveries", responses={204: "deleted"},
-     errors=(401, 403, 404), tag="hooks", description=WHO)
+@doc(
+    "Delete a webhook and its deliveries",
+    responses={204: "deleted"},
+    errors=(401, 403, 404),
+    tag="hooks",
+    description=WHO,
+)
 async def delete_hook(request: web.Request) -> web.Response:
     _, hook = await _hook(request)
     request.app[HOOKS].stop_hook(hook["id"])
@@ -175,10 +227,17 @@ async def delete_hook(request: web.Request) -> web.Response:
 
 
 @routes.post(HOOKS_PATH + "/{id}/test")
-@doc("Send a ping to the webhook now", responses={200: HookDeliveryEnvelopeSchema},
-     errors=(401, 403, 404), tag="hooks", description=WHO + (
-         "The ping (X-Hubsvc-Event: ping) is sent at once, also to an inactive hook, and "
-         "recorded among its deliveries; the answer is that delivery. It is not retried."))
+@doc(
+    "Send a ping to the webhook now",
+    responses={200: HookDeliveryEnvelopeSchema},
+    errors=(401, 403, 404),
+    tag="hooks",
+    description=WHO
+    + (
+        "The ping (X-Hubsvc-Event: ping) is sent at once, also to an inactive hook, and "
+        "recorded among its deliveries; the answer is that delivery. It is not retried."
+    ),
+)
 async def test_hook(request: web.Request) -> web.Response:
     _, hook = await _hook(request)
     delivery = await request.app[HOOKS].ping(hook)
@@ -186,24 +245,37 @@ async def test_hook(request: web.Request) -> web.Response:
 
 
 @routes.get(HOOKS_PATH + "/{id}/deliveries")
-@doc("A webhook's deliveries, newest first", query=PageQuerySchema,
-     responses={200: HookDeliveryListSchema}, errors=(401, 403, 404), tag="hooks",
-     description=WHO + "Each with its event, attempts, the last attempt's status code, "
-     "duration, error and an excerpt of the receiver's answer.")
+@doc(
+    "A webhook's deliveries, newest first",
+    query=PageQuerySchema,
+    responses={200: HookDeliveryListSchema},
+    errors=(401, 403, 404),
+    tag="hooks",
+    description=WHO + "Each with its event, attempts, the last attempt's status code, "
+    "duration, error and an excerpt of the receiver's answer.",
+)
 async def list_deliveries(request: web.Request) -> web.Response:
     _, hook = await _hook(request)
     page = read_query(request, PageQuerySchema())
-    rows, more = await request.app[STORE].hooks.deliveries(hook["id"], page["limit"],
-                                                           page["offset"])
+    rows, more = await request.app[STORE].hooks.deliveries(
+        hook["id"], page["limit"], page["offset"]
+    )
     return json_response({"deliveries": [delivery_view(r) for r in rows], "hasMore": more})
 
 
 @routes.post(HOOKS_PATH + "/{id}/deliveries/{deliveryId}/redeliver")
-@doc("Send a delivery again", responses={202: HookDeliveryEnvelopeSchema},
-     errors=(401, 403, 404), tag="hooks", description=WHO + (
-         "The delivery is queued again at once with the same body and the same delivery id "
-         "(X-Hubsvc-Delivery), ahead of the hook's later ones; an inactive hook sends it "
-         "when re-activated."))
+@doc(
+    "Send a delivery again",
+    responses={202: HookDeliveryEnvelopeSchema},
+    errors=(401, 403, 404),
+    tag="hooks",
+    description=WHO
+    + (
+        "The delivery is queued again at once with the same body and the same delivery id "
+        "(X-Hubsvc-Delivery), ahead of the hook's later ones; an inactive hook sends it "
+        "when re-activated."
+    ),
+)
 async def redeliver(request: web.Request) -> web.Response:
     repo, hook = await _hook(request)
     row = await request.app[STORE].hooks.redeliver(hook["id"], _id(request, "deliveryId"))

@@ -80,8 +80,9 @@ def edit_changes(before: dict, after: dict, data: dict) -> dict:
     changes: dict = {"changes": sorted(data)}
     if "assignees" in data:
         had = {a["username"] for a in before["assignees"]}
-        changes["assigneesAdded"] = [a["username"] for a in after["assignees"]
-                                     if a["username"] not in had]
+        changes["assigneesAdded"] = [
+            a["username"] for a in after["assignees"] if a["username"] not in had
+        ]
     return changes
 
 
@@ -110,8 +111,9 @@ def list_query(request: web.Request, schema: type[Schema]) -> dict[str, Any]:
     `me` as assignee or author is the caller.
     """
     raw = {key: request.query.getone(key) for key in request.query}
-    lenient = load(schema(only=("ignoreUnknown",)),
-                   {"ignoreUnknown": raw.get("ignoreUnknown", "false")})["ignoreUnknown"]
+    lenient = load(
+        schema(only=("ignoreUnknown",)), {"ignoreUnknown": raw.get("ignoreUnknown", "false")}
+    )["ignoreUnknown"]
     known = set(schema().fields)
     unknown = sorted(set(raw) - known)
     if unknown and not lenient:
@@ -130,8 +132,11 @@ def list_query(request: web.Request, schema: type[Schema]) -> dict[str, Any]:
 
 def list_filters(query: dict[str, Any]) -> dict[str, Any]:
     """The store's filters from a loaded list query."""
-    return {k: query[k] for k in ("labels", "assignee", "author", "since", "sort", "direction")
-            if k in query}
+    return {
+        k: query[k]
+        for k in ("labels", "assignee", "author", "since", "sort", "direction")
+        if k in query
+    }
 
 
 LIST_DESCRIPTION = (
@@ -139,27 +144,39 @@ LIST_DESCRIPTION = (
     "(username, `none`, `*`), author (or creator), since (ISO 8601: updated at or after), "
     "sort=created|updated|comments, direction=asc|desc (default desc). Unknown query "
     "parameters answer 400 naming one, unless ignoreUnknown=true (which also ignores "
-    "unknown state, sort and direction values).")
+    "unknown state, sort and direction values)."
+)
 
 
 @routes.get(ISSUES)
-@doc("Issues in a state (default open), newest first", query=IssueListQuerySchema,
-     responses={200: IssueListSchema}, errors=(400, 404), public=True, tag="issues",
-     description="state: open, closed or all. " + LIST_DESCRIPTION)
+@doc(
+    "Issues in a state (default open), newest first",
+    query=IssueListQuerySchema,
+    responses={200: IssueListSchema},
+    errors=(400, 404),
+    public=True,
+    tag="issues",
+    description="state: open, closed or all. " + LIST_DESCRIPTION,
+)
 async def list_issues(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     query = list_query(request, IssueListQuerySchema)
-    rows, more = await request.app[STORE].issues.page(repo["id"], False, query["state"],
-                                                      query["limit"], query["offset"],
-                                                      list_filters(query))
+    rows, more = await request.app[STORE].issues.page(
+        repo["id"], False, query["state"], query["limit"], query["offset"], list_filters(query)
+    )
     return json_response({"issues": [_issue(request, repo, r) for r in rows], "hasMore": more})
 
 
 @routes.post(ISSUES)
-@doc("Open an issue (any signed-in reader); labels and assignees need write access",
-     body=IssueCreateSchema, responses={201: IssueEnvelopeSchema}, errors=(403, 404, 422),
-     tag="issues", description="Assignees must exist (400) and may read the repository "
-                               "(else 422 naming them): nobody else is notified of it.")
+@doc(
+    "Open an issue (any signed-in reader); labels and assignees need write access",
+    body=IssueCreateSchema,
+    responses={201: IssueEnvelopeSchema},
+    errors=(403, 404, 422),
+    tag="issues",
+    description="Assignees must exist (400) and may read the repository "
+    "(else 422 naming them): nobody else is notified of it.",
+)
 async def create_issue(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
@@ -168,17 +185,29 @@ async def create_issue(request: web.Request) -> web.Response:
         raise Forbidden("write access is required to set labels or assignees")
     ids = await assignee_ids(request, repo, data["assignees"])
     row = await request.app[STORE].issues.create(
-        repo_id=repo["id"], author_id=user["id"], title=data["title"], body=data["body"],
-        labels=data["labels"], assignee_ids=ids,
-        emit=lambda row: [event(request, repo, "issue", {
-            "action": "opened", "issue": _issue(request, repo, row)})])
+        repo_id=repo["id"],
+        author_id=user["id"],
+        title=data["title"],
+        body=data["body"],
+        labels=data["labels"],
+        assignee_ids=ids,
+        emit=lambda row: [
+            event(request, repo, "issue", {"action": "opened", "issue": _issue(request, repo, row)})
+        ],
+    )
     return json_response({"issue": _issue(request, repo, row)}, status=201)
 
 
 @routes.get(ISSUES + "/{number}")
-@doc("One issue with its comments (oldest first)", query=PageQuerySchema,
-     responses={200: IssueWithCommentsSchema}, errors=(404,), public=True, tag="issues",
-     description="limit/offset page through the comments (default 30).")
+@doc(
+    "One issue with its comments (oldest first)",
+    query=PageQuerySchema,
+    responses={200: IssueWithCommentsSchema},
+    errors=(404,),
+    public=True,
+    tag="issues",
+    description="limit/offset page through the comments (default 30).",
+)
 async def get_issue(request: web.Request) -> web.Response:
     return await show_with_comments(request, False)
 
@@ -199,29 +228,44 @@ async def pulls_for_caller(request: web.Request, repo: dict, rows: list[dict]) -
     Events and other shared copies use present.pull on the bare row, which names a
     private head repository to nobody.
     """
-    private = [r["head_repo_id"] for r in rows
-               if r.get("head_repo_visibility") == "private" and r["head_repo_id"] != repo["id"]]
+    private = [
+        r["head_repo_id"]
+        for r in rows
+        if r.get("head_repo_visibility") == "private" and r["head_repo_id"] != repo["id"]
+    ]
     user = current_user(request)
-    readable = await request.app[STORE].repos.readable_ids(private, user["id"]) \
-        if private and user else set()
+    readable = (
+        await request.app[STORE].repos.readable_ids(private, user["id"])
+        if private and user
+        else set()
+    )
     base = request.app[CONFIG].base_url
-    return [present.pull(base, repo, {**r, "head_visible": r["head_repo_id"] in readable})
-            for r in rows]
+    return [
+        present.pull(base, repo, {**r, "head_visible": r["head_repo_id"] in readable}) for r in rows
+    ]
 
 
 async def show_with_comments(request: web.Request, is_pull: bool) -> web.Response:
     """Shared by issues and pull requests: the item and a page of its comments."""
     repo, item, comments = await _comment_page(request, is_pull)
     base = request.app[CONFIG].base_url
-    key, body = (("pullRequest", (await pulls_for_caller(request, repo, [item]))[0]) if is_pull
-                 else ("issue", present.issue(base, repo, item)))
+    key, body = (
+        ("pullRequest", (await pulls_for_caller(request, repo, [item]))[0])
+        if is_pull
+        else ("issue", present.issue(base, repo, item))
+    )
     return json_response({key: body, **comments})
 
 
 @routes.patch(ISSUES + "/{number}")
-@doc("Edit title, body, state (author or writers), labels and assignees (writers)",
-     body=IssueUpdateSchema, responses={200: IssueEnvelopeSchema}, errors=(403, 404, 422),
-     tag="issues", description="Assignees as on create: existing users who may read it.")
+@doc(
+    "Edit title, body, state (author or writers), labels and assignees (writers)",
+    body=IssueUpdateSchema,
+    responses={200: IssueEnvelopeSchema},
+    errors=(403, 404, 422),
+    tag="issues",
+    description="Assignees as on create: existing users who may read it.",
+)
 async def patch_issue(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
@@ -230,15 +274,32 @@ async def patch_issue(request: web.Request) -> web.Response:
     check_edit(repo, item, user, data)
     ids = await assignee_ids(request, repo, data["assignees"]) if "assignees" in data else None
     row = await request.app[STORE].issues.update(
-        item["id"], data, ids, emit=lambda row: [event(request, repo, "issue", {
-            "action": state_action(item, row), "issue": _issue(request, repo, row),
-            **edit_changes(item, row, data)})])
+        item["id"],
+        data,
+        ids,
+        emit=lambda row: [
+            event(
+                request,
+                repo,
+                "issue",
+                {
+                    "action": state_action(item, row),
+                    "issue": _issue(request, repo, row),
+                    **edit_changes(item, row, data),
+                },
+            )
+        ],
+    )
     return json_response({"issue": _issue(request, repo, row)})
 
 
 @routes.delete(ISSUES + "/{number}")
-@doc("Delete an issue (repository owner only)", responses={204: "deleted"},
-     errors=(403, 404), tag="issues")
+@doc(
+    "Delete an issue (repository owner only)",
+    responses={204: "deleted"},
+    errors=(403, 404),
+    tag="issues",
+)
 async def delete_issue(request: web.Request) -> web.Response:
     require_user(request)
     repo = await load_repo(request, "owner")
@@ -257,14 +318,27 @@ async def add_comment(request: web.Request, is_pull: bool) -> web.Response:
 
     def commented(result: tuple[dict, dict]) -> list:
         comment, updated = result
-        item_key, item_body = ("pullRequest", present.pull(base, repo, updated)) if is_pull \
+        item_key, item_body = (
+            ("pullRequest", present.pull(base, repo, updated))
+            if is_pull
             else ("issue", present.issue(base, repo, updated))
-        return [event(request, repo, "pull_request" if is_pull else "issue", {
-            "action": "commented", item_key: item_body,
-            "comment": comment_json(base, comment)})]
+        )
+        return [
+            event(
+                request,
+                repo,
+                "pull_request" if is_pull else "issue",
+                {
+                    "action": "commented",
+                    item_key: item_body,
+                    "comment": comment_json(base, comment),
+                },
+            )
+        ]
 
-    comment, _ = await request.app[STORE].issues.add_comment(item["id"], user["id"],
-                                                              data["body"], emit=commented)
+    comment, _ = await request.app[STORE].issues.add_comment(
+        item["id"], user["id"], data["body"], emit=commented
+    )
     return json_response({"comment": comment_json(base, comment)}, status=201)
 
 
@@ -274,15 +348,26 @@ async def list_comments(request: web.Request, is_pull: bool) -> web.Response:
 
 
 @routes.post(ISSUES + "/{number}/comments")
-@doc("Comment on an issue (any signed-in reader)", body=CommentCreateSchema,
-     responses={201: CommentEnvelopeSchema}, errors=(404,), tag="issues")
+@doc(
+    "Comment on an issue (any signed-in reader)",
+    body=CommentCreateSchema,
+    responses={201: CommentEnvelopeSchema},
+    errors=(404,),
+    tag="issues",
+)
 async def comment_issue(request: web.Request) -> web.Response:
     return await add_comment(request, False)
 
 
 @routes.get(ISSUES + "/{number}/comments")
-@doc("An issue's comments, oldest first", query=PageQuerySchema,
-     responses={200: CommentListSchema}, errors=(404,), public=True, tag="issues")
+@doc(
+    "An issue's comments, oldest first",
+    query=PageQuerySchema,
+    responses={200: CommentListSchema},
+    errors=(404,),
+    public=True,
+    tag="issues",
+)
 async def issue_comments(request: web.Request) -> web.Response:
     return await list_comments(request, False)
 
@@ -296,8 +381,11 @@ async def _changeable_comment(request: web.Request, is_pull: bool) -> tuple[dict
     repo = await load_repo(request)
     item = await load_issue(request, repo, is_pull)
     raw = request.match_info["id"]
-    found = await request.app[STORE].issues.comment(item["id"], int(raw)) \
-        if raw.isdigit() and len(raw) <= 18 else None
+    found = (
+        await request.app[STORE].issues.comment(item["id"], int(raw))
+        if raw.isdigit() and len(raw) <= 18
+        else None
+    )
     if found is None:
         raise NotFound("comment not found")
     if found["author_id"] != user["id"] and not allows(repo["role"], "admin"):
@@ -305,15 +393,32 @@ async def _changeable_comment(request: web.Request, is_pull: bool) -> tuple[dict
     return repo, found
 
 
-def _comment_events(request: web.Request, repo: dict, is_pull: bool, action: str,
-                    item: dict, comment: dict) -> list:
+def _comment_events(
+    request: web.Request, repo: dict, is_pull: bool, action: str, item: dict, comment: dict
+) -> list:
     """The event of a comment's edit or deletion, written with it."""
     base = request.app[CONFIG].base_url
     if is_pull:
-        return [event(request, repo, "pull_request", {
-            "action": action, "pullRequest": present.pull(base, repo, item), "comment": comment})]
-    return [event(request, repo, "issue", {
-        "action": action, "issue": present.issue(base, repo, item), "comment": comment})]
+        return [
+            event(
+                request,
+                repo,
+                "pull_request",
+                {
+                    "action": action,
+                    "pullRequest": present.pull(base, repo, item),
+                    "comment": comment,
+                },
+            )
+        ]
+    return [
+        event(
+            request,
+            repo,
+            "issue",
+            {"action": action, "issue": present.issue(base, repo, item), "comment": comment},
+        )
+    ]
 
 
 async def edit_comment(request: web.Request, is_pull: bool) -> web.Response:
@@ -322,9 +427,16 @@ async def edit_comment(request: web.Request, is_pull: bool) -> web.Response:
     data = await read_json(request, CommentCreateSchema())
     base = request.app[CONFIG].base_url
     changed = await request.app[STORE].issues.edit_comment(
-        found["id"], data["body"],
-        emit=lambda result: [] if result is None else _comment_events(
-            request, repo, is_pull, "comment_edited", result[1], comment_json(base, result[0])))
+        found["id"],
+        data["body"],
+        emit=lambda result: (
+            []
+            if result is None
+            else _comment_events(
+                request, repo, is_pull, "comment_edited", result[1], comment_json(base, result[0])
+            )
+        ),
+    )
     if changed is None:
         raise NotFound("comment not found")
     return json_response({"comment": comment_json(base, changed[0])})
@@ -338,31 +450,50 @@ async def delete_comment(request: web.Request, is_pull: bool) -> web.Response:
     before = comment_json(request.app[CONFIG].base_url, found)
     before.pop("body", None)
     item = await request.app[STORE].issues.delete_comment(
-        found["id"], emit=lambda item: [] if item is None else _comment_events(
-            request, repo, is_pull, "comment_deleted", item, before))
+        found["id"],
+        emit=lambda item: (
+            []
+            if item is None
+            else _comment_events(request, repo, is_pull, "comment_deleted", item, before)
+        ),
+    )
     if item is None:
         raise NotFound("comment not found")
     return web.Response(status=204)
 
 
-COMMENT_EDIT_DOC = ("The comment's author or a repository admin (or owner); other readers "
-                    "get 403. The answer and later reads carry edited: true; the "
-                    "{event} event has action comment_edited.")
-COMMENT_DELETE_DOC = ("The comment's author or a repository admin (or owner); other readers "
-                      "get 403. The {event} event has action comment_deleted and the "
-                      "comment without its body (id, author, times).")
+COMMENT_EDIT_DOC = (
+    "The comment's author or a repository admin (or owner); other readers "
+    "get 403. The answer and later reads carry edited: true; the "
+    "{event} event has action comment_edited."
+)
+COMMENT_DELETE_DOC = (
+    "The comment's author or a repository admin (or owner); other readers "
+    "get 403. The {event} event has action comment_deleted and the "
+    "comment without its body (id, author, times)."
+)
 
 
 @routes.patch(ISSUES + "/{number}/comments/{id}")
-@doc("Edit a comment on an issue", body=CommentCreateSchema,
-     responses={200: CommentEnvelopeSchema}, errors=(403, 404), tag="issues",
-     description=COMMENT_EDIT_DOC.format(event="issue"))
+@doc(
+    "Edit a comment on an issue",
+    body=CommentCreateSchema,
+    responses={200: CommentEnvelopeSchema},
+    errors=(403, 404),
+    tag="issues",
+    description=COMMENT_EDIT_DOC.format(event="issue"),
+)
 async def patch_issue_comment(request: web.Request) -> web.Response:
     return await edit_comment(request, False)
 
 
 @routes.delete(ISSUES + "/{number}/comments/{id}")
-@doc("Delete a comment on an issue", responses={204: "deleted"}, errors=(403, 404),
-     tag="issues", description=COMMENT_DELETE_DOC.format(event="issue"))
+@doc(
+    "Delete a comment on an issue",
+    responses={204: "deleted"},
+    errors=(403, 404),
+    tag="issues",
+    description=COMMENT_DELETE_DOC.format(event="issue"),
+)
 async def delete_issue_comment(request: web.Request) -> web.Response:
     return await delete_comment(request, False)

@@ -26,31 +26,36 @@ routes = web.RouteTableDef()
 class DiskSchema(Base):
     freeBytes = fields.Integer(required=True)
     totalBytes = fields.Integer(required=True)
-    minFreeBytes = fields.Integer(required=True, metadata={
-        "description": "server.min_free_mb in bytes"})
+    minFreeBytes = fields.Integer(
+        required=True, metadata={"description": "server.min_free_mb in bytes"}
+    )
     low = fields.Boolean(required=True, metadata={"description": "freeBytes < minFreeBytes"})
 
 
 class FaultsSchema(Base):
     diskFull = fields.Integer(required=True, metadata={"description": "507 answers since start"})
-    databaseBusy = fields.Integer(required=True, metadata={
-        "description": "503 'the database is busy' answers since start"})
-    clientClosed = fields.Integer(required=True, metadata={
-        "description": "requests whose client hung up mid-way (logged as 499)"})
+    databaseBusy = fields.Integer(
+        required=True, metadata={"description": "503 'the database is busy' answers since start"}
+    )
+    clientClosed = fields.Integer(
+        required=True,
+        metadata={"description": "requests whose client hung up mid-way (logged as 499)"},
+    )
 
 
 class HealthSchema(Base):
     status = fields.String(required=True, metadata={"enum": ["ok", "degraded", "unavailable"]})
     version = fields.String(required=True)
-    database = fields.String(required=True, metadata={
-        "enum": ["ok", "busy", "full", "error", "unavailable"]})
+    database = fields.String(
+        required=True, metadata={"enum": ["ok", "busy", "full", "error", "unavailable"]}
+    )
     disk = fields.Nested(DiskSchema, required=True)
     faults = fields.Nested(FaultsSchema, required=True)
     warnings = fields.List(fields.String(), required=True)
 
 
 DISK_SECONDS = 1.0  # free space read at most this often: a poller hammering /health
-                    # must not cost a thread hop per request
+# must not cost a thread hop per request
 
 
 async def _disk_usage(app: web.Application) -> Any:
@@ -64,16 +69,20 @@ async def _disk_usage(app: web.Application) -> Any:
 
 
 @routes.get("/health")
-@doc("Liveness, and whether a write can succeed", public=True, tag="health",
-     responses={200: HealthSchema, 503: HealthSchema},
-     description="`database` comes from a one-row write probe (at most every 5 s) and the "
-                 "last write's outcome: `ok`, `busy` (a write waited database.write_timeout_ms "
-                 "for the lock and gave up), `full` (the disk is full), `error`, or "
-                 "`unavailable` (shutting down, or the database does not answer). Anything "
-                 "but `ok` answers 503 with `status` `degraded` (`unavailable` while "
-                 "shutting down). `disk` is the free space under the data folder; below "
-                 "server.min_free_mb it is `low` and a warning, still 200 while writes work. "
-                 "`faults` counts the 507 and busy-503 answers and the clients that hung up.")
+@doc(
+    "Liveness, and whether a write can succeed",
+    public=True,
+    tag="health",
+    responses={200: HealthSchema, 503: HealthSchema},
+    description="`database` comes from a one-row write probe (at most every 5 s) and the "
+    "last write's outcome: `ok`, `busy` (a write waited database.write_timeout_ms "
+    "for the lock and gave up), `full` (the disk is full), `error`, or "
+    "`unavailable` (shutting down, or the database does not answer). Anything "
+    "but `ok` answers 503 with `status` `degraded` (`unavailable` while "
+    "shutting down). `disk` is the free space under the data folder; below "
+    "server.min_free_mb it is `low` and a warning, still 200 while writes work. "
+    "`faults` counts the 507 and busy-503 answers and the clients that hung up.",
+)
 async def health(request: web.Request) -> web.Response:
     app = request.app
     state = app[STATE]
@@ -87,8 +96,10 @@ async def health(request: web.Request) -> web.Response:
     low = usage.free < min_free
     warnings = []
     if low:
-        warnings.append(f"free space under the data folder is {usage.free >> 20} MB, below "
-                        f"server.min_free_mb ({min_free >> 20} MB)")
+        warnings.append(
+            f"free space under the data folder is {usage.free >> 20} MB, below "
+            f"server.min_free_mb ({min_free >> 20} MB)"
+        )
     if low != state.get("disk_low", False):
         state["disk_low"] = low
         if low:
@@ -96,21 +107,41 @@ async def health(request: web.Request) -> web.Response:
         else:
             log.info("disk space under the data folder is back above server.min_free_mb")
     counts = fault_counts(app)
-    status = "ok" if database == "ok" else (
-        "unavailable" if database == "unavailable" else "degraded")
-    body = {"status": status, "version": __version__, "database": database,
-            "disk": {"freeBytes": usage.free, "totalBytes": usage.total,
-                     "minFreeBytes": min_free, "low": low},
-            "faults": {"diskFull": counts["full"], "databaseBusy": counts["busy"],
-                       "clientClosed": counts["disconnect"]},
-            "warnings": warnings}
+    status = (
+        "ok" if database == "ok" else ("unavailable" if database == "unavailable" else "degraded")
+    )
+    body = {
+        "status": status,
+        "version": __version__,
+        "database": database,
+        "disk": {
+            "freeBytes": usage.free,
+            "totalBytes": usage.total,
+            "minFreeBytes": min_free,
+            "low": low,
+        },
+        "faults": {
+            "diskFull": counts["full"],
+            "databaseBusy": counts["busy"],
+            "clientClosed": counts["disconnect"],
+        },
+        "warnings": warnings,
+    }
     return json_response(body, status=200 if status == "ok" else 503)
 
 
 @routes.get("/api/openapi.json")
-@doc("This OpenAPI document", public=True, tag="meta",
-     responses={200: {"description": "OpenAPI 3 document",
-                      "content": {"application/json": {"schema": {"type": "object"}}}}})
+@doc(
+    "This OpenAPI document",
+    public=True,
+    tag="meta",
+    responses={
+        200: {
+            "description": "OpenAPI 3 document",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    },
+)
 async def openapi(request: web.Request) -> web.Response:
     state = request.app[STATE]
     if "openapi" not in state:

@@ -61,50 +61,68 @@ def _pull(request: web.Request, repo: dict, row: dict) -> dict:
 
 
 @routes.get(PULLS)
-@doc("Pull requests in a state (default open), newest first", query=PullListQuerySchema,
-     responses={200: PullListSchema}, errors=(400, 404), public=True, tag="pulls",
-     description="state: open, closed (closed without merging), merged, or all. "
-                 + LIST_DESCRIPTION)
+@doc(
+    "Pull requests in a state (default open), newest first",
+    query=PullListQuerySchema,
+    responses={200: PullListSchema},
+    errors=(400, 404),
+    public=True,
+    tag="pulls",
+    description="state: open, closed (closed without merging), merged, or all. " + LIST_DESCRIPTION,
+)
 async def list_pulls(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     query = list_query(request, PullListQuerySchema)
-    rows, more = await request.app[STORE].issues.page(repo["id"], True, query["state"],
-                                                      query["limit"], query["offset"],
-                                                      list_filters(query))
-    return json_response({"pullRequests": await pulls_for_caller(request, repo, rows),
-                          "hasMore": more})
+    rows, more = await request.app[STORE].issues.page(
+        repo["id"], True, query["state"], query["limit"], query["offset"], list_filters(query)
+    )
+    return json_response(
+        {"pullRequests": await pulls_for_caller(request, repo, rows), "hasMore": more}
+    )
 
 
 async def _head_repo(request: web.Request, base: dict, ref: dict | None) -> dict:
     """The repository the head branch lives in: this one, or a readable fork of it."""
-    if ref is None or (ref["owner"].lower() == base["owner_username"].lower()
-                       and ref["name"].lower() == base["name"].lower()):
+    if ref is None or (
+        ref["owner"].lower() == base["owner_username"].lower()
+        and ref["name"].lower() == base["name"].lower()
+    ):
         return base
     head = await load_repo(request, "read", owner=ref["owner"], name=ref["name"])
     if head["parent_id"] != base["id"]:
         raise BadRequest("headRepository: must be a fork of this repository")
     if head["visibility"] == "private" and base["visibility"] == "public":
         # Its commits would become readable to everyone through the public base.
-        raise BadRequest("headRepository: a private fork cannot open a pull request "
-                         "into a public repository")
-    if (head["visibility"] == "private" and not allows(head["role"], "write")
-            and not await pulls.readers_cover(request.app, base["id"], head["id"])):
+        raise BadRequest(
+            "headRepository: a private fork cannot open a pull request into a public repository"
+        )
+    if (
+        head["visibility"] == "private"
+        and not allows(head["role"], "write")
+        and not await pulls.readers_cover(request.app, base["id"], head["id"])
+    ):
         # The base's readers would see the fork's commits through the pull request; a
         # mere reader of the fork may not share them (its writers may).
-        raise Forbidden("headRepository: opening a pull request from a private fork needs "
-                        "write access to it")
+        raise Forbidden(
+            "headRepository: opening a pull request from a private fork needs write access to it"
+        )
     return head
 
 
 @routes.post(PULLS)
-@doc("Open a pull request from a branch of this repository or of a fork",
-     body=PullCreateSchema, responses={201: PullEnvelopeSchema}, errors=(403, 404, 409),
-     tag="pulls", description="A missing branch is 400; an open pull request with the same "
-                              "head and base is 409. mergeable comes from a real three-way merge. "
-                              "From a private fork it needs write access to the fork (403), "
-                              "unless every reader of the base may read the fork; at every "
-                              "sync the head follows the fork only while that still holds, "
-                              "else it stays at its last shared commit.")
+@doc(
+    "Open a pull request from a branch of this repository or of a fork",
+    body=PullCreateSchema,
+    responses={201: PullEnvelopeSchema},
+    errors=(403, 404, 409),
+    tag="pulls",
+    description="A missing branch is 400; an open pull request with the same "
+    "head and base is 409. mergeable comes from a real three-way merge. "
+    "From a private fork it needs write access to the fork (403), "
+    "unless every reader of the base may read the fork; at every "
+    "sync the head follows the fork only while that still holds, "
+    "else it stays at its last shared commit.",
+)
 async def create_pull(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
@@ -119,12 +137,23 @@ async def create_pull(request: web.Request) -> web.Response:
     if head_repo["id"] == repo["id"] and data["head"] == base:
         raise BadRequest("head: must differ from base")
     row = await request.app[STORE].issues.create(
-        repo_id=repo["id"], author_id=user["id"], title=data["title"], body=data["body"],
-        labels=[], assignee_ids=[],
+        repo_id=repo["id"],
+        author_id=user["id"],
+        title=data["title"],
+        body=data["body"],
+        labels=[],
+        assignee_ids=[],
         pull={"head_repo_id": head_repo["id"], "head": data["head"], "base": base},
         # As on GitHub, the opened event comes before mergeability is known (null).
-        emit=lambda row: [event(request, repo, "pull_request", {
-            "action": "opened", "pullRequest": _pull(request, repo, row)})])
+        emit=lambda row: [
+            event(
+                request,
+                repo,
+                "pull_request",
+                {"action": "opened", "pullRequest": _pull(request, repo, row)},
+            )
+        ],
+    )
     row = await pulls.refresh(request.app, row)
     [body] = await pulls_for_caller(request, repo, [row])
     return json_response({"pullRequest": body}, status=201)
@@ -148,74 +177,118 @@ async def _range(request: web.Request, repo: dict, item: dict) -> tuple[str, str
 
 
 @routes.get(PULLS + r"/{number:\d+}.{kind:diff|patch}")
-@doc("The pull request as `git diff` (.diff) or `git format-patch` (.patch) text",
-     responses={200: {"description": "text/plain, as GitHub serves it", "content": {
-         "text/plain": {"schema": {"type": "string"}}}},
-         406: "the text would be larger than 16 MiB"},
-     errors=(404,), public=True, tag="pulls",
-     description=".diff is the three-dot diff (from the merge base to the head); .patch is "
-                 "one mail per commit of the head that the base lacks, oldest first. A merged "
-                 "pull request shows the range it merged.")
+@doc(
+    "The pull request as `git diff` (.diff) or `git format-patch` (.patch) text",
+    responses={
+        200: {
+            "description": "text/plain, as GitHub serves it",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        },
+        406: "the text would be larger than 16 MiB",
+    },
+    errors=(404,),
+    public=True,
+    tag="pulls",
+    description=".diff is the three-dot diff (from the merge base to the head); .patch is "
+    "one mail per commit of the head that the base lacks, oldest first. A merged "
+    "pull request shows the range it merged.",
+)
 async def pull_text(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     item = await load_issue(request, repo, True)
     base, head = await _range(request, repo, item)
     kind = request.match_info["kind"]
     text = await request.app[REPO_FILES].run(
-        repo["id"], lambda g: g.range_text(base, head, kind, DIFF_TEXT_LIMIT))
+        repo["id"], lambda g: g.range_text(base, head, kind, DIFF_TEXT_LIMIT)
+    )
     if text is None:
         raise ApiError("the diff is larger than 16 MiB: fetch the branches with git", 406)
     return web.Response(body=text, content_type="text/plain", charset="utf-8")
 
 
 @routes.get(PULLS + "/{number}/files")
-@doc("The files a pull request changes, with patches, by path", query=PageQuerySchema,
-     responses={200: PullFileListSchema}, errors=(404,), public=True, tag="pulls",
-     description="Each file as in a commit's diff: path, oldPath, status, additions, "
-                 "deletions, binary, patch (hunks only). The range is GitHub's three-dot diff "
-                 "(merge base to head). Patches over 1 MiB are cut, the page holds "
-                 "`[git] max_diff_bytes` (default 5 MiB) of patch text in all, and files over "
-                 "20,000 changed lines or with a side over 4 MiB get none, all marked "
-                 f"truncated; the list stops at {RANGE_FILES}.")
+@doc(
+    "The files a pull request changes, with patches, by path",
+    query=PageQuerySchema,
+    responses={200: PullFileListSchema},
+    errors=(404,),
+    public=True,
+    tag="pulls",
+    description="Each file as in a commit's diff: path, oldPath, status, additions, "
+    "deletions, binary, patch (hunks only). The range is GitHub's three-dot diff "
+    "(merge base to head). Patches over 1 MiB are cut, the page holds "
+    "`[git] max_diff_bytes` (default 5 MiB) of patch text in all, and files over "
+    "20,000 changed lines or with a side over 4 MiB get none, all marked "
+    f"truncated; the list stops at {RANGE_FILES}.",
+)
 async def pull_files(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     item = await load_issue(request, repo, True)
     page = read_query(request, PageQuerySchema())
     base, head = await _range(request, repo, item)
     budget = request.app[CONFIG]["git"]["max_diff_bytes"]
-    found, total = await request.app[REPO_FILES].run(repo["id"], lambda g: g.range_files(
-        base, head, page["limit"], page["offset"], max_bytes=budget))
-    return json_response({"files": found, "totalFiles": total,
-                          "hasMore": page["offset"] + len(found) < min(total, RANGE_FILES)})
+    found, total = await request.app[REPO_FILES].run(
+        repo["id"],
+        lambda g: g.range_files(base, head, page["limit"], page["offset"], max_bytes=budget),
+    )
+    return json_response(
+        {
+            "files": found,
+            "totalFiles": total,
+            "hasMore": page["offset"] + len(found) < min(total, RANGE_FILES),
+        }
+    )
 
 
 @routes.get(PULLS + "/{number}/commits")
-@doc("The commits a pull request adds to its base, oldest first", query=PageQuerySchema,
-     responses={200: PullCommitListSchema}, errors=(404,), public=True, tag="pulls",
-     description=f"As on GitHub, only the first {RANGE_COMMITS} are listed; totalCommits "
-                 "counts them all.")
+@doc(
+    "The commits a pull request adds to its base, oldest first",
+    query=PageQuerySchema,
+    responses={200: PullCommitListSchema},
+    errors=(404,),
+    public=True,
+    tag="pulls",
+    description=f"As on GitHub, only the first {RANGE_COMMITS} are listed; totalCommits "
+    "counts them all.",
+)
 async def pull_commits(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     item = await load_issue(request, repo, True)
     page = read_query(request, PageQuerySchema())
     base, head = await _range(request, repo, item)
     found, total = await request.app[REPO_FILES].run(
-        repo["id"], lambda g: g.range_commits(base, head, page["limit"], page["offset"]))
-    return json_response({"commits": found, "totalCommits": total,
-                          "hasMore": page["offset"] + len(found) < min(total, RANGE_COMMITS)})
+        repo["id"], lambda g: g.range_commits(base, head, page["limit"], page["offset"])
+    )
+    return json_response(
+        {
+            "commits": found,
+            "totalCommits": total,
+            "hasMore": page["offset"] + len(found) < min(total, RANGE_COMMITS),
+        }
+    )
 
 
 @routes.get(PULLS + "/{number}")
-@doc("One pull request with its comments", query=PageQuerySchema,
-     responses={200: PullWithCommentsSchema}, errors=(404,), public=True, tag="pulls")
+@doc(
+    "One pull request with its comments",
+    query=PageQuerySchema,
+    responses={200: PullWithCommentsSchema},
+    errors=(404,),
+    public=True,
+    tag="pulls",
+)
 async def get_pull(request: web.Request) -> web.Response:
     return await show_with_comments(request, True)
 
 
 @routes.patch(PULLS + "/{number}")
-@doc("Edit title, body, state (open/closed) or base; merged only through merge",
-     body=PullUpdateSchema, responses={200: PullEnvelopeSchema}, errors=(403, 404, 409),
-     tag="pulls")
+@doc(
+    "Edit title, body, state (open/closed) or base; merged only through merge",
+    body=PullUpdateSchema,
+    responses={200: PullEnvelopeSchema},
+    errors=(403, 404, 409),
+    tag="pulls",
+)
 async def patch_pull(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
@@ -224,13 +297,28 @@ async def patch_pull(request: web.Request) -> web.Response:
     check_edit(repo, item, user, data)
     if item["merged"] and ("state" in data or "base" in data):
         raise Conflict("a merged pull request cannot change state or base")
-    if "base" in data and await request.app[REPO_FILES].run(
-            repo["id"], lambda g: g.branch_oid(data["base"])) is None:
+    if (
+        "base" in data
+        and await request.app[REPO_FILES].run(repo["id"], lambda g: g.branch_oid(data["base"]))
+        is None
+    ):
         raise BadRequest("base: branch not found")
     row = await request.app[STORE].issues.update(
-        item["id"], data, emit=lambda row: [event(request, repo, "pull_request", {
-            "action": state_action(item, row), "pullRequest": _pull(request, repo, row),
-            **edit_changes(item, row, data)})])
+        item["id"],
+        data,
+        emit=lambda row: [
+            event(
+                request,
+                repo,
+                "pull_request",
+                {
+                    "action": state_action(item, row),
+                    "pullRequest": _pull(request, repo, row),
+                    **edit_changes(item, row, data),
+                },
+            )
+        ],
+    )
     if "base" in data or data.get("state") == "open":
         row = await pulls.refresh(request.app, row)
     [body] = await pulls_for_caller(request, repo, [row])
@@ -238,10 +326,15 @@ async def patch_pull(request: web.Request) -> web.Response:
 
 
 @routes.post(PULLS + "/{number}/merge")
-@doc("Merge into the base branch: merge commit, squash, or fast-forward (write access)",
-     body=MergeSchema, responses={200: PullEnvelopeSchema}, errors=(403, 404, 409), tag="pulls",
-     description="409 when the pull request is not open, on a conflict, when a fast-forward "
-                 "is impossible, or when the base branch moved during the merge.")
+@doc(
+    "Merge into the base branch: merge commit, squash, or fast-forward (write access)",
+    body=MergeSchema,
+    responses={200: PullEnvelopeSchema},
+    errors=(403, 404, 409),
+    tag="pulls",
+    description="409 when the pull request is not open, on a conflict, when a fast-forward "
+    "is impossible, or when the base branch moved during the merge.",
+)
 async def merge_pull(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request, "write")
@@ -253,50 +346,84 @@ async def merge_pull(request: web.Request) -> web.Response:
     if not await store.issues.claim_merge(item["id"]):
         raise Conflict("pull request is not open, or another merge of it is under way")
     try:
-        new, heads = await pulls.merge(request.app, item, user, data["method"],
-                                       data.get("message"))
+        new, heads = await pulls.merge(request.app, item, user, data["method"], data.get("message"))
     except BaseException:
         await asyncio.shield(store.issues.release_merge(item["id"]))
         raise
     ref = f"refs/heads/{item['base']}"
     push = await request.app[REPO_FILES].run(
-        repo["id"], lambda g: push_data(g, ref, heads.base, new, []))
+        repo["id"], lambda g: push_data(g, ref, heads.base, new, [])
+    )
     row = await store.issues.mark_merged(
-        item["id"], user["id"], new, heads.head, heads.base,
+        item["id"],
+        user["id"],
+        new,
+        heads.head,
+        heads.base,
         emit=lambda row: [
-            event(request, repo, "pull_request", {"action": "merged",
-                                                  "pullRequest": _pull(request, repo, row),
-                                                  "method": data["method"]}),
-            event(request, repo, "push", push)])
+            event(
+                request,
+                repo,
+                "pull_request",
+                {
+                    "action": "merged",
+                    "pullRequest": _pull(request, repo, row),
+                    "method": data["method"],
+                },
+            ),
+            event(request, repo, "push", push),
+        ],
+    )
     [body] = await pulls_for_caller(request, repo, [row])
     await request.app[STORE].repos.touch(repo["id"])
     return json_response({"pullRequest": body})
 
 
 @routes.post(PULLS + "/{number}/comments")
-@doc("Comment on a pull request (any signed-in reader)", body=CommentCreateSchema,
-     responses={201: CommentEnvelopeSchema}, errors=(404,), tag="pulls")
+@doc(
+    "Comment on a pull request (any signed-in reader)",
+    body=CommentCreateSchema,
+    responses={201: CommentEnvelopeSchema},
+    errors=(404,),
+    tag="pulls",
+)
 async def comment_pull(request: web.Request) -> web.Response:
     return await add_comment(request, True)
 
 
 @routes.get(PULLS + "/{number}/comments")
-@doc("A pull request's comments, oldest first", query=PageQuerySchema,
-     responses={200: CommentListSchema}, errors=(404,), public=True, tag="pulls")
+@doc(
+    "A pull request's comments, oldest first",
+    query=PageQuerySchema,
+    responses={200: CommentListSchema},
+    errors=(404,),
+    public=True,
+    tag="pulls",
+)
 async def pull_comments(request: web.Request) -> web.Response:
     return await list_comments(request, True)
 
 
 @routes.patch(PULLS + "/{number}/comments/{id}")
-@doc("Edit a comment on a pull request", body=CommentCreateSchema,
-     responses={200: CommentEnvelopeSchema}, errors=(403, 404), tag="pulls",
-     description=COMMENT_EDIT_DOC.format(event="pull_request"))
+@doc(
+    "Edit a comment on a pull request",
+    body=CommentCreateSchema,
+    responses={200: CommentEnvelopeSchema},
+    errors=(403, 404),
+    tag="pulls",
+    description=COMMENT_EDIT_DOC.format(event="pull_request"),
+)
 async def patch_pull_comment(request: web.Request) -> web.Response:
     return await edit_comment(request, True)
 
 
 @routes.delete(PULLS + "/{number}/comments/{id}")
-@doc("Delete a comment on a pull request", responses={204: "deleted"}, errors=(403, 404),
-     tag="pulls", description=COMMENT_DELETE_DOC.format(event="pull_request"))
+@doc(
+    "Delete a comment on a pull request",
+    responses={204: "deleted"},
+    errors=(403, 404),
+    tag="pulls",
+    description=COMMENT_DELETE_DOC.format(event="pull_request"),
+)
 async def delete_pull_comment(request: web.Request) -> web.Response:
     return await delete_comment(request, True)

@@ -55,25 +55,39 @@ async def _create_on_disk(request: web.Request, row: dict, make) -> dict:
 
 
 @routes.post("/api/repositories")
-@doc("Create a repository owned by the caller", body=RepoCreateSchema,
-     responses={201: RepoEnvelopeSchema}, errors=(409,), tag="repositories",
-     description="autoInit=true makes a first commit with a README.md on the default branch.")
+@doc(
+    "Create a repository owned by the caller",
+    body=RepoCreateSchema,
+    responses={201: RepoEnvelopeSchema},
+    errors=(409,),
+    tag="repositories",
+    description="autoInit=true makes a first commit with a README.md on the default branch.",
+)
 async def create_repo(request: web.Request) -> web.Response:
     user = require_user(request)
     data = await read_json(request, RepoCreateSchema())
     store, files = request.app[STORE], request.app[REPO_FILES]
-    row = await store.repos.create(owner_id=user["id"], name=data["name"],
-                                   description=data["description"],
-                                   visibility=data["visibility"],
-                                   default_branch=data["defaultBranch"])
+    row = await store.repos.create(
+        owner_id=user["id"],
+        name=data["name"],
+        description=data["description"],
+        visibility=data["visibility"],
+        default_branch=data["defaultBranch"],
+    )
 
     async def make() -> None:
         await files.create(row["id"], data["defaultBranch"])
         if data["autoInit"]:
             readme = f"# {data['name']}\n\n{data['description']}\n".rstrip() + "\n"
-            await files.run(row["id"], lambda g: g.auto_init(
-                data["defaultBranch"], user["name"] or user["username"],
-                f"{user['username']}@users.noreply.hubsvc", readme))
+            await files.run(
+                row["id"],
+                lambda g: g.auto_init(
+                    data["defaultBranch"],
+                    user["name"] or user["username"],
+                    f"{user['username']}@users.noreply.hubsvc",
+                    readme,
+                ),
+            )
 
     await _create_on_disk(request, row, make)
     body = _repo_json(request, row)
@@ -81,22 +95,34 @@ async def create_repo(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/users/{username}/repositories")
-@doc("A user's repositories that the caller may read, newest first", query=PageQuerySchema,
-     responses={200: RepoListSchema}, errors=(401, 404), public=True, tag="repositories",
-     description="`me` as the username lists the caller's own, private ones included.")
+@doc(
+    "A user's repositories that the caller may read, newest first",
+    query=PageQuerySchema,
+    responses={200: RepoListSchema},
+    errors=(401, 404),
+    public=True,
+    tag="repositories",
+    description="`me` as the username lists the caller's own, private ones included.",
+)
 async def user_repos(request: web.Request) -> web.Response:
     page = read_query(request, PageQuerySchema())
     owner = await request.app[STORE].users.by_username(path_username(request))
     if owner is None:
         raise NotFound("user not found")
-    rows, more = await request.app[STORE].repos.of_owner(owner["id"], _viewer_id(request),
-                                                         page["limit"], page["offset"])
+    rows, more = await request.app[STORE].repos.of_owner(
+        owner["id"], _viewer_id(request), page["limit"], page["offset"]
+    )
     return json_response({"repositories": [_repo_json(request, r) for r in rows], "hasMore": more})
 
 
 @routes.get(REPO)
-@doc("Repository info", responses={200: RepoEnvelopeSchema}, errors=(404,), public=True,
-     tag="repositories")
+@doc(
+    "Repository info",
+    responses={200: RepoEnvelopeSchema},
+    errors=(404,),
+    public=True,
+    tag="repositories",
+)
 async def get_repo(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     body = _repo_json(request, repo)
@@ -104,29 +130,36 @@ async def get_repo(request: web.Request) -> web.Response:
 
 
 @routes.patch(REPO)
-@doc("Change name, description, visibility or default branch (owner only)",
-     description="A fork of a private repository stays private: making it public is 409. "
-                 "Making a repository public first deletes the git objects no ref reaches "
-                 "(a branch pushed and deleted while private), and its private-period events "
-                 "stay with those who could read it then (events carry `public`). "
-                 "After a rename the old name keeps answering, as on GitHub: API paths with "
-                 "301 (308 for other methods than GET) to the new path, query kept; git clone, "
-                 "fetch and push of the old URL work as before. Only readers of the repository "
-                 "are redirected (others get 404), and a new repository of the old name ends "
-                 "the redirect for good. Usernames cannot change, so only repositories move.",
-     body=RepoUpdateSchema, responses={200: RepoEnvelopeSchema}, errors=(403, 404, 409),
-     tag="repositories")
+@doc(
+    "Change name, description, visibility or default branch (owner only)",
+    description="A fork of a private repository stays private: making it public is 409. "
+    "Making a repository public first deletes the git objects no ref reaches "
+    "(a branch pushed and deleted while private), and its private-period events "
+    "stay with those who could read it then (events carry `public`). "
+    "After a rename the old name keeps answering, as on GitHub: API paths with "
+    "301 (308 for other methods than GET) to the new path, query kept; git clone, "
+    "fetch and push of the old URL work as before. Only readers of the repository "
+    "are redirected (others get 404), and a new repository of the old name ends "
+    "the redirect for good. Usernames cannot change, so only repositories move.",
+    body=RepoUpdateSchema,
+    responses={200: RepoEnvelopeSchema},
+    errors=(403, 404, 409),
+    tag="repositories",
+)
 async def patch_repo(request: web.Request) -> web.Response:
     require_user(request)
     repo = await load_repo(request, "owner")
     data = await read_json(request, RepoUpdateSchema())
     if "defaultBranch" in data:
-        exists = await request.app[REPO_FILES].run(repo["id"], lambda g: g.is_empty() or any(
-            b["name"] == data["defaultBranch"] for b in g.branches()))
+        exists = await request.app[REPO_FILES].run(
+            repo["id"],
+            lambda g: g.is_empty() or any(b["name"] == data["defaultBranch"] for b in g.branches()),
+        )
         if not exists:
             raise BadRequest("defaultBranch: no such branch")
         await request.app[REPO_FILES].run(
-            repo["id"], lambda g: g.set_default_branch(data["defaultBranch"]))
+            repo["id"], lambda g: g.set_default_branch(data["defaultBranch"])
+        )
     if data.get("visibility") == "public" and repo["visibility"] != "public":
         # What was pushed and deleted while private must not become readable by oid:
         # the objects no ref reaches go before anyone else may read the repository.
@@ -144,8 +177,12 @@ async def patch_repo(request: web.Request) -> web.Response:
 
 
 @routes.delete(REPO)
-@doc("Delete a repository and its git data (owner only); its forks stay",
-     responses={204: "deleted"}, errors=(403, 404), tag="repositories")
+@doc(
+    "Delete a repository and its git data (owner only); its forks stay",
+    responses={204: "deleted"},
+    errors=(403, 404),
+    tag="repositories",
+)
 async def delete_repo(request: web.Request) -> web.Response:
     require_user(request)
     repo = await load_repo(request, "owner")
@@ -157,21 +194,28 @@ async def delete_repo(request: web.Request) -> web.Response:
 
 # Collaborators
 
+
 @routes.get(REPO + "/collaborators")
-@doc("Collaborators and their permission (writers only)", query=PageQuerySchema,
-     responses={200: UserListSchema}, errors=(401, 403, 404), tag="collaborators",
-     description="As on GitHub, where listing collaborators needs push access: who holds "
-                 "which permission is for the repository's writers. A reader gets 403, an "
-                 "anonymous caller 401 on a public repository, and whoever may not read a "
-                 "private one 404.")
+@doc(
+    "Collaborators and their permission (writers only)",
+    query=PageQuerySchema,
+    responses={200: UserListSchema},
+    errors=(401, 403, 404),
+    tag="collaborators",
+    description="As on GitHub, where listing collaborators needs push access: who holds "
+    "which permission is for the repository's writers. A reader gets 403, an "
+    "anonymous caller 401 on a public repository, and whoever may not read a "
+    "private one 404.",
+)
 async def list_collaborators(request: web.Request) -> web.Response:
     repo = await load_repo(request)  # first, so a private repository stays 404
     if not allows(repo["role"], "write"):
         require_user(request)
         raise Forbidden("write access to this repository is required")
     page = read_query(request, PageQuerySchema())
-    rows, more = await request.app[STORE].repos.collaborators(repo["id"], page["limit"],
-                                                              page["offset"])
+    rows, more = await request.app[STORE].repos.collaborators(
+        repo["id"], page["limit"], page["offset"]
+    )
     base = request.app[CONFIG].base_url
     return json_response({"users": [present.member(base, r) for r in rows], "hasMore": more})
 
@@ -184,9 +228,13 @@ async def _target_user(request: web.Request) -> dict:
 
 
 @routes.put(REPO + "/collaborators/{username}")
-@doc("Add a collaborator or change their permission (owner only)", body=CollaboratorSchema,
-     responses={200: CollaboratorEnvelopeSchema, 201: CollaboratorEnvelopeSchema},
-     errors=(403, 404), tag="collaborators")
+@doc(
+    "Add a collaborator or change their permission (owner only)",
+    body=CollaboratorSchema,
+    responses={200: CollaboratorEnvelopeSchema, 201: CollaboratorEnvelopeSchema},
+    errors=(403, 404),
+    tag="collaborators",
+)
 async def put_collaborator(request: web.Request) -> web.Response:
     require_user(request)
     repo = await load_repo(request, "owner")
@@ -194,15 +242,22 @@ async def put_collaborator(request: web.Request) -> web.Response:
     target = await _target_user(request)
     if target["id"] == repo["owner_id"]:
         raise BadRequest("username: the owner is not a collaborator")
-    added = await request.app[STORE].repos.set_collaborator(repo["id"], target["id"],
-                                                            data["permission"])
-    user = present.member(request.app[CONFIG].base_url, {**target, "permission": data["permission"]})
+    added = await request.app[STORE].repos.set_collaborator(
+        repo["id"], target["id"], data["permission"]
+    )
+    user = present.member(
+        request.app[CONFIG].base_url, {**target, "permission": data["permission"]}
+    )
     return json_response({"user": user}, status=201 if added else 200)
 
 
 @routes.delete(REPO + "/collaborators/{username}")
-@doc("Remove a collaborator (owner only)", responses={204: "removed"}, errors=(403, 404),
-     tag="collaborators")
+@doc(
+    "Remove a collaborator (owner only)",
+    responses={204: "removed"},
+    errors=(403, 404),
+    tag="collaborators",
+)
 async def delete_collaborator(request: web.Request) -> web.Response:
     require_user(request)
     repo = await load_repo(request, "owner")
@@ -217,29 +272,39 @@ async def _recheck(request: web.Request, repo: dict) -> None:
     """Open sockets subscribed to a repository lose it when they lost read access."""
     # Events are checked against access as it is when they are sent, so none leaks
     # either way; this tells the socket and frees its subscription at once.
-    await request.app[HUB].recheck(repo["id"], {"owner": repo["owner_username"],
-                                                "name": repo["name"]})
+    await request.app[HUB].recheck(
+        repo["id"], {"owner": repo["owner_username"], "name": repo["name"]}
+    )
 
 
 # Forks and stars
 
+
 @routes.post(REPO + "/fork")
-@doc("Fork into the caller's namespace with the full history", body=ForkSchema,
-     responses={201: RepoEnvelopeSchema}, errors=(404, 409), tag="forks",
-     description="The parent's `fork` event carries `{forkee, forker}`; a private fork is "
-                 "`forkee: null` there, since the parent's readers, hooks and watchers may "
-                 "not read it.")
+@doc(
+    "Fork into the caller's namespace with the full history",
+    body=ForkSchema,
+    responses={201: RepoEnvelopeSchema},
+    errors=(404, 409),
+    tag="forks",
+    description="The parent's `fork` event carries `{forkee, forker}`; a private fork is "
+    "`forkee: null` there, since the parent's readers, hooks and watchers may "
+    "not read it.",
+)
 async def fork_repo(request: web.Request) -> web.Response:
     user = require_user(request)
     source = await load_repo(request)
     data = await read_json(request, ForkSchema())
     store, files = request.app[STORE], request.app[REPO_FILES]
     row = await store.repos.create(
-        owner_id=user["id"], name=data.get("name") or source["name"],
+        owner_id=user["id"],
+        name=data.get("name") or source["name"],
         description=data.get("description", source["description"]),
-        visibility=source["visibility"], default_branch=source["default_branch"],
+        visibility=source["visibility"],
+        default_branch=source["default_branch"],
         parent_id=source["id"],
-        private_lineage=source["visibility"] == "private" or bool(source["private_lineage"]))
+        private_lineage=source["visibility"] == "private" or bool(source["private_lineage"]),
+    )
     await _create_on_disk(request, row, lambda: files.fork(source["id"], row["id"]))
     fork = _repo_json(request, row)
     # The fork is made when its files are: its event is written once they exist. The
@@ -251,13 +316,20 @@ async def fork_repo(request: web.Request) -> web.Response:
 
 
 @routes.get(REPO + "/forks")
-@doc("Forks the caller may read, newest first", query=PageQuerySchema,
-     responses={200: ForkListSchema}, errors=(404,), public=True, tag="forks")
+@doc(
+    "Forks the caller may read, newest first",
+    query=PageQuerySchema,
+    responses={200: ForkListSchema},
+    errors=(404,),
+    public=True,
+    tag="forks",
+)
 async def list_forks(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     page = read_query(request, PageQuerySchema())
-    rows, more = await request.app[STORE].repos.forks(repo["id"], _viewer_id(request),
-                                                      page["limit"], page["offset"])
+    rows, more = await request.app[STORE].repos.forks(
+        repo["id"], _viewer_id(request), page["limit"], page["offset"]
+    )
     return json_response({"forks": [_repo_json(request, r) for r in rows], "hasMore": more})
 
 
@@ -265,8 +337,22 @@ async def _star(request: web.Request, on: bool) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
     changed, count = await request.app[STORE].repos.star(
-        repo["id"], user["id"], on, emit=lambda result: [event(request, repo, "star", {
-            "action": "added" if on else "removed", "starCount": result[1]})] if result[0] else [])
+        repo["id"],
+        user["id"],
+        on,
+        emit=lambda result: (
+            [
+                event(
+                    request,
+                    repo,
+                    "star",
+                    {"action": "added" if on else "removed", "starCount": result[1]},
+                )
+            ]
+            if result[0]
+            else []
+        ),
+    )
     return json_response({"starred": on, "starCount": count})
 
 
@@ -283,12 +369,19 @@ async def unstar(request: web.Request) -> web.Response:
 
 
 @routes.get(REPO + "/stars")
-@doc("Users who starred, most recent first", query=PageQuerySchema,
-     responses={200: UserListSchema}, errors=(404,), public=True, tag="stars")
+@doc(
+    "Users who starred, most recent first",
+    query=PageQuerySchema,
+    responses={200: UserListSchema},
+    errors=(404,),
+    public=True,
+    tag="stars",
+)
 async def list_stars(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     page = read_query(request, PageQuerySchema())
-    rows, more = await request.app[STORE].repos.stargazers(repo["id"], page["limit"],
-                                                           page["offset"])
+    rows, more = await request.app[STORE].repos.stargazers(
+        repo["id"], page["limit"], page["offset"]
+    )
     base = request.app[CONFIG].base_url
     return json_response({"users": [present.member(base, r) for r in rows], "hasMore": more})

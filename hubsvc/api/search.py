@@ -25,21 +25,26 @@ def _issue_result(base: str, row: dict, is_pull: bool) -> dict:
 
 
 @routes.get("/api/search")
-@doc("Ranked full-text search; private hits only for those who may read them",
-     query=SearchQuerySchema, responses={200: SearchResultsSchema}, public=True, tag="search",
-     description="Every result has type, id, title, description, url, createdAt, plus the "
-                 "fields of its kind; issues and pulls also carry repository {owner, name}. "
-                 "Names, usernames, titles and texts are split into words at every character "
-                 "that is not a letter or digit (`-`, `_`, `.`, spaces...), without regard to "
-                 "case or accents. Every space-separated part of q must match: a single word "
-                 "as a word prefix (`coo` and `be71b57345` find `my-cool-tool` and "
-                 "`vault-be71b57345`), a part with punctuation as its words in that order, "
-                 "the last one a prefix (`my-cool-tool`, `ada-love`); `\"my cool tool\"` in "
-                 "double quotes is an exact phrase. For repositories, a q that is one "
-                 "`owner/name` also finds the owner's repositories by the words of name. "
-                 "Other characters, AND, OR, NOT and NEAR are plain text; at most 10 words "
-                 "count. Name, username and title matches rank above description and body "
-                 "matches.")
+@doc(
+    "Ranked full-text search; private hits only for those who may read them",
+    query=SearchQuerySchema,
+    responses={200: SearchResultsSchema},
+    public=True,
+    tag="search",
+    description="Every result has type, id, title, description, url, createdAt, plus the "
+    "fields of its kind; issues and pulls also carry repository {owner, name}. "
+    "Names, usernames, titles and texts are split into words at every character "
+    "that is not a letter or digit (`-`, `_`, `.`, spaces...), without regard to "
+    "case or accents. Every space-separated part of q must match: a single word "
+    "as a word prefix (`coo` and `be71b57345` find `my-cool-tool` and "
+    "`vault-be71b57345`), a part with punctuation as its words in that order, "
+    'the last one a prefix (`my-cool-tool`, `ada-love`); `"my cool tool"` in '
+    "double quotes is an exact phrase. For repositories, a q that is one "
+    "`owner/name` also finds the owner's repositories by the words of name. "
+    "Other characters, AND, OR, NOT and NEAR are plain text; at most 10 words "
+    "count. Name, username and title matches rank above description and body "
+    "matches.",
+)
 async def search(request: web.Request) -> web.Response:
     query = read_query(request, SearchQuerySchema())
     if not query["q"].strip():
@@ -61,7 +66,15 @@ async def search(request: web.Request) -> web.Response:
         results = [_issue_result(base, row, kind == "pulls") for row in rows]
     else:
         rows, more = await store.users(text, limit, offset)
-        results = [{**present.user_summary(base, row), "type": "user", "title": row["username"],
-                    "description": row["name"], "url": present.user_url(base, row["username"]),
-                    "createdAt": row["created_at"]} for row in rows]
+        results = [
+            {
+                **present.user_summary(base, row),
+                "type": "user",
+                "title": row["username"],
+                "description": row["name"],
+                "url": present.user_url(base, row["username"]),
+                "createdAt": row["created_at"],
+            }
+            for row in rows
+        ]
     return json_response({"results": results, "hasMore": more, "query": text})

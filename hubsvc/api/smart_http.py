@@ -81,7 +81,10 @@ async def _basic_user(request: web.Request) -> dict | None:
     if password_problem(secret, new=False):
         raise _challenge("invalid credentials")  # no password is over 72 bytes
     rounds = request.app[CONFIG]["security"]["bcrypt_rounds"]
-    if not await check_password(secret, user["password_hash"] if user else None, rounds) or user is None:
+    if (
+        not await check_password(secret, user["password_hash"] if user else None, rounds)
+        or user is None
+    ):
         raise _challenge("invalid credentials")
     cache.put(digest, user, int(time.time()) + 300)
     return _enabled(user)
@@ -118,45 +121,72 @@ def _service(request: web.Request, given: str | None) -> str:
 
 
 @routes.get(GIT_BASE + "/info/refs")
-@doc("Smart-HTTP ref advertisement (git clone/fetch/push)", public=True, tag="git-http", plain_errors=True,
-     query=InfoRefsQuerySchema,
-     responses={200: {"description": "pkt-line ref advertisement", "content": {
-         f"application/x-{service}-advertisement": {"schema": {"type": "string"}}
-         for service in ("git-upload-pack", "git-receive-pack")}}},
-     errors=(400, 401, 403, 404, 503),
-     description="`service` is git-upload-pack or git-receive-pack. An anonymous request for a "
-                 "private or missing repository gets 401 with a Basic challenge. Errors on the "
-                 "git routes are text/plain, the only kind git prints to its user. "
-                 "receive-pack advertises push options (`git push -o`) and refuses any update "
-                 "under refs/pull/ (the server's namespace, as on GitHub); upload-pack serves "
-                 "partial clones (`--filter=blob:none`) and lazy fetches of objects reachable "
-                 "from a ref. Each of the three git routes holds one of server.git_processes "
-                 "slots (server.git_processes_per_client per client) while git runs; past "
-                 "either cap the answer is 503 with Retry-After.")
+@doc(
+    "Smart-HTTP ref advertisement (git clone/fetch/push)",
+    public=True,
+    tag="git-http",
+    plain_errors=True,
+    query=InfoRefsQuerySchema,
+    responses={
+        200: {
+            "description": "pkt-line ref advertisement",
+            "content": {
+                f"application/x-{service}-advertisement": {"schema": {"type": "string"}}
+                for service in ("git-upload-pack", "git-receive-pack")
+            },
+        }
+    },
+    errors=(400, 401, 403, 404, 503),
+    description="`service` is git-upload-pack or git-receive-pack. An anonymous request for a "
+    "private or missing repository gets 401 with a Basic challenge. Errors on the "
+    "git routes are text/plain, the only kind git prints to its user. "
+    "receive-pack advertises push options (`git push -o`) and refuses any update "
+    "under refs/pull/ (the server's namespace, as on GitHub); upload-pack serves "
+    "partial clones (`--filter=blob:none`) and lazy fetches of objects reachable "
+    "from a ref. Each of the three git routes holds one of server.git_processes "
+    "slots (server.git_processes_per_client per client) while git runs; past "
+    "either cap the answer is 503 with Retry-After.",
+)
 async def info_refs(request: web.Request) -> web.StreamResponse:
     service = _service(request, request.query.get("service"))
     repo = await _git_repo(request, "write" if service == "git-receive-pack" else "read")
     with git_slot(request):
-        return await advertise(request, service, request.app[REPO_FILES].path(repo["id"]),
-                               request.app[CONFIG]["git"]["timeout_seconds"])
+        return await advertise(
+            request,
+            service,
+            request.app[REPO_FILES].path(repo["id"]),
+            request.app[CONFIG]["git"]["timeout_seconds"],
+        )
 
 
 @routes.post(GIT_BASE + "/git-upload-pack")
-@doc("Smart-HTTP fetch (clone and fetch)", public=True, tag="git-http", plain_errors=True,
-     errors=(401, 403, 404, 408, 503, 504),
-     description="git runs at most `[git] timeout_seconds`: a request body that has not "
-                 "arrived by then gets 408, git still busy 504, and an answer already under "
-                 "way is cut by closing the connection. 503 with Retry-After when "
-                 "server.git_processes (or the per-client cap) git processes already run.",
-     body={"application/x-git-upload-pack-request": {"type": "string", "format": "binary"}},
-     responses={200: {"description": "pack stream", "content": {
-         "application/x-git-upload-pack-result": {"schema": {"type": "string"}}}}})
+@doc(
+    "Smart-HTTP fetch (clone and fetch)",
+    public=True,
+    tag="git-http",
+    plain_errors=True,
+    errors=(401, 403, 404, 408, 503, 504),
+    description="git runs at most `[git] timeout_seconds`: a request body that has not "
+    "arrived by then gets 408, git still busy 504, and an answer already under "
+    "way is cut by closing the connection. 503 with Retry-After when "
+    "server.git_processes (or the per-client cap) git processes already run.",
+    body={"application/x-git-upload-pack-request": {"type": "string", "format": "binary"}},
+    responses={
+        200: {
+            "description": "pack stream",
+            "content": {"application/x-git-upload-pack-result": {"schema": {"type": "string"}}},
+        }
+    },
+)
 async def upload_pack(request: web.Request) -> web.StreamResponse:
     repo = await _git_repo(request, "read")
     with git_slot(request):
-        resp, _ = await serve_rpc(request, "git-upload-pack",
-                                  request.app[REPO_FILES].path(repo["id"]),
-                                  timeout=request.app[CONFIG]["git"]["timeout_seconds"])
+        resp, _ = await serve_rpc(
+            request,
+            "git-upload-pack",
+            request.app[REPO_FILES].path(repo["id"]),
+            timeout=request.app[CONFIG]["git"]["timeout_seconds"],
+        )
     return resp
 
 
@@ -168,26 +198,38 @@ async def lfs(request: web.Request) -> web.Response:
     """Git LFS endpoints: 501 with the one line git-lfs prints (left out of the API document)."""
     # git-lfs prints the `message` of its batch API's error answer as the one line the
     # user reads; `error` keeps the body in this API's error shape as well.
-    return web.Response(status=501, content_type="application/vnd.git-lfs+json",
-                        text=json.dumps({"message": LFS_MESSAGE, "error": LFS_MESSAGE}))
+    return web.Response(
+        status=501,
+        content_type="application/vnd.git-lfs+json",
+        text=json.dumps({"message": LFS_MESSAGE, "error": LFS_MESSAGE}),
+    )
 
 
 @routes.post(GIT_BASE + "/git-receive-pack")
-@doc("Smart-HTTP push (write access)", public=True, tag="git-http", plain_errors=True,
-     errors=(401, 403, 404, 408, 413, 429, 503, 504, 507),
-     description="A push bringing a file over `[git] max_object_bytes` is refused whole (no "
-                 "ref moves); git prints `remote: error: <path> is … MiB; this server refuses "
-                 "files over … MiB` and `pre-receive hook declined`. A push over "
-                 "`[limits] push_bytes` is refused too. git runs at most `[git] "
-                 "timeout_seconds` (408 / 504 as for git-upload-pack); 503 with Retry-After "
-                 "when server.git_processes (or the per-client cap) git processes run, or "
-                 "the database is busy; 507 when the disk is full. To git itself "
-                 "(User-Agent `git/…`) every refusal but 401 and 404 is a 200 carrying git's "
-                 "fatal-error packet, so git prints `remote: <reason>` and exits non-zero "
-                 "(no ref moves) instead of `RPC failed; HTTP <status>`.",
-     body={"application/x-git-receive-pack-request": {"type": "string", "format": "binary"}},
-     responses={200: {"description": "report-status stream", "content": {
-         "application/x-git-receive-pack-result": {"schema": {"type": "string"}}}}})
+@doc(
+    "Smart-HTTP push (write access)",
+    public=True,
+    tag="git-http",
+    plain_errors=True,
+    errors=(401, 403, 404, 408, 413, 429, 503, 504, 507),
+    description="A push bringing a file over `[git] max_object_bytes` is refused whole (no "
+    "ref moves); git prints `remote: error: <path> is … MiB; this server refuses "
+    "files over … MiB` and `pre-receive hook declined`. A push over "
+    "`[limits] push_bytes` is refused too. git runs at most `[git] "
+    "timeout_seconds` (408 / 504 as for git-upload-pack); 503 with Retry-After "
+    "when server.git_processes (or the per-client cap) git processes run, or "
+    "the database is busy; 507 when the disk is full. To git itself "
+    "(User-Agent `git/…`) every refusal but 401 and 404 is a 200 carrying git's "
+    "fatal-error packet, so git prints `remote: <reason>` and exits non-zero "
+    "(no ref moves) instead of `RPC failed; HTTP <status>`.",
+    body={"application/x-git-receive-pack-request": {"type": "string", "format": "binary"}},
+    responses={
+        200: {
+            "description": "report-status stream",
+            "content": {"application/x-git-receive-pack-result": {"schema": {"type": "string"}}},
+        }
+    },
+)
 async def receive_pack(request: web.Request) -> web.StreamResponse:
     repo = await _git_repo(request, "write")
     # The slot first: a push refused for want of one has written nothing. pushing: a
@@ -209,8 +251,9 @@ async def _receive(request: web.Request, repo: dict) -> web.StreamResponse:
         # Journalled first: if this process dies while git runs, the next start records
         # whatever landed (pushes.reconcile).
         refs_now = await files.run(repo["id"], lambda g: g.head_oids())
-        flight = await request.app[STORE].repos.push_started(repo["id"], actor and actor["id"],
-                                                             refs_now)
+        flight = await request.app[STORE].repos.push_started(
+            repo["id"], actor and actor["id"], refs_now
+        )
     except BaseException:
         # Refused before git ran (a full disk, a busy database): no file may stay behind.
         spool.unlink(missing_ok=True)
@@ -223,8 +266,7 @@ async def _receive(request: web.Request, repo: dict) -> web.StreamResponse:
             spool.unlink(missing_ok=True)
 
     def spawn(updates: list[tuple[str, str, str]]) -> asyncio.Task:
-        return request.app[BACKGROUND].spawn(
-            _after_push(request.app, repo, updates, actor, flight))
+        return request.app[BACKGROUND].spawn(_after_push(request.app, repo, updates, actor, flight))
 
     async def record() -> None:
         updates = await asyncio.to_thread(take_updates)
@@ -239,11 +281,18 @@ async def _receive(request: web.Request, repo: dict) -> web.StreamResponse:
     try:
         # The pre-receive hook refuses files over max_object_bytes before any ref moves.
         resp, _ = await serve_rpc(
-            request, "git-receive-pack", files.path(repo["id"]),
-            config["limits"]["push_bytes"], before_eof=record, hooks=files.hooks,
+            request,
+            "git-receive-pack",
+            files.path(repo["id"]),
+            config["limits"]["push_bytes"],
+            before_eof=record,
+            hooks=files.hooks,
             timeout=config["git"]["timeout_seconds"],
-            env={"HUBSVC_PUSH_LOG": str(spool),
-                 "HUBSVC_MAX_OBJECT_BYTES": str(config["git"]["max_object_bytes"])})
+            env={
+                "HUBSVC_PUSH_LOG": str(spool),
+                "HUBSVC_MAX_OBJECT_BYTES": str(config["git"]["max_object_bytes"]),
+            },
+        )
     finally:
         if spool.exists():
             # The answer failed after git applied the updates (a client that hung up):
@@ -256,8 +305,13 @@ async def _receive(request: web.Request, repo: dict) -> web.StreamResponse:
     return resp
 
 
-async def _after_push(app: web.Application, repo: dict, updates: list[tuple[str, str, str]],
-                      actor: dict | None, flight: int) -> None:
+async def _after_push(
+    app: web.Application,
+    repo: dict,
+    updates: list[tuple[str, str, str]],
+    actor: dict | None,
+    flight: int,
+) -> None:
     """Record the push: updatedAt, default branch, commit-graph, one push event per ref."""
     try:
         await record_push(app, repo, updates, actor, flight)

@@ -30,22 +30,35 @@ from .account import confirm_password
 
 routes = web.RouteTableDef()
 
-IMAGE_RESPONSE = {"description": "the image", "content": {
-    t: {"schema": {"type": "string", "format": "binary"}}
-    for t in ("image/png", "image/jpeg", "image/gif", "image/webp")}}
+IMAGE_RESPONSE = {
+    "description": "the image",
+    "content": {
+        t: {"schema": {"type": "string", "format": "binary"}}
+        for t in ("image/png", "image/jpeg", "image/gif", "image/webp")
+    },
+}
 AVATAR_BODY = {
-    "multipart/form-data": {"type": "object", "required": ["avatar"],
-                            "properties": {"avatar": {"type": "string", "format": "binary"}}},
-    **{t: {"type": "string", "format": "binary"}
-       for t in ("image/png", "image/jpeg", "image/gif", "image/webp")},
+    "multipart/form-data": {
+        "type": "object",
+        "required": ["avatar"],
+        "properties": {"avatar": {"type": "string", "format": "binary"}},
+    },
+    **{
+        t: {"type": "string", "format": "binary"}
+        for t in ("image/png", "image/jpeg", "image/gif", "image/webp")
+    },
 }
 
 
 def _user_json(request: web.Request, user: dict) -> dict:
     viewer = current_user(request)
     is_self = viewer is not None and viewer["id"] == user["id"]
-    return present.user_public(request.app[CONFIG].base_url, user, is_self=is_self,
-                               admin=is_self and is_admin(request, user))
+    return present.user_public(
+        request.app[CONFIG].base_url,
+        user,
+        is_self=is_self,
+        admin=is_self and is_admin(request, user),
+    )
 
 
 async def _user_or_404(request: web.Request) -> dict:
@@ -62,8 +75,10 @@ async def me(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/users/me/summary")
-@doc("The signed-in user's username, name and avatar (what the chat bot reads)",
-     responses={200: SummarySchema})
+@doc(
+    "The signed-in user's username, name and avatar (what the chat bot reads)",
+    responses={200: SummarySchema},
+)
 async def me_summary(request: web.Request) -> web.Response:
     user = require_user(request)
     summary = present.user_summary(request.app[CONFIG].base_url, user)
@@ -82,21 +97,26 @@ def _forget_cached(request: web.Request, user_id: int) -> None:
 
 
 @routes.patch("/api/users/me/settings")
-@doc("Change name, e-mail, bio, location, website or preferences", body=SettingsSchema,
-     responses={200: SettingsEnvelopeSchema}, errors=(400, 403, 409),
-     description="Changing the e-mail needs the account's password in currentPassword, as "
-                 "on GitHub and Gitea (the e-mail is where a password reset goes): without "
-                 "it 400, a wrong one 403, as POST /api/users/me/password answers; tries "
-                 "count against the sign-in limit. Other fields, and an e-mail sent "
-                 "unchanged, need no password.")
+@doc(
+    "Change name, e-mail, bio, location, website or preferences",
+    body=SettingsSchema,
+    responses={200: SettingsEnvelopeSchema},
+    errors=(400, 403, 409),
+    description="Changing the e-mail needs the account's password in currentPassword, as "
+    "on GitHub and Gitea (the e-mail is where a password reset goes): without "
+    "it 400, a wrong one 403, as POST /api/users/me/password answers; tries "
+    "count against the sign-in limit. Other fields, and an e-mail sent "
+    "unchanged, need no password.",
+)
 async def patch_settings(request: web.Request) -> web.Response:
     user = require_user(request)
     data = await read_json(request, SettingsSchema())
     password = data.pop("currentPassword", None)
     if "email" in data and data["email"] != user["email"]:
         if password is None:
-            raise BadRequest("currentPassword: the account's password is required to change "
-                             "the e-mail")
+            raise BadRequest(
+                "currentPassword: the account's password is required to change the e-mail"
+            )
         refused = await confirm_password(request, user, password)
         if refused is not None:
             return refused
@@ -122,13 +142,17 @@ def _merge_preferences(user: dict, change: dict) -> dict:
 
 
 @routes.post("/api/users/me/settings/preferences")
-@doc("Change preferences (theme, notifications); fields left out keep their value",
-     body=PreferencesSchema, responses={200: PreferencesEnvelopeSchema})
+@doc(
+    "Change preferences (theme, notifications); fields left out keep their value",
+    body=PreferencesSchema,
+    responses={200: PreferencesEnvelopeSchema},
+)
 async def post_preferences(request: web.Request) -> web.Response:
     user = require_user(request)
     change = await read_json(request, PreferencesSchema())
     updated = await request.app[STORE].users.update(
-        user["id"], {"preferences": _merge_preferences(user, change)})
+        user["id"], {"preferences": _merge_preferences(user, change)}
+    )
     _forget_cached(request, user["id"])
     _apply_preferences(request, updated)
     return json_response({"preferences": present.preferences(updated)})
@@ -170,10 +194,14 @@ async def _avatar_bytes(request: web.Request, limit: int) -> bytes:
 
 
 @routes.patch("/api/users/me/avatar")
-@doc("Upload an avatar (PNG, JPEG, GIF or WebP, checked by content)",
-     description="multipart/form-data with field `avatar`, or a raw body with an image "
-                 "Content-Type. Over limits.avatar_bytes → 413.",
-     body=AVATAR_BODY, responses={200: UserEnvelopeSchema}, errors=(413,))
+@doc(
+    "Upload an avatar (PNG, JPEG, GIF or WebP, checked by content)",
+    description="multipart/form-data with field `avatar`, or a raw body with an image "
+    "Content-Type. Over limits.avatar_bytes → 413.",
+    body=AVATAR_BODY,
+    responses={200: UserEnvelopeSchema},
+    errors=(413,),
+)
 async def patch_avatar(request: web.Request) -> web.Response:
     user = require_user(request)
     data = await _avatar_bytes(request, request.app[CONFIG]["limits"]["avatar_bytes"])
@@ -198,17 +226,25 @@ async def delete_avatar(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/users/{username}")
-@doc("A user's public profile", responses={200: UserEnvelopeSchema}, errors=(401, 404), public=True,
-     description="`me` as the username is the caller (401 when anonymous), here and on "
-                 "every path that takes a username.")
+@doc(
+    "A user's public profile",
+    responses={200: UserEnvelopeSchema},
+    errors=(401, 404),
+    public=True,
+    description="`me` as the username is the caller (401 when anonymous), here and on "
+    "every path that takes a username.",
+)
 async def get_user(request: web.Request) -> web.Response:
     return json_response({"user": _user_json(request, await _user_or_404(request))})
 
 
 @routes.get("/api/users/{username}/profile")
-@doc("A user's detailed profile: bio, location, website, counts (`me`: the caller)",
-     errors=(401, 404),
-     responses={200: ProfileEnvelopeSchema}, public=True)
+@doc(
+    "A user's detailed profile: bio, location, website, counts (`me`: the caller)",
+    errors=(401, 404),
+    responses={200: ProfileEnvelopeSchema},
+    public=True,
+)
 async def get_profile(request: web.Request) -> web.Response:
     user = await _user_or_404(request)
     profile = _user_json(request, user)
@@ -218,9 +254,13 @@ async def get_profile(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/users/{username}/avatar")
-@doc("A user's avatar; with the current `v` it is cached for a year (`me`: the caller's, "
-     "privately cached)", errors=(401, 404),
-     responses={200: IMAGE_RESPONSE, 304: "not modified"}, public=True)
+@doc(
+    "A user's avatar; with the current `v` it is cached for a year (`me`: the caller's, "
+    "privately cached)",
+    errors=(401, 404),
+    responses={200: IMAGE_RESPONSE, 304: "not modified"},
+    public=True,
+)
 async def get_avatar(request: web.Request) -> web.StreamResponse:
     user = await _user_or_404(request)
     if user["avatar_hash"]:
@@ -238,7 +278,8 @@ async def get_avatar(request: web.Request) -> web.StreamResponse:
     scope = "private" if request.match_info["username"].lower() == "me" else "public"
     headers = {
         "ETag": etag,
-        "Cache-Control": f"{scope}, max-age=31536000, immutable" if current
+        "Cache-Control": f"{scope}, max-age=31536000, immutable"
+        if current
         else f"{scope}, max-age=300, must-revalidate",
         "X-Content-Type-Options": "nosniff",
     }

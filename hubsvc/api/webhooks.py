@@ -62,20 +62,27 @@ def _secret_may_post_to(request: web.Request, repo: dict) -> bool:
 
 
 @routes.post("/api/webhooks/chat")
-@doc("Accept an event: signed with the webhook secret, or from a writer of the repository",
-     body=InboundEventSchema, responses={202: AcceptedSchema}, errors=(403, 404, 409),
-     public=True, tag="webhooks", description=(
-         "With chat.webhook_secret set, the request needs X-Hubsvc-Timestamp (Unix seconds) and "
-         "X-Hub-Signature-256: sha256=<hex HMAC-SHA256 with the secret of "
-         "\"<timestamp>.\" followed by the raw body> (Slack's scheme, GitHub's header); else "
-         "401. A timestamp more than chat.webhook_tolerance_seconds (300) from now → 401; the "
-         "same signed request a second time → 409. The secret may post to public repositories "
-         "and to the private ones listed in chat.webhook_repositories; any other → 404, as "
-         "for a missing one. Without a secret the caller must be signed in with write access. "
-         "data is checked by type (see its schema) before the 202 → else 400. Accepted events "
-         "go to the outbox, the feed and the WebSocket with `inbound: true` (chat messages "
-         "say so); they never send e-mail or chat notices, and every link in what the server "
-         "sends is built by the server, never taken from the event."))
+@doc(
+    "Accept an event: signed with the webhook secret, or from a writer of the repository",
+    body=InboundEventSchema,
+    responses={202: AcceptedSchema},
+    errors=(403, 404, 409),
+    public=True,
+    tag="webhooks",
+    description=(
+        "With chat.webhook_secret set, the request needs X-Hubsvc-Timestamp (Unix seconds) and "
+        "X-Hub-Signature-256: sha256=<hex HMAC-SHA256 with the secret of "
+        "\"<timestamp>.\" followed by the raw body> (Slack's scheme, GitHub's header); else "
+        "401. A timestamp more than chat.webhook_tolerance_seconds (300) from now → 401; the "
+        "same signed request a second time → 409. The secret may post to public repositories "
+        "and to the private ones listed in chat.webhook_repositories; any other → 404, as "
+        "for a missing one. Without a secret the caller must be signed in with write access. "
+        "data is checked by type (see its schema) before the 202 → else 400. Accepted events "
+        "go to the outbox, the feed and the WebSocket with `inbound: true` (chat messages "
+        "say so); they never send e-mail or chat notices, and every link in what the server "
+        "sends is built by the server, never taken from the event."
+    ),
+)
 async def inbound(request: web.Request) -> web.Response:
     raw = await request.read()
     secret = request.app[CONFIG]["chat"]["webhook_secret"]
@@ -100,8 +107,9 @@ async def inbound(request: web.Request) -> web.Response:
             raise Conflict("this signed request was already accepted (a replay)")
     else:
         repo = await load_repo(request, "write", owner=ref["owner"], name=ref["name"])
-    event = await publish(request, repo, data["type"], data["data"], actor=current_user(request),
-                          inbound=True)
+    event = await publish(
+        request, repo, data["type"], data["data"], actor=current_user(request), inbound=True
+    )
     return json_response({"accepted": True, "id": event.id}, status=202)
 
 
@@ -113,20 +121,29 @@ async def _send_test(request: web.Request) -> web.Response:
     body = json.dumps(ping_message(request.app[CONFIG].base_url)).encode()
     status, error, _ = await sender.post(body, {"X-Hubsvc-Event": "ping"})
     ok = status is not None and 200 <= status < 300
-    return json_response({"success": ok, "status": status,
-                          "error": None if ok else (error or f"HTTP {status}")})
+    return json_response(
+        {"success": ok, "status": status, "error": None if ok else (error or f"HTTP {status}")}
+    )
 
 
 @routes.get("/api/webhooks/chat/test")
-@doc("Send a real test message to the chat webhook (administrators)",
-     responses={200: WebhookTestSchema}, errors=(403, 503), tag="webhooks")
+@doc(
+    "Send a real test message to the chat webhook (administrators)",
+    responses={200: WebhookTestSchema},
+    errors=(403, 503),
+    tag="webhooks",
+)
 async def webhook_test(request: web.Request) -> web.Response:
     return await _send_test(request)
 
 
 @routes.get("/api/chat/link/test")
-@doc("Send a real test message to the chat webhook (administrators; the chat bot's check)",
-     responses={200: WebhookTestSchema}, errors=(403, 503), tag="chat")
+@doc(
+    "Send a real test message to the chat webhook (administrators; the chat bot's check)",
+    responses={200: WebhookTestSchema},
+    errors=(403, 503),
+    tag="chat",
+)
 async def chat_link_test(request: web.Request) -> web.Response:
     return await _send_test(request)
 
@@ -146,14 +163,26 @@ def _delivery(row: dict) -> dict:
         "deliveredAt": row["delivered_at"],
         "redeliveryOf": str(row["redelivery_of"]) if row["redelivery_of"] else None,
         "payload": json.loads(row["payload"]),
-        "attemptList": [{"at": a["at"], "statusCode": a["status_code"], "error": a["error"],
-                         "durationMs": a["duration_ms"]} for a in row.get("attempt_list", [])],
+        "attemptList": [
+            {
+                "at": a["at"],
+                "statusCode": a["status_code"],
+                "error": a["error"],
+                "durationMs": a["duration_ms"],
+            }
+            for a in row.get("attempt_list", [])
+        ],
     }
 
 
 @routes.get("/api/webhooks/chat/deliveries")
-@doc("Recent chat webhook deliveries with their attempts (administrators)",
-     query=PageQuerySchema, responses={200: DeliveryListSchema}, errors=(403,), tag="webhooks")
+@doc(
+    "Recent chat webhook deliveries with their attempts (administrators)",
+    query=PageQuerySchema,
+    responses={200: DeliveryListSchema},
+    errors=(403,),
+    tag="webhooks",
+)
 async def deliveries(request: web.Request) -> web.Response:
     require_admin(request)
     page = read_query(request, PageQuerySchema())
@@ -162,40 +191,72 @@ async def deliveries(request: web.Request) -> web.Response:
 
 
 @routes.post("/api/webhooks/chat/deliveries/{id}/redeliver")
-@doc("Queue a delivery's body again as a new delivery (administrators)",
-     responses={202: DeliveryEnvelopeSchema}, errors=(403, 404, 503), tag="webhooks")
+@doc(
+    "Queue a delivery's body again as a new delivery (administrators)",
+    responses={202: DeliveryEnvelopeSchema},
+    errors=(403, 404, 503),
+    tag="webhooks",
+)
 async def redeliver(request: web.Request) -> web.Response:
     require_admin(request)
     raw = request.match_info["id"]
-    original = await request.app[STORE].outbox.get(int(raw)) if raw.isdigit() and len(raw) < 19 else None
+    original = (
+        await request.app[STORE].outbox.get(int(raw)) if raw.isdigit() and len(raw) < 19 else None
+    )
     if original is None:
         raise NotFound("delivery not found")
     sender = request.app[WEBHOOK]
     if not sender.enabled:
         raise Unavailable("no chat webhook is configured")
     row = await request.app[STORE].outbox.enqueue(
-        event_id=original["event_id"], event_type=original["event_type"],
-        repo_id=original["repo_id"], payload=original["payload"], redelivery_of=original["id"])
+        event_id=original["event_id"],
+        event_type=original["event_type"],
+        repo_id=original["repo_id"],
+        payload=original["payload"],
+        redelivery_of=original["id"],
+    )
     sender.wake()
     return json_response({"delivery": _delivery(row)}, status=202)
 
 
 @routes.get("/api/admin/deliveries")
-@doc("Outgoing e-mail deliveries, newest first, with failures (administrators)",
-     query=PageQuerySchema, responses={200: MailDeliveryListSchema}, errors=(401, 403),
-     tag="webhooks", description=(
-         "E-mail (the chat link verification) is queued and tried at once, then retried "
-         "after 2, 4, 8… s (webhooks.retry_seconds, up to webhooks.max_retry_seconds) until "
-         "mail.max_attempts; an SMTP 5xx answer is final. Each row shows its status, "
-         "attempts and last error; the message itself is never shown. Repository hooks' "
-         "deliveries are under /api/repositories/:owner/:name/hooks/:id/deliveries."))
+@doc(
+    "Outgoing e-mail deliveries, newest first, with failures (administrators)",
+    query=PageQuerySchema,
+    responses={200: MailDeliveryListSchema},
+    errors=(401, 403),
+    tag="webhooks",
+    description=(
+        "E-mail (the chat link verification) is queued and tried at once, then retried "
+        "after 2, 4, 8… s (webhooks.retry_seconds, up to webhooks.max_retry_seconds) until "
+        "mail.max_attempts; an SMTP 5xx answer is final. Each row shows its status, "
+        "attempts and last error; the message itself is never shown. Repository hooks' "
+        "deliveries are under /api/repositories/:owner/:name/hooks/:id/deliveries."
+    ),
+)
 async def mail_deliveries(request: web.Request) -> web.Response:
     require_admin(request)
     page = read_query(request, PageQuerySchema())
     rows, more = await request.app[STORE].mail.recent(page["limit"], page["offset"])
-    return json_response({"deliveries": [{
-        "id": str(r["id"]), "kind": "mail", "to": r["recipient"], "subject": r["subject"],
-        "status": r["status"], "attempts": r["attempts"], "error": r["last_error"],
-        "nextAttemptAt": iso(r["next_attempt_at"]) if r["status"] == "pending" else None,
-        "createdAt": r["created_at"], "deliveredAt": r["delivered_at"]} for r in rows],
-        "hasMore": more})
+    return json_response(
+        {
+            "deliveries": [
+                {
+                    "id": str(r["id"]),
+                    "kind": "mail",
+                    "to": r["recipient"],
+                    "subject": r["subject"],
+                    "status": r["status"],
+                    "attempts": r["attempts"],
+                    "error": r["last_error"],
+                    "nextAttemptAt": iso(r["next_attempt_at"])
+                    if r["status"] == "pending"
+                    else None,
+                    "createdAt": r["created_at"],
+                    "deliveredAt": r["delivered_at"],
+                }
+                for r in rows
+            ],
+            "hasMore": more,
+        }
+    )

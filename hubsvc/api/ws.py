@@ -40,28 +40,32 @@ async def _ws_user(request: web.Request) -> tuple[dict[str, Any], bytes | None]:
 
 
 @routes.get("/ws")
-@doc("WebSocket upgrade for notifications (token in ?token= or the session cookie)",
-     responses={101: "switching protocols"}, errors=(400, 403, 503), tag="websocket",
-     query=WsQuerySchema,
-     description="Server messages: connected {userId, username, lastEventId}, ping, pong, "
-                 "notification {notification: event} (event as in GET /api/events, its id the "
-                 "log id), subscribed {repository}, unsubscribed {repository, reason?}, "
-                 "resumed {lastEventId} (a replay ended; live events follow), resync "
-                 "{lastEventId, reason} (the cursor is older than events.retention_days: read "
-                 "the state again, then go on from lastEventId), error {error}. Client "
-                 "messages: ping, pong, subscribe {repository: {owner, name}}, unsubscribe "
-                 "{repository}, resume {after: \"<event id>\"}. Resume (or ?after=<id> on the "
-                 "upgrade) first sends, in order, the notifications the socket would have got "
-                 "since that id (events of repositories the user owns, collaborates on, "
-                 "starred or subscribed to, and may read now), then live ones, with no gap "
-                 "and no repeat at the seam. "
-                 "A malformed message, or one nested deeper than limits.json_depth, gets "
-                 "error {error} and the socket stays open; over 64 KiB closes it (1009). "
-                 "Over websocket.max_per_ip open sockets from one address → 429. When the "
-                 "token the socket was opened with stops working (sign-out, token deletion, "
-                 "password change, account disabled or deleted) the socket closes with code "
-                 "4001, reason \"token revoked\"; a subscriber who loses read access gets "
-                 "unsubscribed {repository, reason: \"access revoked\"}.")
+@doc(
+    "WebSocket upgrade for notifications (token in ?token= or the session cookie)",
+    responses={101: "switching protocols"},
+    errors=(400, 403, 503),
+    tag="websocket",
+    query=WsQuerySchema,
+    description="Server messages: connected {userId, username, lastEventId}, ping, pong, "
+    "notification {notification: event} (event as in GET /api/events, its id the "
+    "log id), subscribed {repository}, unsubscribed {repository, reason?}, "
+    "resumed {lastEventId} (a replay ended; live events follow), resync "
+    "{lastEventId, reason} (the cursor is older than events.retention_days: read "
+    "the state again, then go on from lastEventId), error {error}. Client "
+    "messages: ping, pong, subscribe {repository: {owner, name}}, unsubscribe "
+    '{repository}, resume {after: "<event id>"}. Resume (or ?after=<id> on the '
+    "upgrade) first sends, in order, the notifications the socket would have got "
+    "since that id (events of repositories the user owns, collaborates on, "
+    "starred or subscribed to, and may read now), then live ones, with no gap "
+    "and no repeat at the seam. "
+    "A malformed message, or one nested deeper than limits.json_depth, gets "
+    "error {error} and the socket stays open; over 64 KiB closes it (1009). "
+    "Over websocket.max_per_ip open sockets from one address → 429. When the "
+    "token the socket was opened with stops working (sign-out, token deletion, "
+    "password change, account disabled or deleted) the socket closes with code "
+    '4001, reason "token revoked"; a subscriber who loses read access gets '
+    'unsubscribed {repository, reason: "access revoked"}.',
+)
 async def websocket(request: web.Request) -> web.StreamResponse:
     user, digest = await _ws_user(request)
     after = _cursor(request.query.get("after"))
@@ -78,12 +82,20 @@ async def websocket(request: web.Request) -> web.StreamResponse:
     await ws.prepare(request)
     client = Client(ws, user, ip, request.transport, digest)
     hub.add(client)
-    hub.send(client, {"type": "connected", "userId": str(user["id"]),
-                      "username": user["username"], "lastEventId": str(hub.cursor)})
+    hub.send(
+        client,
+        {
+            "type": "connected",
+            "userId": str(user["id"]),
+            "username": user["username"],
+            "lastEventId": str(hub.cursor),
+        },
+    )
     if after is not None:
         hub.resume(client, after)
     beat = asyncio.get_running_loop().create_task(
-        _heartbeat(hub, client, config["heartbeat_seconds"]))
+        _heartbeat(hub, client, config["heartbeat_seconds"])
+    )
     try:
         async for msg in ws:
             client.last_seen = asyncio.get_running_loop().time()
@@ -154,9 +166,13 @@ async def _handle(request: web.Request, hub, client: Client, text: str) -> None:
         hub.resume(client, after)
     elif kind in ("subscribe", "unsubscribe"):
         ref = message.get("repository")
-        if not (isinstance(ref, dict) and isinstance(ref.get("owner"), str)
-                and isinstance(ref.get("name"), str) and len(ref["owner"]) <= 100
-                and len(ref["name"]) <= 100):
+        if not (
+            isinstance(ref, dict)
+            and isinstance(ref.get("owner"), str)
+            and isinstance(ref.get("name"), str)
+            and len(ref["owner"]) <= 100
+            and len(ref["name"]) <= 100
+        ):
             hub.send(client, {"type": "error", "error": "repository: {owner, name} is required"})
             return
         user = await request.app[STORE].users.by_id(client.user_id)

@@ -50,12 +50,14 @@ def _retry_after(body: dict[str, Any], headers: Any) -> int | None:
 class ApiClient:
     """One aiohttp session to the service; make it inside the event loop that uses it."""
 
-    def __init__(self, api_base: str, bot_key: str = "",
-                 timeout: aiohttp.ClientTimeout = TIMEOUT) -> None:
+    def __init__(
+        self, api_base: str, bot_key: str = "", timeout: aiohttp.ClientTimeout = TIMEOUT
+    ) -> None:
         self.base = api_base.rstrip("/")
         self.bot_key = bot_key
-        self.session = aiohttp.ClientSession(timeout=timeout, headers={
-            "User-Agent": "hubsvc-bot", "Accept": "application/json"})
+        self.session = aiohttp.ClientSession(
+            timeout=timeout, headers={"User-Agent": "hubsvc-bot", "Accept": "application/json"}
+        )
 
     async def close(self) -> None:
         await self.session.close()
@@ -66,9 +68,15 @@ class ApiClient:
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    async def request(self, method: str, path: str, *, chat_id: str | None = None,
-                      params: dict[str, Any] | None = None,
-                      body: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        chat_id: str | None = None,
+        params: dict[str, Any] | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """One call; with chat_id, as that chat user's linked account. Raises on errors."""
         headers = {}
         if self.bot_key:
@@ -77,8 +85,14 @@ class ApiClient:
                 headers[CHAT_USER_HEADER] = chat_id
         query = {k: str(v) for k, v in (params or {}).items() if v is not None}
         try:
-            async with self.session.request(method, self.base + path, params=query, json=body,
-                                            headers=headers, allow_redirects=False) as resp:
+            async with self.session.request(
+                method,
+                self.base + path,
+                params=query,
+                json=body,
+                headers=headers,
+                allow_redirects=False,
+            ) as resp:
                 try:
                     data = await resp.json(content_type=None)
                 except ValueError:
@@ -88,15 +102,24 @@ class ApiClient:
                         raise ServiceError(resp.status, resp.reason or "error")
                     raise ServiceError(resp.status, "the answer was not a JSON object")
                 if resp.status >= 400:
-                    raise ServiceError(resp.status, str(data.get("error") or resp.reason),
-                                       _retry_after(data, resp.headers))
+                    raise ServiceError(
+                        resp.status,
+                        str(data.get("error") or resp.reason),
+                        _retry_after(data, resp.headers),
+                    )
                 return data
         except (TimeoutError, aiohttp.ClientConnectionError, aiohttp.InvalidURL, OSError) as exc:
             raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
 
-    async def as_user(self, chat_id: str, method: str, path: str, *,
-                      params: dict[str, Any] | None = None, linked: bool | None = None
-                      ) -> tuple[dict[str, Any], bool]:
+    async def as_user(
+        self,
+        chat_id: str,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        linked: bool | None = None,
+    ) -> tuple[dict[str, Any], bool]:
         """A read as the chat user's linked account, else anonymous: (answer, linked).
 
         The service refuses an unlinked X-Chat-User-Id outright, so an unlinked user's

@@ -87,6 +87,7 @@ class UsageError(Exception):
 
 # Replies
 
+
 def _cut(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
@@ -126,8 +127,9 @@ def repository(value: str) -> tuple[str, str]:
         text = text[:-4]
     match = REPO_RE.match(text)
     if not match:
-        raise UsageError("Give the repository as owner/name, e.g. ada/tool "
-                         f"(not {_cut(value, 100)!r}).")
+        raise UsageError(
+            f"Give the repository as owner/name, e.g. ada/tool (not {_cut(value, 100)!r})."
+        )
     return match.group(1), match.group(2)
 
 
@@ -164,11 +166,11 @@ def check_args(command: Command, given: dict[str, Any]) -> dict[str, Any]:
 
 # The service's answers, in a few words
 
+
 def _error_reply(exc: ServiceError | Unreachable, thing: str, linked: bool | None) -> Reply:
     """A failed call in a few polite words; linked=False adds the hint to link on a 404."""
     if isinstance(exc, Unreachable):
-        return _sorry("The service can't be reached right now. Please try again in a little "
-                      "while.")
+        return _sorry("The service can't be reached right now. Please try again in a little while.")
     status = exc.status
     if status == 404:
         text = f"{thing} wasn't found."
@@ -179,18 +181,24 @@ def _error_reply(exc: ServiceError | Unreachable, thing: str, linked: bool | Non
         return _sorry("You don't have permission to do that.")
     if status == 429:
         wait = exc.retry_after or 60
-        return _sorry(f"That's a lot of requests at once. Please try again in {wait} second"
-                      f"{'s' if wait != 1 else ''}.")
+        return _sorry(
+            f"That's a lot of requests at once. Please try again in {wait} second"
+            f"{'s' if wait != 1 else ''}."
+        )
     if status == 401:
-        return _sorry("The service refused the bot's key, so it can't do that. Please let "
-                      "whoever runs the bot know.")
+        return _sorry(
+            "The service refused the bot's key, so it can't do that. Please let "
+            "whoever runs the bot know."
+        )
     if status >= 500:
-        return _sorry(f"The service ran into a problem (error {status}). Please try again in "
-                      "a moment.")
+        return _sorry(
+            f"The service ran into a problem (error {status}). Please try again in a moment."
+        )
     if status >= 400:
         return _sorry(f"The service couldn't do that: {_cut(exc.message, 300)}")
-    return _sorry("The service sent an answer the bot couldn't read. Please let whoever runs "
-                  "the bot know.")
+    return _sorry(
+        "The service sent an answer the bot couldn't read. Please let whoever runs the bot know."
+    )
 
 
 class _Failed(Exception):
@@ -200,24 +208,30 @@ class _Failed(Exception):
         self.reply = reply
 
 
-async def _read(call: Call, path: str, thing: str, params: dict[str, Any] | None = None,
-                maybe_private: bool = True) -> tuple[dict[str, Any], bool]:
+async def _read(
+    call: Call,
+    path: str,
+    thing: str,
+    params: dict[str, Any] | None = None,
+    maybe_private: bool = True,
+) -> tuple[dict[str, Any], bool]:
     """A read as the chat user (anonymous when not linked): (answer, linked).
 
     maybe_private: a 404 may mean the thing is private, so an unlinked user is told
     that linking could show it.
     """
     try:
-        data, call.linked = await call.api.as_user(call.chat_id, "GET", path, params=params,
-                                                   linked=call.linked)
+        data, call.linked = await call.api.as_user(
+            call.chat_id, "GET", path, params=params, linked=call.linked
+        )
         return data, call.linked
     except ServiceError as exc:
-        raise _Failed(_error_reply(exc, thing, exc.linked if maybe_private else None)
-                      ) from None
+        raise _Failed(_error_reply(exc, thing, exc.linked if maybe_private else None)) from None
 
 
-async def _bot(call: Call, method: str, path: str, body: dict[str, Any] | None = None
-               ) -> dict[str, Any]:
+async def _bot(
+    call: Call, method: str, path: str, body: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A call of the chat link endpoints, with the bot key alone."""
     try:
         return await call.api.request(method, path, body=body)
@@ -226,6 +240,7 @@ async def _bot(call: Call, method: str, path: str, body: dict[str, Any] | None =
 
 
 # The commands
+
 
 def _repo_path(owner: str, name: str) -> str:
     return f"/api/repositories/{segment(owner)}/{segment(name)}"
@@ -248,12 +263,16 @@ async def repo_command(call: Call, args: dict[str, Any]) -> Reply:
         Field("Updated", _since(repo["updatedAt"]), True),
     ]
     if repo.get("parent"):
-        fields.append(Field("Fork of", f"{repo['parent']['owner']}/{repo['parent']['name']}",
-                            True))
+        fields.append(Field("Fork of", f"{repo['parent']['owner']}/{repo['parent']['name']}", True))
     fields.append(Field("Clone", repo["cloneUrl"]))
-    return Reply(title=repo["fullName"], url=repo["url"], colour=PUSH_BLUE,
-                 description=_cut(repo["description"], 1000) or "No description.",
-                 fields=fields, private=repo["private"])
+    return Reply(
+        title=repo["fullName"],
+        url=repo["url"],
+        colour=PUSH_BLUE,
+        description=_cut(repo["description"], 1000) or "No description.",
+        fields=fields,
+        private=repo["private"],
+    )
 
 
 STATE_COLOURS = {"open": GREEN, "closed": RED, "merged": PURPLE, "all": GRAY}
@@ -267,16 +286,21 @@ async def _item_list(call: Call, args: dict[str, Any], pulls: bool) -> Reply:
     repo, _ = await _load_repo(call, args["repository"])
     state, page = args["state"] or "open", args["page"] or 1
     kind = "pulls" if pulls else "issues"
-    data, _ = await _read(call, f"{_repo_path(repo['owner']['username'], repo['name'])}/{kind}",
-                          f"Repository {repo['fullName']}",
-                          {"state": state, "limit": PAGE_SIZE,
-                           "offset": (page - 1) * PAGE_SIZE})
+    data, _ = await _read(
+        call,
+        f"{_repo_path(repo['owner']['username'], repo['name'])}/{kind}",
+        f"Repository {repo['fullName']}",
+        {"state": state, "limit": PAGE_SIZE, "offset": (page - 1) * PAGE_SIZE},
+    )
     items = data["pullRequests" if pulls else "issues"]
     noun = "pull requests" if pulls else "issues"
     fields = []
     for item in items:
-        facts = [item["state"], f"by {item['author']['username']}" if item["author"] else None,
-                 f"{item['commentCount']} comment{'s' if item['commentCount'] != 1 else ''}"]
+        facts = [
+            item["state"],
+            f"by {item['author']['username']}" if item["author"] else None,
+            f"{item['commentCount']} comment{'s' if item['commentCount'] != 1 else ''}",
+        ]
         if pulls:
             head = item["head"]
             if item.get("headRepository"):
@@ -288,17 +312,27 @@ async def _item_list(call: Call, args: dict[str, Any], pulls: bool) -> Reply:
             facts.append("assigned: " + _people(item["assignees"]))
         value = " · ".join(f for f in facts if f)
         snippet = _cut(_first_line(item["body"]), SNIPPET)
-        fields.append(Field(f"#{item['number']} {item['title']}",
-                            "\n".join(v for v in (value, snippet, item["url"]) if v)))
+        fields.append(
+            Field(
+                f"#{item['number']} {item['title']}",
+                "\n".join(v for v in (value, snippet, item["url"]) if v),
+            )
+        )
     label = "" if state == "all" else f"{state} "
     return Reply(
         title=f"{label.capitalize()}{noun if label else noun.capitalize()} in {repo['fullName']}",
-        url=repo["url"], colour=STATE_COLOURS[state], private=repo["private"],
+        url=repo["url"],
+        colour=STATE_COLOURS[state],
+        private=repo["private"],
         description="" if items else f"No {label}{noun}" + (" on this page." if page > 1 else "."),
         fields=fields,
-        footer=_page_footer(kind if not pulls else "prs",
-                            {"repository": repo["fullName"], "state": state}, page,
-                            data["hasMore"]))
+        footer=_page_footer(
+            kind if not pulls else "prs",
+            {"repository": repo["fullName"], "state": state},
+            page,
+            data["hasMore"],
+        ),
+    )
 
 
 async def issues_command(call: Call, args: dict[str, Any]) -> Reply:
@@ -312,23 +346,35 @@ async def prs_command(call: Call, args: dict[str, Any]) -> Reply:
 async def commits_command(call: Call, args: dict[str, Any]) -> Reply:
     repo, _ = await _load_repo(call, args["repository"])
     branch, page = args["branch"] or repo["defaultBranch"], args["page"] or 1
-    data, _ = await _read(call, f"{_repo_path(repo['owner']['username'], repo['name'])}/commits",
-                          f"Branch {branch} in {repo['fullName']}",
-                          {"branch": branch, "limit": PAGE_SIZE,
-                           "skip": (page - 1) * PAGE_SIZE}, maybe_private=False)
+    data, _ = await _read(
+        call,
+        f"{_repo_path(repo['owner']['username'], repo['name'])}/commits",
+        f"Branch {branch} in {repo['fullName']}",
+        {"branch": branch, "limit": PAGE_SIZE, "skip": (page - 1) * PAGE_SIZE},
+        maybe_private=False,
+    )
     lines = []
     for commit in data["commits"]:
         message = _cut(_first_line(commit["message"]), 120) or "(no message)"
         author = commit["author"]
-        lines.append(f"`{commit['oid'][:7]}` {message} — {author['name']}, "
-                     f"{_since(author['date'])}")
+        lines.append(
+            f"`{commit['oid'][:7]}` {message} — {author['name']}, {_since(author['date'])}"
+        )
     if not lines:
         lines.append(f"No commits on {branch}" + (" on this page." if page > 1 else " yet."))
-    return Reply(title=f"Commits on {branch} in {repo['fullName']}", url=repo["url"],
-                 colour=PUSH_BLUE, private=repo["private"], description="\n".join(lines),
-                 footer=_page_footer("commits", {"repository": repo["fullName"],
-                                                 "branch": args["branch"]}, page,
-                                     data["hasMore"]))
+    return Reply(
+        title=f"Commits on {branch} in {repo['fullName']}",
+        url=repo["url"],
+        colour=PUSH_BLUE,
+        private=repo["private"],
+        description="\n".join(lines),
+        footer=_page_footer(
+            "commits",
+            {"repository": repo["fullName"], "branch": args["branch"]},
+            page,
+            data["hasMore"],
+        ),
+    )
 
 
 SEARCH_TYPES = ("repositories", "issues", "pulls", "users")
@@ -353,20 +399,26 @@ async def search_command(call: Call, args: dict[str, Any]) -> Reply:
     query, kind, page = args["query"], args["type"] or "repositories", args["page"] or 1
     if len(query) > 256:
         raise UsageError("The search text can be at most 256 characters.")
-    data, linked = await _read(call, "/api/search", "That",
-                               {"q": query, "type": kind, "limit": PAGE_SIZE,
-                                "offset": (page - 1) * PAGE_SIZE})
+    data, linked = await _read(
+        call,
+        "/api/search",
+        "That",
+        {"q": query, "type": kind, "limit": PAGE_SIZE, "offset": (page - 1) * PAGE_SIZE},
+    )
     results = data["results"]
     # Only the asker may see private hits; the issue results do not say whether their
     # repository is private, so a linked user's issue hits are answered privately.
     private = any(r.get("private") for r in results) or (
-        linked and kind in ("issues", "pulls") and bool(results))
-    return Reply(title=f'Search "{_cut(query, 80)}" in {kind}', colour=PUSH_BLUE,
-                 private=private, fields=[_search_field(r) for r in results],
-                 description="" if results else "Nothing found" + (
-                     " on this page." if page > 1 else "."),
-                 footer=_page_footer("search", {"query": f'"{query}"', "type": kind}, page,
-                                     data["hasMore"]))
+        linked and kind in ("issues", "pulls") and bool(results)
+    )
+    return Reply(
+        title=f'Search "{_cut(query, 80)}" in {kind}',
+        colour=PUSH_BLUE,
+        private=private,
+        fields=[_search_field(r) for r in results],
+        description="" if results else "Nothing found" + (" on this page." if page > 1 else "."),
+        footer=_page_footer("search", {"query": f'"{query}"', "type": kind}, page, data["hasMore"]),
+    )
 
 
 LINK_FIRST = "Link your chat account first: /link (or /link-email your@address)."
@@ -376,22 +428,32 @@ async def fork_command(call: Call, args: dict[str, Any]) -> Reply:
     owner, name = repository(args["repository"])
     body = {"name": args["name"]} if args["name"] else {}
     try:
-        data = await call.api.request("POST", f"{_repo_path(owner, name)}/fork",
-                                      chat_id=call.chat_id, body=body)
+        data = await call.api.request(
+            "POST", f"{_repo_path(owner, name)}/fork", chat_id=call.chat_id, body=body
+        )
     except ServiceError as exc:
         if exc.status == 401 and (exc.not_linked or not call.api.bot_key):
             return _sorry(f"Forking needs your account. {LINK_FIRST}")
         if exc.status == 409:
             taken = args["name"] or name
-            return _sorry(f"You already have a repository named {taken}. Pick another name: "
-                          f"/fork {owner}/{name} name:new-name")
+            return _sorry(
+                f"You already have a repository named {taken}. Pick another name: "
+                f"/fork {owner}/{name} name:new-name"
+            )
         return _error_reply(exc, f"Repository {owner}/{name}", True)
     fork = data["repo"]
-    return Reply(title=f"Forked {owner}/{name}", url=fork["url"], colour=FORK_GREEN,
-                 description=f"Your fork: {fork['fullName']}", private=fork["private"],
-                 fields=[Field("Fork", fork["fullName"], True),
-                         Field("Source", f"{owner}/{name}", True),
-                         Field("Clone", fork["cloneUrl"])])
+    return Reply(
+        title=f"Forked {owner}/{name}",
+        url=fork["url"],
+        colour=FORK_GREEN,
+        description=f"Your fork: {fork['fullName']}",
+        private=fork["private"],
+        fields=[
+            Field("Fork", fork["fullName"], True),
+            Field("Source", f"{owner}/{name}", True),
+            Field("Clone", fork["cloneUrl"]),
+        ],
+    )
 
 
 def _minutes_left(expires_at: str) -> int:
@@ -405,88 +467,165 @@ def _minutes_left(expires_at: str) -> int:
 async def link_command(call: Call, args: dict[str, Any]) -> Reply:
     data = await _bot(call, "POST", "/api/chat/link/generate", {"chatId": call.chat_id})
     minutes = _minutes_left(data["expiresAt"])
-    return Reply(title="Link your account", url=data["url"], colour=GREEN, private=True,
-                 description=(f"Open this page within {minutes} minutes, sign in and confirm:"
-                              f"\n{data['url']}\n\nThe link works once; keep it to yourself."))
+    return Reply(
+        title="Link your account",
+        url=data["url"],
+        colour=GREEN,
+        private=True,
+        description=(
+            f"Open this page within {minutes} minutes, sign in and confirm:"
+            f"\n{data['url']}\n\nThe link works once; keep it to yourself."
+        ),
+    )
 
 
 async def link_email_command(call: Call, args: dict[str, Any]) -> Reply:
     address = args["address"]
     if "@" not in address or len(address) > 254:
-        raise UsageError("Give the e-mail address of your account, e.g. /link-email "
-                         "ada@example.com.")
-    data = await _bot(call, "POST", "/api/chat/link/generate",
-                      {"chatId": call.chat_id, "serviceEmail": address})
+        raise UsageError(
+            "Give the e-mail address of your account, e.g. /link-email ada@example.com."
+        )
+    data = await _bot(
+        call, "POST", "/api/chat/link/generate", {"chatId": call.chat_id, "serviceEmail": address}
+    )
     minutes = _minutes_left(data["expiresAt"])
-    return Reply(title="Check your e-mail", colour=GREEN, private=True,
-                 description=(f"If an account has the address {address}, it has been sent a "
-                              f"link. Open it within {minutes} minutes, sign in and confirm."))
+    return Reply(
+        title="Check your e-mail",
+        colour=GREEN,
+        private=True,
+        description=(
+            f"If an account has the address {address}, it has been sent a "
+            f"link. Open it within {minutes} minutes, sign in and confirm."
+        ),
+    )
 
 
 async def unlink_command(call: Call, args: dict[str, Any]) -> Reply:
     data = await _bot(call, "POST", "/api/chat/link/unlink", {"chatId": call.chat_id})
     if data["unlinked"]:
-        return Reply(title="Unlinked", colour=GRAY, private=True,
-                     description="Your chat account is no longer linked; the bot now shows "
-                                 "you public data only.")
-    return Reply(title="Not linked", colour=GRAY, private=True,
-                 description="Your chat account wasn't linked, so there was nothing to undo.")
+        return Reply(
+            title="Unlinked",
+            colour=GRAY,
+            private=True,
+            description="Your chat account is no longer linked; the bot now shows "
+            "you public data only.",
+        )
+    return Reply(
+        title="Not linked",
+        colour=GRAY,
+        private=True,
+        description="Your chat account wasn't linked, so there was nothing to undo.",
+    )
 
 
 async def link_status_command(call: Call, args: dict[str, Any]) -> Reply:
     data = await _bot(call, "GET", f"/api/chat/link/status/{segment(call.chat_id)}")
     if not data["linked"]:
-        return Reply(title="Not linked", colour=GRAY, private=True,
-                     description="Your chat account isn't linked. Use /link, or /link-email "
-                                 "with your account's address, to link it.")
+        return Reply(
+            title="Not linked",
+            colour=GRAY,
+            private=True,
+            description="Your chat account isn't linked. Use /link, or /link-email "
+            "with your account's address, to link it.",
+        )
     user = data["user"]
     who = user["username"] + (f" ({user['name']})" if user["name"] else "")
-    return Reply(title="Linked", colour=GREEN, private=True,
-                 description=f"Your chat account is linked to {who}.",
-                 fields=[Field("Account", user["username"], True),
-                         Field("Verified", "yes" if data["verified"] else "no", True)])
+    return Reply(
+        title="Linked",
+        colour=GREEN,
+        private=True,
+        description=f"Your chat account is linked to {who}.",
+        fields=[
+            Field("Account", user["username"], True),
+            Field("Verified", "yes" if data["verified"] else "no", True),
+        ],
+    )
 
 
 REPOSITORY = Param("repository", "owner/name, e.g. ada/tool", required=True)
 PAGE = Param("page", "page of results, from 1", integer=True)
 
-COMMANDS: dict[str, Command] = {c.name: c for c in (
-    Command("repo", "Show a repository", (REPOSITORY,), repo_command),
-    Command("search", "Search repositories, issues, pull requests or users", (
-        Param("query", "what to look for", required=True, greedy=True),
-        Param("type", "what to search (default: repositories)", choices=SEARCH_TYPES),
-        PAGE), search_command),
-    Command("issues", "List a repository's issues", (
-        REPOSITORY, Param("state", "default: open", choices=("open", "closed", "all")), PAGE),
-        issues_command),
-    Command("prs", "List a repository's pull requests", (
-        REPOSITORY,
-        Param("state", "default: open", choices=("open", "closed", "merged", "all")), PAGE),
-        prs_command),
-    Command("commits", "List a repository's recent commits", (
-        REPOSITORY, Param("branch", "a branch, tag or commit (default: the default branch)"),
-        PAGE), commits_command),
-    Command("fork", "Fork a repository into your linked account", (
-        REPOSITORY, Param("name", "the fork's name (default: the repository's)")),
-        fork_command),
-    Command("link", "Link your chat account to your account on the service", (),
-            link_command, private=True),
-    Command("link-email", "Link your account through a link sent to its e-mail address", (
-        Param("address", "your account's e-mail address", required=True),),
-        link_email_command, private=True),
-    Command("unlink", "Remove the link of your chat account", (), unlink_command,
-            private=True),
-    Command("link-status", "Whether your chat account is linked, and to whom", (),
-            link_status_command, private=True),
-)}
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        Command("repo", "Show a repository", (REPOSITORY,), repo_command),
+        Command(
+            "search",
+            "Search repositories, issues, pull requests or users",
+            (
+                Param("query", "what to look for", required=True, greedy=True),
+                Param("type", "what to search (default: repositories)", choices=SEARCH_TYPES),
+                PAGE,
+            ),
+            search_command,
+        ),
+        Command(
+            "issues",
+            "List a repository's issues",
+            (REPOSITORY, Param("state", "default: open", choices=("open", "closed", "all")), PAGE),
+            issues_command,
+        ),
+        Command(
+            "prs",
+            "List a repository's pull requests",
+            (
+                REPOSITORY,
+                Param("state", "default: open", choices=("open", "closed", "merged", "all")),
+                PAGE,
+            ),
+            prs_command,
+        ),
+        Command(
+            "commits",
+            "List a repository's recent commits",
+            (
+                REPOSITORY,
+                Param("branch", "a branch, tag or commit (default: the default branch)"),
+                PAGE,
+            ),
+            commits_command,
+        ),
+        Command(
+            "fork",
+            "Fork a repository into your linked account",
+            (REPOSITORY, Param("name", "the fork's name (default: the repository's)")),
+            fork_command,
+        ),
+        Command(
+            "link",
+            "Link your chat account to your account on the service",
+            (),
+            link_command,
+            private=True,
+        ),
+        Command(
+            "link-email",
+            "Link your account through a link sent to its e-mail address",
+            (Param("address", "your account's e-mail address", required=True),),
+            link_email_command,
+            private=True,
+        ),
+        Command("unlink", "Remove the link of your chat account", (), unlink_command, private=True),
+        Command(
+            "link-status",
+            "Whether your chat account is linked, and to whom",
+            (),
+            link_status_command,
+            private=True,
+        ),
+    )
+}
 
 
 async def run_command(api: ApiClient, chat_id: str, name: str, given: dict[str, Any]) -> Reply:
     """Run one command for a chat user; never raises, every failure is a private Reply."""
     command = COMMANDS.get(name.lstrip("/").lower())
     if command is None:
-        return _sorry(f"There is no command /{name.lstrip('/')}. The commands: "
-                      + ", ".join(f"/{n}" for n in COMMANDS) + ".")
+        return _sorry(
+            f"There is no command /{name.lstrip('/')}. The commands: "
+            + ", ".join(f"/{n}" for n in COMMANDS)
+            + "."
+        )
     try:
         reply = await command.handler(Call(api, chat_id), check_args(command, given))
     except UsageError as exc:

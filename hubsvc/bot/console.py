@@ -48,14 +48,18 @@ def parse_line(line: str) -> tuple[str, dict[str, Any]]:
                 last = param
                 break
         else:
-            raise UsageError(f"Too many words for /{command.name}; put text with spaces in "
-                             f"quotes. Usage: {command.usage()}")
+            raise UsageError(
+                f"Too many words for /{command.name}; put text with spaces in "
+                f"quotes. Usage: {command.usage()}"
+            )
     return command.name, args
 
 
 def help_text() -> str:
-    lines = ["== Commands ==", "Typed as on Discord: name:value sets a parameter by name; "
-             "quotes keep spaces."]
+    lines = [
+        "== Commands ==",
+        "Typed as on Discord: name:value sets a parameter by name; quotes keep spaces.",
+    ]
     for command in COMMANDS.values():
         lines += [f"  {command.usage()}", f"      {command.description}"]
     lines += ["  /help", "      this list"]
@@ -97,13 +101,21 @@ async def _client(api_base: str, bot_key: str) -> ApiClient:
     return ApiClient(api_base, bot_key)
 
 
-def main(api_base: str, bot_key: str, chat_id: str, stdin: TextIO = sys.stdin,
-         stdout: TextIO = sys.stdout) -> int:
+def main(
+    api_base: str,
+    bot_key: str,
+    chat_id: str,
+    stdin: TextIO = sys.stdin,
+    stdout: TextIO = sys.stdout,
+) -> int:
     """Read lines until the end of input, answering each: 0, or 130 after Ctrl-C."""
     interactive = stdin.isatty()
     if interactive:
-        print(f"hubsvc bot console at {api_base}, as chat user {chat_id}. "
-              "/help lists the commands; Ctrl-D ends.", file=stdout)
+        print(
+            f"hubsvc bot console at {api_base}, as chat user {chat_id}. "
+            "/help lists the commands; Ctrl-D ends.",
+            file=stdout,
+        )
     # Lines are read on this thread, between commands, so Ctrl-C ends a wait for input
     # as promptly as a command in flight.
     with asyncio.Runner() as runner:

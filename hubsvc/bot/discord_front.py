@@ -51,14 +51,20 @@ def to_embed(reply: Reply) -> discord.Embed:
     """The embed of a reply, cut to fit every one of Discord's limits."""
     title = _cut(reply.title or EMPTY, TITLE_MAX)
     description = _cut(reply.description, DESCRIPTION_MAX)
-    fields = [(_cut(f.name or EMPTY, FIELD_NAME_MAX), _cut(f.value or EMPTY, FIELD_VALUE_MAX),
-               f.inline) for f in reply.fields[:FIELDS_MAX]]
+    fields = [
+        (_cut(f.name or EMPTY, FIELD_NAME_MAX), _cut(f.value or EMPTY, FIELD_VALUE_MAX), f.inline)
+        for f in reply.fields[:FIELDS_MAX]
+    ]
     hidden = len(reply.fields) - len(fields)
     footer = _footer(reply.footer, hidden)
 
     def size() -> int:
-        return (len(title) + len(description) + len(footer)
-                + sum(len(name) + len(value) for name, value, _ in fields))
+        return (
+            len(title)
+            + len(description)
+            + len(footer)
+            + sum(len(name) + len(value) for name, value, _ in fields)
+        )
 
     # 6,000 characters in all: the description gives way first, then the last fields.
     if size() > TOTAL_MAX:
@@ -67,8 +73,12 @@ def to_embed(reply: Reply) -> discord.Embed:
         fields.pop()
         hidden += 1
         footer = _footer(reply.footer, hidden)
-    embed = discord.Embed(title=title, description=description or None, url=reply.url,
-                          colour=discord.Colour(reply.colour))
+    embed = discord.Embed(
+        title=title,
+        description=description or None,
+        url=reply.url,
+        colour=discord.Colour(reply.colour),
+    )
     for name, value, inline in fields:
         embed.add_field(name=name, value=value, inline=inline)
     if footer:
@@ -76,8 +86,9 @@ def to_embed(reply: Reply) -> discord.Embed:
     return embed
 
 
-async def respond(interaction: discord.Interaction, command: Command,
-                  work: Awaitable[Reply]) -> None:
+async def respond(
+    interaction: discord.Interaction, command: Command, work: Awaitable[Reply]
+) -> None:
     """Send the reply of `work`, deferring first when it takes longer than Discord waits."""
     task = asyncio.ensure_future(work)
     done, _ = await asyncio.wait({task}, timeout=ANSWER_WITHIN)
@@ -106,31 +117,47 @@ def _annotation(param: Any) -> Any:
     return kind if param.required else Optional[kind]  # noqa: UP045 - discord.py reads it at run time
 
 
-def slash_command(command: Command,
-                  answer: Callable[[discord.Interaction, Command, dict[str, Any]],
-                                   Awaitable[None]]) -> app_commands.Command:
+def slash_command(
+    command: Command,
+    answer: Callable[[discord.Interaction, Command, dict[str, Any]], Awaitable[None]],
+) -> app_commands.Command:
     """An application command built from a declaration; its callback calls answer."""
+
     async def callback(interaction: discord.Interaction, **kwargs: Any) -> None:
         await answer(interaction, command, kwargs)
 
     # discord.py reads the parameters from the callback's signature.
-    callback.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
-        inspect.Parameter("interaction", inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                          annotation=discord.Interaction),
-        *(inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, annotation=_annotation(p),
-                            default=inspect.Parameter.empty if p.required else None)
-          for p in command.params)])
+    callback.__signature__ = inspect.Signature(
+        [  # type: ignore[attr-defined]
+            inspect.Parameter(
+                "interaction",
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                annotation=discord.Interaction,
+            ),
+            *(
+                inspect.Parameter(
+                    p.name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    annotation=_annotation(p),
+                    default=inspect.Parameter.empty if p.required else None,
+                )
+                for p in command.params
+            ),
+        ]
+    )
     if command.params:
         app_commands.describe(**{p.name: p.description for p in command.params})(callback)
-    return app_commands.Command(name=command.name, description=command.description,
-                                callback=callback)
+    return app_commands.Command(
+        name=command.name, description=command.description, callback=callback
+    )
 
 
 class HubBot(discord.Client):
     """The Discord client: the command tree, synced at start-up, and the service client."""
 
-    def __init__(self, api_base: str, bot_key: str, application_id: int,
-                 guild_id: int | None = None) -> None:
+    def __init__(
+        self, api_base: str, bot_key: str, application_id: int, guild_id: int | None = None
+    ) -> None:
         # Slash commands need no privileged intent; guilds keeps discord.py's cache whole.
         super().__init__(intents=discord.Intents(guilds=True), application_id=application_id)
         self.api_base, self.bot_key, self.guild_id = api_base, bot_key, guild_id
@@ -140,11 +167,15 @@ class HubBot(discord.Client):
         for command in COMMANDS.values():
             self.tree.add_command(slash_command(command, self.answer))
 
-    async def answer(self, interaction: discord.Interaction, command: Command,
-                     args: dict[str, Any]) -> None:
+    async def answer(
+        self, interaction: discord.Interaction, command: Command, args: dict[str, Any]
+    ) -> None:
         assert self.api is not None
-        await respond(interaction, command,
-                      run_command(self.api, str(interaction.user.id), command.name, args))
+        await respond(
+            interaction,
+            command,
+            run_command(self.api, str(interaction.user.id), command.name, args),
+        )
 
     async def setup_hook(self) -> None:
         self.api = ApiClient(self.api_base, self.bot_key)
@@ -159,7 +190,8 @@ class HubBot(discord.Client):
             log.info("synced %d global commands", len(synced))
         if self.bot_key:  # the notices are the bot's alone: without its key, none to send
             self.pump = asyncio.get_running_loop().create_task(
-                Pump(self.api, self.send_notice).run())
+                Pump(self.api, self.send_notice).run()
+            )
 
     async def send_notice(self, notice: dict[str, Any]) -> None:
         """Send one chat notice as a direct message to its Discord user."""

@@ -39,17 +39,27 @@ def notice_reply(notice: dict[str, Any]) -> Reply:
     repo = f"{notice['repository']['owner']}/{notice['repository']['name']}"
     reason = notice["reason"]
     by = f" by {notice['actor']}" if notice.get("actor") else ""
-    return Reply(title=f"{repo}#{notice['number']} {notice['title']}",
-                 description=f"{reason[:1].upper()}{reason[1:]}{by} in {repo}.",
-                 url=notice["url"], private=True,
-                 footer="You get this because notifications.chat is on in your settings.")
+    return Reply(
+        title=f"{repo}#{notice['number']} {notice['title']}",
+        description=f"{reason[:1].upper()}{reason[1:]}{by} in {repo}.",
+        url=notice["url"],
+        private=True,
+        footer="You get this because notifications.chat is on in your settings.",
+    )
 
 
 class Pump:
     """Fetches notices, sends each through `send`, acknowledges the ones handled."""
 
-    def __init__(self, api: ApiClient, send: Send, *, wait: int = WAIT, limit: int = LIMIT,
-                 pause: float = PAUSE) -> None:
+    def __init__(
+        self,
+        api: ApiClient,
+        send: Send,
+        *,
+        wait: int = WAIT,
+        limit: int = LIMIT,
+        pause: float = PAUSE,
+    ) -> None:
         self.api, self.send = api, send
         self.wait, self.limit, self.pause = wait, limit, pause
         self.handled = self.acked = 0  # notice ids: sent or given up / acknowledged
@@ -75,8 +85,7 @@ class Pump:
     async def run_once(self) -> bool:
         """One poll: send what came, acknowledge it; False when a send must be retried."""
         await self.acknowledge()
-        page = await self.api.request("GET", PATH, params={"limit": self.limit,
-                                                           "wait": self.wait})
+        page = await self.api.request("GET", PATH, params={"limit": self.limit, "wait": self.wait})
         done = await self.deliver(page["notifications"])
         await self.acknowledge()
         return done
@@ -89,17 +98,32 @@ class Pump:
             except asyncio.CancelledError:
                 raise
             except Undeliverable as exc:
-                log.info("chat notice %s to chat user %s cannot be delivered: %s",
-                         notice["id"], notice["chatId"], exc)
+                log.info(
+                    "chat notice %s to chat user %s cannot be delivered: %s",
+                    notice["id"],
+                    notice["chatId"],
+                    exc,
+                )
             except Exception as exc:
                 tries = self.tries.get(notice["id"], 0) + 1
                 if tries < MAX_TRIES:
                     self.tries[notice["id"]] = tries
-                    log.warning("chat notice %s: sending failed (try %d of %d): %s: %s",
-                                notice["id"], tries, MAX_TRIES, type(exc).__name__, exc)
+                    log.warning(
+                        "chat notice %s: sending failed (try %d of %d): %s: %s",
+                        notice["id"],
+                        tries,
+                        MAX_TRIES,
+                        type(exc).__name__,
+                        exc,
+                    )
                     return False
-                log.error("chat notice %s: given up after %d tries: %s: %s", notice["id"],
-                          tries, type(exc).__name__, exc)
+                log.error(
+                    "chat notice %s: given up after %d tries: %s: %s",
+                    notice["id"],
+                    tries,
+                    type(exc).__name__,
+                    exc,
+                )
             self.tries.pop(notice["id"], None)
             self.handled = notice["id"]
         return True
@@ -114,6 +138,5 @@ class Pump:
             if exc.status in (401, 429) or exc.status >= 500:
                 raise
             # Refused for good (the service has no such notice): asking again cannot help.
-            log.error("chat notices: acknowledging through %s was refused: %s",
-                      self.handled, exc)
+            log.error("chat notices: acknowledging through %s was refused: %s", self.handled, exc)
         self.acked = self.handled

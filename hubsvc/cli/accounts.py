@@ -84,11 +84,9 @@ async def _user(store: Store, username: str) -> dict[str, Any]:
     return user
 
 
-def create_user(config: Config, username: str, email: str, name: str | None,
-                admin: bool) -> None:
+def create_user(config: Config, username: str, email: str, name: str | None, admin: bool) -> None:
     """Create an account with the sign-up rules; --admin makes it an administrator."""
-    fields = {"username": username, "email": email,
-              "name": username if name is None else name}
+    fields = {"username": username, "email": email, "name": username if name is None else name}
     # Check the fields before asking for a password, so a typo costs no typing.
     data = _load(SignUpSchema(exclude=("password",)), fields)
     password = _checked_password()

@@ -75,17 +75,25 @@ def backup(config: Config, dest: Path) -> None:
     dest_files = RepoFiles(dest / REPOS_NAME)
     (dest / REPOS_NAME).mkdir()
     with ThreadPoolExecutor(WORKERS) as pool:
-        results = list(pool.map(
-            lambda row: _copy_repository(source_files.path(row[0]), dest_files.path(row[0])),
-            rows))
+        results = list(
+            pool.map(
+                lambda row: _copy_repository(source_files.path(row[0]), dest_files.path(row[0])),
+                rows,
+            )
+        )
     missing = [row for row, (status, _) in zip(rows, results) if status == "missing"]
-    failed = [f"repository {row[0]} ({row[1]}): {reason}"
-              for row, (status, reason) in zip(rows, results) if status == "failed"]
+    failed = [
+        f"repository {row[0]} ({row[1]}): {reason}"
+        for row, (status, reason) in zip(rows, results)
+        if status == "failed"
+    ]
     # A folder that is gone while its row is still in the live database is damage in
     # the data folder; one whose row is gone too was deleted after the snapshot.
     deleted, lost = _split_deleted(source_db, missing)
-    failed += [f"repository {repo_id} ({label}): folder missing in {config.data_dir}"
-               for repo_id, label in lost]
+    failed += [
+        f"repository {repo_id} ({label}): folder missing in {config.data_dir}"
+        for repo_id, label in lost
+    ]
     for repo_id, _ in deleted:
         shutil.rmtree(dest_files.path(repo_id), ignore_errors=True)
 
@@ -125,28 +133,39 @@ def backup(config: Config, dest: Path) -> None:
         raise CommandError(f"backup in {dest} is incomplete: {failed[-1]}")
     os.replace(tmp, dest / MANIFEST_NAME)
     if deleted:
-        print(f"note: left out {len(deleted)} repositories deleted while the backup ran: "
-              + ", ".join(label for _, label in deleted))
+        print(
+            f"note: left out {len(deleted)} repositories deleted while the backup ran: "
+            + ", ".join(label for _, label in deleted)
+        )
     if config["security"]["secret_key"]:
         print("note: security.secret_key is set in the configuration; keep it with the backup")
-    print(f"backed up the database (schema {schema}) and {count} repositories to {dest} "
-          f"in {time.monotonic() - started:.1f} s")
+    print(
+        f"backed up the database (schema {schema}) and {count} repositories to {dest} "
+        f"in {time.monotonic() - started:.1f} s"
+    )
 
 
-def _split_deleted(source_db: Path, missing: list[tuple[int, str]]
-                   ) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+def _split_deleted(
+    source_db: Path, missing: list[tuple[int, str]]
+) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
     """Missing folders whose row the live database no longer has, and the others."""
     if not missing:
         return [], []
     live = sqlite3.connect(source_db, timeout=30)
     try:
-        still = {row[0] for row in live.execute(
-            f"SELECT id FROM repositories WHERE id IN ({','.join('?' * len(missing))})",
-            [repo_id for repo_id, _ in missing])}
+        still = {
+            row[0]
+            for row in live.execute(
+                f"SELECT id FROM repositories WHERE id IN ({','.join('?' * len(missing))})",
+                [repo_id for repo_id, _ in missing],
+            )
+        }
     finally:
         live.close()
-    return ([row for row in missing if row[0] not in still],
-            [row for row in missing if row[0] in still])
+    return (
+        [row for row in missing if row[0] not in still],
+        [row for row in missing if row[0] in still],
+    )
 
 
 def _drop_repository_rows(conn: sqlite3.Connection, ids: list[int]) -> None:
@@ -168,8 +187,9 @@ def _read_manifest(src: Path) -> dict[str, Any]:
     """The backup's manifest, after checking it describes what SRC holds."""
     path = src / MANIFEST_NAME
     if not path.is_file():
-        raise CommandError(f"{src} has no {MANIFEST_NAME}: not a hubsvc backup, "
-                           "or an incomplete one")
+        raise CommandError(
+            f"{src} has no {MANIFEST_NAME}: not a hubsvc backup, or an incomplete one"
+        )
     try:
         manifest = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as exc:
@@ -177,20 +197,26 @@ def _read_manifest(src: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != BACKUP_FORMAT:
         raise CommandError(f"{path}: not a hubsvc backup manifest")
     if manifest.get("formatVersion") != BACKUP_FORMAT_VERSION:
-        raise CommandError(f"{path}: backup format version {manifest.get('formatVersion')!r} "
-                           f"is not {BACKUP_FORMAT_VERSION}")
+        raise CommandError(
+            f"{path}: backup format version {manifest.get('formatVersion')!r} "
+            f"is not {BACKUP_FORMAT_VERSION}"
+        )
     schema = manifest.get("schemaVersion")
     if not isinstance(schema, int) or schema > _newest_schema():
-        raise CommandError(f"the backup has schema version {schema}, newer than this "
-                           f"hubsvc's {_newest_schema()}: upgrade hubsvc first")
+        raise CommandError(
+            f"the backup has schema version {schema}, newer than this "
+            f"hubsvc's {_newest_schema()}: upgrade hubsvc first"
+        )
     database = manifest.get("database") or {}
     db = src / DB_NAME
     if not db.is_file() or _sha256(db) != database.get("sha256"):
         raise CommandError(f"{db} is missing or does not match the manifest's checksum")
     folders = len(_repository_folders(src / REPOS_NAME))
     if folders != manifest.get("repositories"):
-        raise CommandError(f"the backup holds {folders} repositories, the manifest says "
-                           f"{manifest.get('repositories')}")
+        raise CommandError(
+            f"the backup holds {folders} repositories, the manifest says "
+            f"{manifest.get('repositories')}"
+        )
     if manifest.get("secretKey") and not (src / SECRET_NAME).is_file():
         raise CommandError(f"{src / SECRET_NAME} is missing")
     return manifest
@@ -227,8 +253,10 @@ def restore(config: Config, src: Path, force: bool) -> None:
         raise CommandError(f"{target / DB_NAME} is in use: stop the server first")
     present = [name for name in DATA_ENTRIES if (target / name).exists()]
     if present and not force:
-        raise CommandError(f"{target} already holds data ({', '.join(present)}); stop the "
-                           "server and pass --force to replace it")
+        raise CommandError(
+            f"{target} already holds data ({', '.join(present)}); stop the "
+            "server and pass --force to replace it"
+        )
     # Everything is copied into a staging folder inside the data folder, then renamed
     # into place: an interrupted restore never leaves a half-copied data folder.
     staging = target / f".restore-{os.getpid()}"
@@ -259,5 +287,7 @@ def restore(config: Config, src: Path, force: bool) -> None:
         for line in problems:
             print(f"problem: {line}", file=sys.stderr)
         raise CommandError(f"restored into {target}, but check found {len(problems)} problems")
-    print(f"restored the backup of {manifest['createdAt']} (schema {stats['schema']}, "
-          f"{stats['repositories']} repositories) into {target}")
+    print(
+        f"restored the backup of {manifest['createdAt']} (schema {stats['schema']}, "
+        f"{stats['repositories']} repositories) into {target}"
+    )

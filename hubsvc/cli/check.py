@@ -37,10 +37,15 @@ def check_data(data_dir: Path) -> tuple[list[str], dict[str, int]]:
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
         try:
-            problems += [f"database: {row[0]}" for row in conn.execute("PRAGMA integrity_check")
-                         if row[0] != "ok"]
-            problems += [f"database: {table} row {rowid} references a missing {parent} row"
-                         for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check")]
+            problems += [
+                f"database: {row[0]}"
+                for row in conn.execute("PRAGMA integrity_check")
+                if row[0] != "ok"
+            ]
+            problems += [
+                f"database: {table} row {rowid} references a missing {parent} row"
+                for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check")
+            ]
             schema = _schema_version(conn)
             rows = _repository_rows(conn)
         finally:
@@ -48,15 +53,22 @@ def check_data(data_dir: Path) -> tuple[list[str], dict[str, int]]:
     except sqlite3.Error as exc:
         return [f"database {db}: {exc}"], {}
     if schema > _newest_schema():
-        problems.append(f"database: schema version {schema} is newer than this hubsvc "
-                        f"knows ({_newest_schema()})")
+        problems.append(
+            f"database: schema version {schema} is newer than this hubsvc "
+            f"knows ({_newest_schema()})"
+        )
     known = {repo_id for repo_id, _ in rows}
-    problems += [f"folder {path} has no repository row"
-                 for repo_id, path in sorted(folders.items())
-                 if repo_id not in known or files.path(repo_id) != path]
+    problems += [
+        f"folder {path} has no repository row"
+        for repo_id, path in sorted(folders.items())
+        if repo_id not in known or files.path(repo_id) != path
+    ]
     present = [(repo_id, label) for repo_id, label in rows if files.path(repo_id).is_dir()]
-    problems += [f"repository {repo_id} ({label}): folder {files.path(repo_id)} is missing"
-                 for repo_id, label in rows if not files.path(repo_id).is_dir()]
+    problems += [
+        f"repository {repo_id} ({label}): folder {files.path(repo_id)} is missing"
+        for repo_id, label in rows
+        if not files.path(repo_id).is_dir()
+    ]
 
     def fsck(row: tuple[int, str]) -> str | None:
         done = _git(files.path(row[0]), "fsck", "--no-progress", "--no-dangling")
@@ -92,7 +104,11 @@ def check(config: Config) -> None:
     if problems:
         for line in problems:
             print(f"problem: {line}", file=sys.stderr)
-        raise CommandError(f"check found {len(problems)} "
-                           f"problem{'s' if len(problems) != 1 else ''} in {config.data_dir}")
-    print(f"ok: database (schema {stats['schema']}) and {stats['repositories']} repositories "
-          f"in {config.data_dir}")
+        raise CommandError(
+            f"check found {len(problems)} "
+            f"problem{'s' if len(problems) != 1 else ''} in {config.data_dir}"
+        )
+    print(
+        f"ok: database (schema {stats['schema']}) and {stats['repositories']} repositories "
+        f"in {config.data_dir}"
+    )

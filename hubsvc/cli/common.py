@@ -18,8 +18,14 @@ MANIFEST_NAME = "manifest.json"
 BACKUP_FORMAT = "hubsvc-backup"
 BACKUP_FORMAT_VERSION = 1
 # What a data folder holds that restore replaces (and moves aside under --force).
-DATA_ENTRIES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal",
-                REPOS_NAME, SECRET_NAME)
+DATA_ENTRIES = (
+    DB_NAME,
+    f"{DB_NAME}-wal",
+    f"{DB_NAME}-shm",
+    f"{DB_NAME}-journal",
+    REPOS_NAME,
+    SECRET_NAME,
+)
 COPY_ATTEMPTS = 5
 FSCK_LINES = 5  # lines of git fsck output quoted per problem
 WORKERS = min(8, os.cpu_count() or 2)
@@ -38,8 +44,13 @@ def _git(git_dir: Path, *args: str, timeout: float | None = None) -> subprocess.
     # GIT_DIR and friends from the caller's shell must not redirect git elsewhere.
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
-    return subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True,
-                          env=env, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        ["git", f"--git-dir={git_dir}", *args],
+        capture_output=True,
+        env=env,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _output_lines(done: subprocess.CompletedProcess) -> str:
@@ -72,5 +83,6 @@ def _repository_rows(conn: sqlite3.Connection) -> list[tuple[int, str]]:
     """(id, "owner/name") of every repository row."""
     rows = conn.execute(
         "SELECT r.id, COALESCE(u.username, '?') || '/' || r.name FROM repositories r"
-        " LEFT JOIN users u ON u.id = r.owner_id ORDER BY r.id").fetchall()
+        " LEFT JOIN users u ON u.id = r.owner_id ORDER BY r.id"
+    ).fetchall()
     return [(row[0], row[1]) for row in rows]

@@ -28,7 +28,11 @@ def _skipped(name: str) -> bool:
     # Locks and temporary files are in-flight writes; `incoming-*` is receive-pack's
     # quarantine (objects of a push not accepted yet); alternates would tie the copy to
     # the live folder; a multi-pack-index may name packs a repack just replaced.
-    return (name.endswith((".lock", ".tmp")) or name.startswith(("tmp_", "tmp-", "incoming-", "multi-pack-index")) or name == "alternates")
+    return (
+        name.endswith((".lock", ".tmp"))
+        or name.startswith(("tmp_", "tmp-", "incoming-", "multi-pack-index"))
+        or name == "alternates"
+    )
 
 
 def _copy_objects(src: Path, dst: Path) -> None:
@@ -41,7 +45,7 @@ def _copy_objects(src: Path, dst: Path) -> None:
     # git writes a pack before it deletes the loose objects now in it, so loose objects
     # copied before the pack directory is listed are either copied or in a listed pack.
     # A commit-graph names commits that existed when it was written: copy it first.
-    order = (["info"] + [n for n in names if re.fullmatch(r"[0-9a-f]{2}", n)] + ["pack"])
+    order = ["info"] + [n for n in names if re.fullmatch(r"[0-9a-f]{2}", n)] + ["pack"]
     for name in order:
         for root, dirs, files in os.walk(objects / name):
             dirs[:] = [d for d in dirs if not _skipped(d)]
@@ -63,8 +67,12 @@ def _copy_rest(src: Path, dst: Path) -> None:
             continue
         path = src / name
         if path.is_dir():
-            shutil.copytree(path, dst / name, dirs_exist_ok=True,
-                            ignore=lambda _, found: [n for n in found if _skipped(n)])
+            shutil.copytree(
+                path,
+                dst / name,
+                dirs_exist_ok=True,
+                ignore=lambda _, found: [n for n in found if _skipped(n)],
+            )
         else:
             _copy_file(path, dst / name, immutable=False)
 
@@ -91,7 +99,7 @@ def _copy_repository(src: Path, dst: Path) -> tuple[str, str]:
     status, reason = "missing", "folder missing"
     for attempt in range(COPY_ATTEMPTS):
         if attempt:
-            time.sleep(0.1 * 2 ** attempt)
+            time.sleep(0.1 * 2**attempt)
         try:
             status, reason = _copy_once(src, dst)
         except OSError as exc:  # the folder went away while it was being copied

@@ -21,15 +21,13 @@ PENDING_MAX = 1000
 # one slows writers down, never stops them.
 PACE_WAIT_MAX = 1.0
 # Seconds the current request's writes waited in EventBus.paced (a Server-Timing header).
-paced_seconds: contextvars.ContextVar[float] = contextvars.ContextVar("paced_seconds",
-                                                                     default=0.0)
+paced_seconds: contextvars.ContextVar[float] = contextvars.ContextVar("paced_seconds", default=0.0)
 
 
 class _Subscriber:
     """A consumer with a cursor in the log: it reads every event after it, at its own pace."""
 
-    def __init__(self, name: str, handler: Handler, cursor: int, pace: int | None = None
-                 ) -> None:
+    def __init__(self, name: str, handler: Handler, cursor: int, pace: int | None = None) -> None:
         self.name = name
         self.handler = handler
         self.cursor = cursor
@@ -141,15 +139,20 @@ class EventBus:
             sub.idle.clear()
             sub.wake.set()
 
-    def subscribe(self, handler: Handler, name: str = "", after: int | None = None,
-                  pace: int | None = None) -> Callable[[], None]:
+    def subscribe(
+        self, handler: Handler, name: str = "", after: int | None = None, pace: int | None = None
+    ) -> Callable[[], None]:
         """Deliver events after `after` (default: from now on) to handler, in log order.
 
         With pace=N, a write that makes events waits (see paced) while this subscriber
         has more than N committed events left to handle.
         """
-        sub = _Subscriber(name or getattr(handler, "__qualname__", "subscriber"), handler,
-                          self.last_id if after is None else after, pace)
+        sub = _Subscriber(
+            name or getattr(handler, "__qualname__", "subscriber"),
+            handler,
+            self.last_id if after is None else after,
+            pace,
+        )
         read = self._read
         if read is None:
             raise RuntimeError("the event bus has no log to read")
@@ -189,6 +192,7 @@ class EventBus:
 
     async def drain(self, timeout: float = 5.0) -> None:
         """Wait until every subscriber has handled every event committed so far."""
+
         async def caught_up(sub: _Subscriber) -> None:
             while sub.cursor < self.last_id or sub.wake.is_set():
                 sub.idle.clear()
@@ -198,8 +202,9 @@ class EventBus:
 
         if self._subscribers:
             try:
-                await asyncio.wait_for(asyncio.gather(*(caught_up(s) for s in self._subscribers)),
-                                       timeout)
+                await asyncio.wait_for(
+                    asyncio.gather(*(caught_up(s) for s in self._subscribers)), timeout
+                )
             except TimeoutError:
                 log.warning("event bus did not drain within %.1f s", timeout)
 

@@ -19,12 +19,15 @@ from .process import _run_git
 
 R = TypeVar("R", bound="RepoBase")
 
+
 def _locked(method: Callable[..., T]) -> Callable[..., T]:
     """Serialise calls on one instance: dulwich's pack cache has no lock of its own."""
+
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> T:
         with self._lock:
             return method(self, *args, **kwargs)
+
     return wrapper
 
 
@@ -67,7 +70,7 @@ class RepoBase:
         path.mkdir(parents=True, exist_ok=True)
         if any(path.iterdir()):
             raise FileExistsError(f"{path} is not empty")
-        repo = Repo.init_bare(str(path), default_branch=head[len(_HEADS):])
+        repo = Repo.init_bare(str(path), default_branch=head[len(_HEADS) :])
         try:
             _configure(repo)
         finally:
@@ -81,8 +84,17 @@ class RepoBase:
         # A local clone hard-links (or copies) the object files: objects never
         # change in place, so the fork survives the source's deletion or gc, and
         # no alternates file ties it to the source. --template= skips sample hooks.
-        _run_git(None, "clone", "--bare", "--quiet", "--template=",
-                 "--", str(source_path), str(dest), timeout=600)
+        _run_git(
+            None,
+            "clone",
+            "--bare",
+            "--quiet",
+            "--template=",
+            "--",
+            str(source_path),
+            str(dest),
+            timeout=600,
+        )
         _run_git(str(dest), "config", "--remove-section", "remote.origin")
         with Repo(str(source_path)) as source:
             head = source.refs.get_symrefs().get(b"HEAD")
@@ -121,6 +133,7 @@ class RepoBase:
         # "<", ">" and newlines would make a commit header git cannot parse.
         def scrub(text: str) -> str:
             return re.sub(r"[<>\x00\n]", "", text).strip()
+
         return f"{scrub(name)} <{scrub(email)}>".encode()
 
     # -- refs -------------------------------------------------------------------
@@ -136,7 +149,7 @@ class RepoBase:
         target = self._repo.refs.get_symrefs().get(b"HEAD")
         if not target or not target.startswith(_HEADS):
             return None
-        return target[len(_HEADS):].decode("utf-8", "replace")
+        return target[len(_HEADS) :].decode("utf-8", "replace")
 
     @_locked
     def is_empty(self) -> bool:
@@ -153,15 +166,17 @@ class RepoBase:
             if commit is None:
                 continue
             text = name.decode("utf-8", "replace")
-            out.append({
-                "name": text,
-                "commit": {
-                    "oid": commit.id.decode("ascii"),
-                    "message": _text(commit.message, commit.encoding),
-                    "date": _iso(commit.commit_time),
-                },
-                "isDefault": text == default,
-            })
+            out.append(
+                {
+                    "name": text,
+                    "commit": {
+                        "oid": commit.id.decode("ascii"),
+                        "message": _text(commit.message, commit.encoding),
+                        "date": _iso(commit.commit_time),
+                    },
+                    "isDefault": text == default,
+                }
+            )
         return sorted(out, key=lambda branch: branch["name"])
 
     @_locked

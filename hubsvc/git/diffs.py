@@ -97,8 +97,11 @@ class DiffMixin(TreeMixin):
         if any(self._too_large(entry, packs) for c in changes for entry in (c.old, c.new)):
             changes = _exact_renames(changes)
         else:
-            changes = list(tree_changes(self._store, old_tree, commit.tree,
-                                        rename_detector=RenameDetector(self._store)))
+            changes = list(
+                tree_changes(
+                    self._store, old_tree, commit.tree, rename_detector=RenameDetector(self._store)
+                )
+            )
         changes.sort(key=lambda c: (c.new or c.old).path)
         budget = max_bytes if max_bytes is not None else len(changes) * PATCH_LIMIT
         files = []
@@ -128,8 +131,11 @@ class DiffMixin(TreeMixin):
         old = change.old if kind in (CHANGE_DELETE, CHANGE_MODIFY, CHANGE_RENAME) else None
         new = change.new if kind != CHANGE_DELETE else None
         # A copy has no API status of its own; it reads as an added file.
-        status = {CHANGE_DELETE: "deleted", CHANGE_MODIFY: "modified",
-                  CHANGE_RENAME: "renamed"}.get(kind, "added")
+        status = {
+            CHANGE_DELETE: "deleted",
+            CHANGE_MODIFY: "modified",
+            CHANGE_RENAME: "renamed",
+        }.get(kind, "added")
         entry = new or old
         if self._too_large(old, packs) or self._too_large(new, packs):
             # Never loaded: the first bytes are enough to tell binary from text.
@@ -141,8 +147,7 @@ class DiffMixin(TreeMixin):
             if binary:
                 patch, additions, deletions, truncated = "", 0, 0, False
             else:
-                patch, additions, deletions, truncated = _patch(old_bytes, new_bytes,
-                                                                patch_limit)
+                patch, additions, deletions, truncated = _patch(old_bytes, new_bytes, patch_limit)
         item = {
             "path": entry.path.decode("utf-8", "replace"),
             "oldPath": old.path.decode("utf-8", "replace") if old else None,
@@ -171,9 +176,13 @@ class DiffMixin(TreeMixin):
 
     def blob_head(self, oid: str, size: int = BINARY_SNIFF) -> bytes:
         """The first bytes of a blob, read by git without ever holding the whole of it."""
-        proc = subprocess.Popen(["git", f"--git-dir={self.path}", "cat-file", "blob", check_oid(oid)],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, env=_git_env())
+        proc = subprocess.Popen(
+            ["git", f"--git-dir={self.path}", "cat-file", "blob", check_oid(oid)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=_git_env(),
+        )
         try:
             assert proc.stdout is not None
             head = b""

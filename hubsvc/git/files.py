@@ -121,10 +121,12 @@ class RepoFiles:
 
     async def prune_unreachable(self, repo_id: int) -> None:
         """Delete the objects no ref reaches; call it holding quiet(repo_id)."""
+
         def prune() -> None:
             self.forget(repo_id)  # its packs are replaced: reopen afterwards
             with GitRepo(self.path(repo_id)) as git:
                 git.prune_unreachable()
+
         await self._thread(prune)
 
     async def create(self, repo_id: int, default_branch: str) -> None:
@@ -134,13 +136,16 @@ class RepoFiles:
     async def fork(self, source_id: int, repo_id: int) -> None:
         """A full, independent copy of another repository."""
         await self._thread(
-            lambda: GitRepo.clone_bare(self.path(source_id), self.path(repo_id)).close())
+            lambda: GitRepo.clone_bare(self.path(source_id), self.path(repo_id)).close()
+        )
 
     async def remove(self, repo_id: int) -> None:
         """Delete a repository's folder."""
+
         def remove() -> None:
             self.forget(repo_id)
             shutil.rmtree(self.path(repo_id), True)
+
         await self._thread(remove)
 
     def close(self) -> None:

@@ -31,8 +31,16 @@ class MergeMixin(RepoBase):
         check_oid(oid)
         if not ref.startswith("refs/pull/"):
             raise ValueError("fetch_commit only writes refs/pull/*")
-        _run_git(str(self.path), "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
-                 "--end-of-options", str(source_path), f"+{oid}:{ref}")
+        _run_git(
+            str(self.path),
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--end-of-options",
+            str(source_path),
+            f"+{oid}:{ref}",
+        )
 
     def pull_ref(self, number: int) -> str | None:
         """Where refs/pull/<number>/head points, if it exists."""
@@ -44,36 +52,59 @@ class MergeMixin(RepoBase):
 
     def set_pull_ref(self, number: int, oid: str) -> None:
         """Point refs/pull/<number>/head at a commit of this repository."""
-        code, _, err = _git_status(str(self.path), "update-ref", "-m", "hubsvc pull request",
-                                   f"refs/pull/{int(number)}/head", check_oid(oid))
+        code, _, err = _git_status(
+            str(self.path),
+            "update-ref",
+            "-m",
+            "hubsvc pull request",
+            f"refs/pull/{int(number)}/head",
+            check_oid(oid),
+        )
         if code != 0:
             raise GitError("git update-ref failed: " + err.decode("utf-8", "replace").strip())
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         """Whether ancestor is reachable from descendant."""
-        code, _, _ = _git_status(str(self.path), "merge-base", "--is-ancestor",
-                                 "--end-of-options", check_oid(ancestor), check_oid(descendant))
+        code, _, _ = _git_status(
+            str(self.path),
+            "merge-base",
+            "--is-ancestor",
+            "--end-of-options",
+            check_oid(ancestor),
+            check_oid(descendant),
+        )
         return code == 0
 
     def merge_tree(self, base: str, head: str) -> str | None:
         """A real three-way merge of two commits: the merged tree's oid, or None on conflict."""
-        code, out, err = _git_status(str(self.path), "merge-tree", "--write-tree",
-                                     "--no-messages", "--end-of-options",
-                                     check_oid(base), check_oid(head))
+        code, out, err = _git_status(
+            str(self.path),
+            "merge-tree",
+            "--write-tree",
+            "--no-messages",
+            "--end-of-options",
+            check_oid(base),
+            check_oid(head),
+        )
         if code == 0:
             return out.split()[0].decode("ascii")
         if code == 1:
             return None
         raise GitError("git merge-tree failed: " + err.decode("utf-8", "replace").strip())
 
-    def commit_tree(self, tree: str, parents: list[str], message: str, name: str,
-                    email: str) -> str:
+    def commit_tree(
+        self, tree: str, parents: list[str], message: str, name: str, email: str
+    ) -> str:
         """Write a commit object (no ref moves) and return its oid."""
         args = ["commit-tree", check_oid(tree)]
         for parent in parents:
             args += ["-p", check_oid(parent)]
-        ident = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
-                 "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+        ident = {
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_COMMITTER_NAME": name,
+            "GIT_COMMITTER_EMAIL": email,
+        }
         code, out, err = _git_status(str(self.path), *args, stdin=message.encode(), env=ident)
         if code != 0:
             raise GitError("git commit-tree failed: " + err.decode("utf-8", "replace").strip())
@@ -84,6 +115,14 @@ class MergeMixin(RepoBase):
         ref = _ref_name(_HEADS, branch)
         if ref is None:
             raise BadRequest("invalid branch name")
-        code, _, _ = _git_status(str(self.path), "update-ref", "-m", "hubsvc merge",
-                                 "--end-of-options", ref.decode(), check_oid(new), check_oid(old))
+        code, _, _ = _git_status(
+            str(self.path),
+            "update-ref",
+            "-m",
+            "hubsvc merge",
+            "--end-of-options",
+            ref.decode(),
+            check_oid(new),
+            check_oid(old),
+        )
         return code == 0

@@ -149,7 +149,7 @@ def _parse_log(output: bytes) -> list[dict]:
     # `-z` ends every record with NUL, so a well-formed answer leaves one empty tail.
     if fields[-1] != b"" or (len(fields) - 1) % width:
         raise GitError("unexpected git log output")
-    return [_log_item(fields[i:i + width]) for i in range(0, len(fields) - 1, width)]
+    return [_log_item(fields[i : i + width]) for i in range(0, len(fields) - 1, width)]
 
 
 def _is_binary(data: bytes) -> bool:
@@ -225,12 +225,14 @@ def _packed_size(buf: Any, offset: int) -> int:
         pos += 20
     else:
         return size
+
     # A delta states its result's size in its first bytes: two varints of at most 10
     # bytes each; inflating those is all it takes.
     def read(n: int) -> bytes:
         nonlocal pos
         pos += n
-        return bytes(buf[pos - n:pos])
+        return bytes(buf[pos - n : pos])
+
     return _delta_result_size(_inflate_head(read, 20))
 
 

@@ -22,9 +22,9 @@ class Framer:
     """Follows a stream of pkt-lines, so an error is only ever written between two packets."""
 
     def __init__(self) -> None:
-        self.header = b""     # the length digits read so far of the next packet
-        self.remaining = 0    # payload bytes still to come of the current packet
-        self.framed = True    # False once the stream is not pkt-lines (then never write)
+        self.header = b""  # the length digits read so far of the next packet
+        self.remaining = 0  # payload bytes still to come of the current packet
+        self.framed = True  # False once the stream is not pkt-lines (then never write)
 
     @property
     def at_boundary(self) -> bool:
@@ -41,7 +41,7 @@ class Framer:
                 i += step
                 continue
             need = 4 - len(self.header)
-            self.header += chunk[i:i + need]
+            self.header += chunk[i : i + need]
             i += need
             if len(self.header) < 4:
                 return

@@ -12,6 +12,7 @@ from typing import IO
 
 GIT_TIMEOUT = 30.0  # seconds a git command may run
 
+
 class GitError(RuntimeError):
     """The git CLI failed; the error middleware turns this into a 500."""
 
@@ -20,8 +21,12 @@ def _git_env() -> dict[str, str]:
     """An environment where only the repository's own config shapes git's output."""
     # GIT_DIR and friends leak in when running under a hook; --git-dir must win.
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_TERMINAL_PROMPT="0", GIT_NO_REPLACE_OBJECTS="1",
-               GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
+    env.update(
+        GIT_TERMINAL_PROMPT="0",
+        GIT_NO_REPLACE_OBJECTS="1",
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+    )
     return env
 
 
@@ -38,16 +43,22 @@ def _kill_timer(proc: subprocess.Popen, timeout: float) -> tuple[threading.Timer
     return timer, fired
 
 
-def _spawn(cmd: list[str], stdin: bytes | None, env: dict[str, str],
-           timeout: float) -> tuple[int, bytes, bytes]:
+def _spawn(
+    cmd: list[str], stdin: bytes | None, env: dict[str, str], timeout: float
+) -> tuple[int, bytes, bytes]:
     """Run a command to completion; a timer kills it when it overruns.
 
     subprocess.run(timeout=…) polls for the child's exit every few milliseconds, which
     costs about a millisecond per git call; blocking in communicate() and killing from
     a timer does not.
     """
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     timer, fired = _kill_timer(proc, timeout)
     try:
         out, err = proc.communicate(stdin)
@@ -76,8 +87,13 @@ def _git_reader(git_dir: str, *args: str, timeout: float = GIT_TIMEOUT) -> Itera
     """
     # stderr goes to a file: git may write a lot of it while stdout is not being read.
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(["git", f"--git-dir={git_dir}", *args], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=err, env=_git_env())
+        proc = subprocess.Popen(
+            ["git", f"--git-dir={git_dir}", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=_git_env(),
+        )
         assert proc.stdout is not None
         timer, fired = _kill_timer(proc, timeout)
         whole = False
@@ -109,8 +125,13 @@ def _bounded_lines(out: IO[bytes], longest: int) -> Iterator[bytes]:
         yield line
 
 
-def _git_status(git_dir: str, *args: str, stdin: bytes | None = None,
-                env: dict[str, str] | None = None) -> tuple[int, bytes, bytes]:
+def _git_status(
+    git_dir: str, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> tuple[int, bytes, bytes]:
     """Run git and return (exit code, stdout, stderr) without raising on a non-zero code."""
-    return _spawn(["git", f"--git-dir={git_dir}", *args], stdin if stdin is not None else b"",
-                  {**_git_env(), **(env or {})}, GIT_TIMEOUT)
+    return _spawn(
+        ["git", f"--git-dir={git_dir}", *args],
+        stdin if stdin is not None else b"",
+        {**_git_env(), **(env or {})},
+        GIT_TIMEOUT,
+    )

@@ -119,19 +119,25 @@ def _env(request: web.Request, extra: dict[str, str] | None = None) -> dict[str,
     return env
 
 
-async def advertise(request: web.Request, service: str, path: Path,
-                    timeout: float | None = None) -> web.StreamResponse:
+async def advertise(
+    request: web.Request, service: str, path: Path, timeout: float | None = None
+) -> web.StreamResponse:
     """GET info/refs?service=…: the ref advertisement, streamed; git is killed after timeout s."""
     proc = await asyncio.create_subprocess_exec(
         *git_command(service, path, "--advertise-refs"),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=_env(request))
-    resp = web.StreamResponse(headers={
-        "Content-Type": f"application/x-{service}-advertisement",
-        "Cache-Control": "no-cache, max-age=0, must-revalidate",
-        "Expires": "Fri, 01 Jan 1980 00:00:00 GMT",
-        "Pragma": "no-cache",
-    })
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(request),
+    )
+    resp = web.StreamResponse(
+        headers={
+            "Content-Type": f"application/x-{service}-advertisement",
+            "Cache-Control": "no-cache, max-age=0, must-revalidate",
+            "Expires": "Fri, 01 Jan 1980 00:00:00 GMT",
+            "Pragma": "no-cache",
+        }
+    )
     try:
         async with asyncio.timeout(timeout):
             await resp.prepare(request)
@@ -168,8 +174,9 @@ def _cut(request: web.Request, resp: web.StreamResponse, why: str) -> web.Stream
     return resp
 
 
-async def stream_blob(request: web.Request, path: Path, oid: str, size: int,
-                      headers: dict[str, str], timeout: float) -> web.StreamResponse:
+async def stream_blob(
+    request: web.Request, path: Path, oid: str, size: int, headers: dict[str, str], timeout: float
+) -> web.StreamResponse:
     """Serve one blob as `git cat-file blob` writes it, never holding more than a chunk."""
     if request.method == "HEAD":
         resp = web.StreamResponse(headers=headers)
@@ -178,11 +185,20 @@ async def stream_blob(request: web.Request, path: Path, oid: str, size: int,
         await resp.write_eof()
         return resp
     proc = await asyncio.create_subprocess_exec(
-        "git", f"--git-dir={path}", "cat-file", "blob", oid,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        "git",
+        f"--git-dir={path}",
+        "cat-file",
+        "blob",
+        oid,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
-             "HOME": os.environ.get("HOME", "/")})
+        env={
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "HOME": os.environ.get("HOME", "/"),
+        },
+    )
     resp = web.StreamResponse(headers=headers)
     resp.content_length = size
     try:
@@ -199,8 +215,9 @@ async def stream_blob(request: web.Request, path: Path, oid: str, size: int,
     return resp
 
 
-async def _pump(stdout: asyncio.StreamReader, resp: web.StreamResponse,
-                framer: Framer | None = None) -> None:
+async def _pump(
+    stdout: asyncio.StreamReader, resp: web.StreamResponse, framer: Framer | None = None
+) -> None:
     while chunk := await stdout.read(CHUNK):
         await resp.write(chunk)
         if framer is not None:
@@ -248,14 +265,18 @@ async def _prefixed(head: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[by
         yield chunk
 
 
-async def _feed(request: web.Request, stdin: asyncio.StreamWriter, limit: int | None,
-                head: bytearray | None = None) -> int:
+async def _feed(
+    request: web.Request,
+    stdin: asyncio.StreamWriter,
+    limit: int | None,
+    head: bytearray | None = None,
+) -> int:
     """Copy the request body into the process, counting bytes against the limit."""
     total = 0
     try:
         async for chunk in _body(request):
             if head is not None and len(head) < HEAD_KEPT:
-                head += chunk[:HEAD_KEPT - len(head)]  # where the client names its capabilities
+                head += chunk[: HEAD_KEPT - len(head)]  # where the client names its capabilities
             total += len(chunk)
             if limit is not None and total > limit:
                 raise _too_large(limit)
@@ -271,10 +292,16 @@ def _too_large(limit: int) -> PayloadTooLarge:
     return PayloadTooLarge(f"push is larger than {limit} bytes (the server's limits.push_bytes)")
 
 
-async def serve_rpc(request: web.Request, service: str, path: Path, limit: int | None = None,
-                    before_eof: Callable[[], Awaitable[None]] | None = None,
-                    hooks: Path | None = None, env: dict[str, str] | None = None,
-                    timeout: float | None = None) -> tuple[web.StreamResponse, int]:
+async def serve_rpc(
+    request: web.Request,
+    service: str,
+    path: Path,
+    limit: int | None = None,
+    before_eof: Callable[[], Awaitable[None]] | None = None,
+    hooks: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
+) -> tuple[web.StreamResponse, int]:
     """POST git-upload-pack / git-receive-pack: stream body in and answer out.
 
     `before_eof` runs after git is done but before the answer ends, so a client sees its
@@ -288,20 +315,28 @@ async def serve_rpc(request: web.Request, service: str, path: Path, limit: int |
     """
     if request.content_type != f"application/x-{service}-request":
         raise BadRequest(f"expected Content-Type application/x-{service}-request")
-    if limit is not None and request.content_length is not None \
-            and request.content_length > limit \
-            and request.headers.get("Content-Encoding", "").lower() != "gzip":
+    if (
+        limit is not None
+        and request.content_length is not None
+        and request.content_length > limit
+        and request.headers.get("Content-Encoding", "").lower() != "gzip"
+    ):
         raise _too_large(limit)
     proc = await asyncio.create_subprocess_exec(
         *git_command(service, path, hooks=hooks),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=_env(request, env))
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(request, env),
+    )
     head, framer = bytearray(), Framer()
     feeder = asyncio.ensure_future(_feed(request, proc.stdin, limit, head))
-    resp = web.StreamResponse(headers={
-        "Content-Type": f"application/x-{service}-result",
-        "Cache-Control": "no-cache, max-age=0, must-revalidate",
-    })
+    resp = web.StreamResponse(
+        headers={
+            "Content-Type": f"application/x-{service}-result",
+            "Cache-Control": "no-cache, max-age=0, must-revalidate",
+        }
+    )
     first_read = asyncio.ensure_future(proc.stdout.read(CHUNK))
     try:
         async with asyncio.timeout(timeout):
@@ -334,22 +369,28 @@ async def serve_rpc(request: web.Request, service: str, path: Path, limit: int |
             # A 500 written into a half-sent answer reads to git as a broken transfer
             # ("curl 56 … chunked-encoding"); git's own error packet reads as what it is.
             log.error("%s failed after its answer began: %s", service, exc)
-            return await _end_with_error(request, resp, framer, _sideband(request, head),
-                                         f"the server failed: {exc}"), -1
+            return await _end_with_error(
+                request, resp, framer, _sideband(request, head), f"the server failed: {exc}"
+            ), -1
         if not isinstance(exc, TimeoutError):
             raise
         if resp.prepared:
             return _cut(request, resp, f"{service} ran over {timeout:g} s"), -1
         if not body_done:
-            raise ApiError(f"request body not received within {timeout:g} s "
-                           "(the server's git.timeout_seconds)", 408) from None
-        raise ApiError(f"git took longer than {timeout:g} s "
-                       "(the server's git.timeout_seconds)", 504) from None
+            raise ApiError(
+                f"request body not received within {timeout:g} s "
+                "(the server's git.timeout_seconds)",
+                408,
+            ) from None
+        raise ApiError(
+            f"git took longer than {timeout:g} s (the server's git.timeout_seconds)", 504
+        ) from None
     if code != 0 and last_error:
         # git stopped before its answer ended (a full disk, say): its last word, as an
         # error packet, is what the user reads, and git exits non-zero.
-        return await _end_with_error(request, resp, framer, _sideband(request, head),
-                                     last_error), code
+        return await _end_with_error(
+            request, resp, framer, _sideband(request, head), last_error
+        ), code
     if before_eof is not None:
         try:
             await before_eof()
@@ -365,8 +406,9 @@ def _sideband(request: web.Request, head: bytes) -> bool:
     return b"side-band" in head or "version=2" in request.headers.get("Git-Protocol", "")
 
 
-async def _end_with_error(request: web.Request, resp: web.StreamResponse, framer: Framer,
-                          sideband: bool, message: str) -> web.StreamResponse:
+async def _end_with_error(
+    request: web.Request, resp: web.StreamResponse, framer: Framer, sideband: bool, message: str
+) -> web.StreamResponse:
     """End a started answer with an error git prints, or cut it when that can't be framed."""
     if not framer.at_boundary:
         return _cut(request, resp, message)

@@ -36,8 +36,12 @@ class RangeMixin(RepoBase):
             return None
         # cat-file answers "ambiguous" for the bare prefix; ^{commit} lets git prefer
         # the one commit among objects of other types, as `git show abc1234` does.
-        code, out, _ = _git_status(str(self.path), "cat-file", "--batch-check",
-                                   stdin=f"{prefix}\n{prefix}^{{commit}}\n".encode())
+        code, out, _ = _git_status(
+            str(self.path),
+            "cat-file",
+            "--batch-check",
+            stdin=f"{prefix}\n{prefix}^{{commit}}\n".encode(),
+        )
         if code != 0:
             raise GitError("git cat-file failed")
         bare, peeled = out.decode("ascii", "replace").splitlines()[:2]
@@ -49,8 +53,9 @@ class RangeMixin(RepoBase):
 
     def merge_base(self, base: str, head: str) -> str | None:
         """The best common ancestor of two commits, None for unrelated histories."""
-        code, out, err = _git_status(str(self.path), "merge-base", "--end-of-options",
-                                     check_oid(base), check_oid(head))
+        code, out, err = _git_status(
+            str(self.path), "merge-base", "--end-of-options", check_oid(base), check_oid(head)
+        )
         if code == 1:
             return None
         if code != 0:
@@ -59,30 +64,57 @@ class RangeMixin(RepoBase):
 
     def ahead_behind(self, base: str, head: str) -> tuple[int, int]:
         """(commits in head not in base, commits in base not in head)."""
-        out = _run_git(str(self.path), "rev-list", "--left-right", "--count",
-                       "--end-of-options", f"{check_oid(base)}...{check_oid(head)}", "--")
+        out = _run_git(
+            str(self.path),
+            "rev-list",
+            "--left-right",
+            "--count",
+            "--end-of-options",
+            f"{check_oid(base)}...{check_oid(head)}",
+            "--",
+        )
         behind, ahead = (int(n) for n in out.split())
         return ahead, behind
 
-    def range_commits(self, base: str, head: str, limit: int, skip: int,
-                      cap: int = RANGE_COMMITS) -> tuple[list[dict], int]:
+    def range_commits(
+        self, base: str, head: str, limit: int, skip: int, cap: int = RANGE_COMMITS
+    ) -> tuple[list[dict], int]:
         """Commits in head and not in base, oldest first (the first cap of them), and their total."""
-        out = _run_git(str(self.path), "rev-list", "--reverse", "--end-of-options",
-                       check_oid(head), "^" + check_oid(base), "--")
+        out = _run_git(
+            str(self.path),
+            "rev-list",
+            "--reverse",
+            "--end-of-options",
+            check_oid(head),
+            "^" + check_oid(base),
+            "--",
+        )
         oids = out.decode("ascii").split()
-        page = oids[:cap][skip:skip + limit]
+        page = oids[:cap][skip : skip + limit]
         if not page:
             return [], len(oids)
-        code, log, err = _git_status(str(self.path), "log", "--no-walk=unsorted", "-z",
-                                     f"--format={_LOG_FORMAT}", "--stdin",
-                                     stdin="\n".join(page).encode() + b"\n")
+        code, log, err = _git_status(
+            str(self.path),
+            "log",
+            "--no-walk=unsorted",
+            "-z",
+            f"--format={_LOG_FORMAT}",
+            "--stdin",
+            stdin="\n".join(page).encode() + b"\n",
+        )
         if code != 0:
             raise GitError("git log failed: " + err.decode("utf-8", "replace").strip())
         return _parse_log(log), len(oids)
 
-    def range_files(self, base: str, head: str, limit: int, offset: int,
-                    cap: int = RANGE_FILES, max_bytes: int | None = None
-                    ) -> tuple[list[dict], int]:
+    def range_files(
+        self,
+        base: str,
+        head: str,
+        limit: int,
+        offset: int,
+        cap: int = RANGE_FILES,
+        max_bytes: int | None = None,
+    ) -> tuple[list[dict], int]:
         """Files changed from base's merge base with head to head (a page, with patches), and how many.
 
         The merge base makes this GitHub's three-dot diff: what head adds, whatever base
@@ -94,22 +126,53 @@ class RangeMixin(RepoBase):
         start = self.merge_base(base, head)
         if start is None:
             raise NotFound("no common ancestor between base and head")
-        out = _run_git(str(self.path), "-c", "core.quotepath=false", "diff", "--raw",
-                       "--numstat", "-z", "-M", "--no-abbrev", "--no-ext-diff", "--no-textconv",
-                       "--end-of-options", start, check_oid(head), "--")
+        out = _run_git(
+            str(self.path),
+            "-c",
+            "core.quotepath=false",
+            "diff",
+            "--raw",
+            "--numstat",
+            "-z",
+            "-M",
+            "--no-abbrev",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--end-of-options",
+            start,
+            check_oid(head),
+            "--",
+        )
         changes = _parse_raw_numstat(out)
-        page = changes[:cap][offset:offset + limit]
+        page = changes[:cap][offset : offset + limit]
         sizes = self._blob_sizes({oid for c in page for oid in c["_oids"]})
-        wanted = [c for c in page if not c["binary"]
-                  and c["additions"] + c["deletions"] <= RANGE_PATCH_LINES
-                  and all(sizes.get(oid, 0) <= DIFF_MAX_BLOB for oid in c["_oids"])]
+        wanted = [
+            c
+            for c in page
+            if not c["binary"]
+            and c["additions"] + c["deletions"] <= RANGE_PATCH_LINES
+            and all(sizes.get(oid, 0) <= DIFF_MAX_BLOB for oid in c["_oids"])
+        ]
         patches: dict[bytes, tuple[bytes, bool]] = {}
         if wanted:
             specs = [p for c in wanted for p in {c["_old"], c["_new"]}]
-            with _git_reader(str(self.path), "--literal-pathspecs", "-c", "core.quotepath=false",
-                             "diff", "-p", "-M", "--no-color", "--no-ext-diff", "--no-textconv",
-                             "--end-of-options", start, check_oid(head), "--",
-                             *(p.decode("utf-8", "surrogateescape") for p in specs)) as text:
+            with _git_reader(
+                str(self.path),
+                "--literal-pathspecs",
+                "-c",
+                "core.quotepath=false",
+                "diff",
+                "-p",
+                "-M",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--end-of-options",
+                start,
+                check_oid(head),
+                "--",
+                *(p.decode("utf-8", "surrogateescape") for p in specs),
+            ) as text:
                 budget = len(wanted) * PATCH_LIMIT if max_bytes is None else max_bytes
                 patches = _read_patches(text, budget)
         files = []
@@ -128,14 +191,24 @@ class RangeMixin(RepoBase):
         oids.discard(ZERO_OID)
         if not oids:
             return {}
-        code, out, err = _git_status(str(self.path), "cat-file", "--batch-check",
-                                     stdin="".join(oid + "\n" for oid in oids).encode())
+        code, out, err = _git_status(
+            str(self.path),
+            "cat-file",
+            "--batch-check",
+            stdin="".join(oid + "\n" for oid in oids).encode(),
+        )
         if code != 0:
             raise GitError("git cat-file failed: " + err.decode("utf-8", "replace").strip())
         # "<oid> blob <size>", or "<oid> missing" for a submodule's commit.
-        return {oid: int(size) for oid, kind, size in
-                (line.split() for line in out.decode("ascii").splitlines()
-                 if not line.endswith(" missing")) if kind == "blob"}
+        return {
+            oid: int(size)
+            for oid, kind, size in (
+                line.split()
+                for line in out.decode("ascii").splitlines()
+                if not line.endswith(" missing")
+            )
+            if kind == "blob"
+        }
 
     def range_text(self, base: str, head: str, kind: str, limit: int) -> bytes | None:
         """The range as `git diff` (kind "diff") or `git format-patch` text; None past limit bytes.
@@ -146,19 +219,43 @@ class RangeMixin(RepoBase):
             start = self.merge_base(base, head)
             if start is None:
                 raise NotFound("no common ancestor between base and head")
-            args = ["diff", "-M", "--no-color", "--no-ext-diff", "--no-textconv",
-                    "--end-of-options", start, check_oid(head), "--"]
+            args = [
+                "diff",
+                "-M",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--end-of-options",
+                start,
+                check_oid(head),
+                "--",
+            ]
         else:
-            args = ["format-patch", "--stdout", "-M", "--no-color", "--no-ext-diff",
-                    "--no-textconv", "--end-of-options", check_oid(head),
-                    "^" + check_oid(base), "--"]
+            args = [
+                "format-patch",
+                "--stdout",
+                "-M",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--end-of-options",
+                check_oid(head),
+                "^" + check_oid(base),
+                "--",
+            ]
         with _git_reader(str(self.path), *args) as out:
             text = out.read(limit + 1)
         return text if len(text) <= limit else None
 
 
-_STATUS = {"A": "added", "D": "deleted", "M": "modified", "R": "renamed", "T": "modified",
-           "C": "added"}
+_STATUS = {
+    "A": "added",
+    "D": "deleted",
+    "M": "modified",
+    "R": "renamed",
+    "T": "modified",
+    "C": "added",
+}
 
 
 def _parse_raw_numstat(out: bytes) -> list[dict]:
@@ -187,15 +284,21 @@ def _parse_raw_numstat(out: bytes) -> list[dict]:
     changes = []
     for (status, old, new, oids), (added, deleted) in zip(raw, stats):
         binary = added == "-"
-        changes.append({
-            "path": new.decode("utf-8", "replace"),
-            "oldPath": old.decode("utf-8", "replace") if status in ("D", "M", "R", "T") else None,
-            "status": _STATUS.get(status, "modified"),
-            "additions": 0 if binary else int(added),
-            "deletions": 0 if binary else int(deleted),
-            "binary": binary,
-            "_old": old, "_new": new, "_oids": oids,
-        })
+        changes.append(
+            {
+                "path": new.decode("utf-8", "replace"),
+                "oldPath": old.decode("utf-8", "replace")
+                if status in ("D", "M", "R", "T")
+                else None,
+                "status": _STATUS.get(status, "modified"),
+                "additions": 0 if binary else int(added),
+                "deletions": 0 if binary else int(deleted),
+                "binary": binary,
+                "_old": old,
+                "_new": new,
+                "_oids": oids,
+            }
+        )
     return changes
 
 
@@ -203,10 +306,20 @@ def _c_quote(name: bytes) -> bytes:
     """A path as git writes it in a diff header (core.quotepath=false)."""
     if not any(c < 0x20 or c in b'"\\' or c == 0x7F for c in name):
         return name
-    escapes = {7: b"\\a", 8: b"\\b", 9: b"\\t", 10: b"\\n", 11: b"\\v", 12: b"\\f",
-               13: b"\\r", 34: b'\\"', 92: b"\\\\"}
-    body = b"".join(escapes.get(c) or (b"\\%03o" % c if c < 0x20 or c == 0x7F else bytes([c]))
-                    for c in name)
+    escapes = {
+        7: b"\\a",
+        8: b"\\b",
+        9: b"\\t",
+        10: b"\\n",
+        11: b"\\v",
+        12: b"\\f",
+        13: b"\\r",
+        34: b'\\"',
+        92: b"\\\\",
+    }
+    body = b"".join(
+        escapes.get(c) or (b"\\%03o" % c if c < 0x20 or c == 0x7F else bytes([c])) for c in name
+    )
     return b'"' + body + b'"'
 
 

@@ -61,8 +61,11 @@ def git_slot(request: web.Request) -> Iterator[None]:
     if not slots.try_acquire(client):
         # Refusing at once, rather than queueing, keeps a burst from holding sockets and
         # memory for work that would run minutes later; git retries on the user's word.
-        cap = "server.git_processes_per_client" if slots.running < slots.total \
+        cap = (
+            "server.git_processes_per_client"
+            if slots.running < slots.total
             else "server.git_processes"
+        )
         log.warning("refused a git request from %s: %s reached", client, cap)
         error = Unavailable("too many git operations at once, try again shortly")
         error.headers["Retry-After"] = str(RETRY_AFTER)

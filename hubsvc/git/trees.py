@@ -26,8 +26,9 @@ class TreeMixin(RepoBase):
         return self.tree_page(rev, path, None, 0)[0]
 
     @_locked
-    def tree_page(self, rev: str, path: str, limit: int | None, offset: int
-                  ) -> tuple[list[dict], bool]:
+    def tree_page(
+        self, rev: str, path: str, limit: int | None, offset: int
+    ) -> tuple[list[dict], bool]:
         """A page of one directory's entries (directories first, then by name), and whether more follow."""
         parts = clean_path(path)
         oid = self.resolve(rev)
@@ -40,12 +41,18 @@ class TreeMixin(RepoBase):
             raise NotFound("path is not a directory")
         prefix = "".join(part + "/" for part in parts)
         # Sorted as light tuples; entries (and sizes) are built for the page alone.
-        order = sorted(((not stat.S_ISDIR(e.mode), e.path.decode("utf-8", "replace"), e)
-                        for e in self._store[sha].iteritems()), key=lambda t: t[:2])
+        order = sorted(
+            (
+                (not stat.S_ISDIR(e.mode), e.path.decode("utf-8", "replace"), e)
+                for e in self._store[sha].iteritems()
+            ),
+            key=lambda t: t[:2],
+        )
         end = len(order) if limit is None else offset + limit
         packs = self._store.packs  # listed once: each listing rescans the pack folder
-        entries = [self._tree_entry(prefix, name, entry, packs)
-                   for _, name, entry in order[offset:end]]
+        entries = [
+            self._tree_entry(prefix, name, entry, packs) for _, name, entry in order[offset:end]
+        ]
         return entries, end < len(order)
 
     def _tree_entry(self, prefix: str, name: str, entry: Any, packs: list[Pack]) -> dict:
@@ -53,8 +60,14 @@ class TreeMixin(RepoBase):
         size = None
         if kind in ("file", "symlink"):
             size = self._object_size(entry.sha, packs)
-        return {"name": name, "path": prefix + name, "type": kind, "size": size,
-                "oid": entry.sha.decode("ascii"), "mode": f"{entry.mode:06o}"}
+        return {
+            "name": name,
+            "path": prefix + name,
+            "type": kind,
+            "size": size,
+            "oid": entry.sha.decode("ascii"),
+            "mode": f"{entry.mode:06o}",
+        }
 
     def _object_size(self, sha: bytes, packs: list[Pack]) -> int | None:
         """An object's size from its header, as `git cat-file -s` reads it: nothing is inflated."""
@@ -90,9 +103,14 @@ class TreeMixin(RepoBase):
         if max_bytes is not None and size > max_bytes:
             # The first bytes tell text from binary; the content itself stays in git.
             text = _as_text(self.blob_head(sha.decode("ascii")))
-            return {**item, "size": size, "isBinary": text is None,
-                    "encoding": "utf-8" if text is not None else "base64", "content": "",
-                    "truncated": True}
+            return {
+                **item,
+                "size": size,
+                "isBinary": text is None,
+                "encoding": "utf-8" if text is not None else "base64",
+                "content": "",
+                "truncated": True,
+            }
         data = self._store.get_raw(sha)[1]
         text = _as_text(data)
         return {
@@ -118,8 +136,12 @@ class TreeMixin(RepoBase):
             raise NotFound("path not found")
         oid = sha.decode("ascii")
         if size > max_bytes:
-            return {"oid": oid, "size": size, "data": None,
-                    "contentType": _content_type(self.blob_head(oid))}
+            return {
+                "oid": oid,
+                "size": size,
+                "data": None,
+                "contentType": _content_type(self.blob_head(oid)),
+            }
         data = self._store.get_raw(sha)[1]
         return {"oid": oid, "size": len(data), "data": data, "contentType": _content_type(data)}
 

@@ -58,10 +58,19 @@ class ChatNotifier:
         if item is None:
             return  # names nobody: no mark needed, read again it still names nobody
         actor = event.actor["username"] if event.actor else None
-        notices = [{"user_id": user["id"], "repo_id": int(event.repo_id), "type": event.type,
-                    "number": item["number"], "title": item["title"], "reason": reason,
-                    "actor": actor, "created_at": event.createdAt}
-                   for user, reason in people]
+        notices = [
+            {
+                "user_id": user["id"],
+                "repo_id": int(event.repo_id),
+                "type": event.type,
+                "number": item["number"],
+                "title": item["title"],
+                "reason": reason,
+                "actor": actor,
+                "created_at": event.createdAt,
+            }
+            for user, reason in people
+        ]
         # The cursor moves even when nobody is owed a notice now (switched off, not
         # linked): after a restart, an old event must not reach someone who has since
         # switched on.
@@ -72,13 +81,19 @@ class ChatNotifier:
 def _present(site: SiteUrl, row: dict[str, Any]) -> dict[str, Any]:
     """A notice as the bot gets it, under the repository's current name."""
     return {
-        "id": row["id"], "chatId": row["chat_id"], "username": row["username"],
-        "reason": row["reason"], "actor": row["actor"], "title": row["title"],
+        "id": row["id"],
+        "chatId": row["chat_id"],
+        "username": row["username"],
+        "reason": row["reason"],
+        "actor": row["actor"],
+        "title": row["title"],
         "number": row["number"],
-        "url": site.issue(row["owner"], row["repo_name"], row["number"],
-                          row["type"] == "pull_request"),
+        "url": site.issue(
+            row["owner"], row["repo_name"], row["number"], row["type"] == "pull_request"
+        ),
         "repository": {"owner": row["owner"], "name": row["repo_name"]},
-        "type": row["type"], "createdAt": row["created_at"],
+        "type": row["type"],
+        "createdAt": row["created_at"],
     }
 
 
@@ -106,8 +121,7 @@ async def take(app: web.Application, limit: int) -> tuple[list[dict[str, Any]], 
         after = rows[-1]["id"]
 
 
-async def poll(app: web.Application, limit: int, wait: float) -> tuple[list[dict[str, Any]],
-                                                                       bool]:
+async def poll(app: web.Application, limit: int, wait: float) -> tuple[list[dict[str, Any]], bool]:
     """take(), waiting up to `wait` seconds for a notice when none is queued."""
     bell = app[CHAT_NOTICES]
     deadline = asyncio.get_running_loop().time() + wait

@@ -37,8 +37,9 @@ def reasons(event: Event) -> tuple[dict[str, Any] | None, dict[str, str]]:
     if action != "opened":
         # An edit (closing or reopening included) tells only those it added; an event
         # logged before assigneesAdded existed names every assignee.
-        assigned = (data.get("assigneesAdded", assigned)
-                    if "assignees" in data.get("changes", ()) else [])
+        assigned = (
+            data.get("assigneesAdded", assigned) if "assignees" in data.get("changes", ()) else []
+        )
     for name in assigned:
         why[name] = f"you were assigned {kind} #{item['number']}"
     texts = [item.get("title"), item.get("body")] if action == "opened" else []
@@ -54,8 +55,9 @@ def wants(user: dict[str, Any], channel: str) -> bool:
     return not user.get("disabled") and preferences(user)["notifications"][channel]
 
 
-async def concerned(store: Any, event: Event, channel: str
-                    ) -> tuple[dict[str, Any] | None, list[tuple[dict[str, Any], str]]]:
+async def concerned(
+    store: Any, event: Event, channel: str
+) -> tuple[dict[str, Any] | None, list[tuple[dict[str, Any], str]]]:
     """The event's issue or pull request (None: it names nobody) and [(user, why)] to tell.
 
     Only users who may read the repository now, who did not cause the event, and who
@@ -72,5 +74,8 @@ async def concerned(store: Any, event: Event, channel: str
         return item, []  # the repository is gone
     users = await store.users.by_usernames([n for n in why if n.lower() != actor])
     by_key = {name.lower(): text for name, text in why.items()}
-    return item, [(user, by_key[user["username"].lower()]) for user in users.values()
-                  if audience.may_read(user["id"], event) and wants(user, channel)]
+    return item, [
+        (user, by_key[user["username"].lower()])
+        for user in users.values()
+        if audience.may_read(user["id"], event) and wants(user, channel)
+    ]

@@ -35,14 +35,17 @@ class EmailNotifier:
         messages = []
         # The link is built here from the event's place, never taken from its data.
         link = item and self.app[CONFIG].base_url.issue(
-            owner, name, int(item["number"]), pull=event.type == "pull_request")
+            owner, name, int(item["number"]), pull=event.type == "pull_request"
+        )
         for user, reason in people:
             if not user.get("email"):
                 continue
             subject = f"[{repo}] {item['title']} (#{item['number']})"
-            body = (f"{reason} by {event.actor['username'] if event.actor else 'someone'} "
-                    f"in {repo}.\n\n{item['title']}\n{link}\n\n"
-                    "You get this because notifications.email is on in your preferences.\n")
+            body = (
+                f"{reason} by {event.actor['username'] if event.actor else 'someone'} "
+                f"in {repo}.\n\n{item['title']}\n{link}\n\n"
+                "You get this because notifications.email is on in your preferences.\n"
+            )
             messages.append((user["email"], subject, body))
         if messages:
             # Queued with the mark, so a restart neither loses nor repeats one. Events that

@@ -30,8 +30,14 @@ PACE = 4
 class Client:
     """One connected socket: its user, subscriptions, queue and writer task."""
 
-    def __init__(self, ws: web.WebSocketResponse, user: dict[str, Any], ip: str,
-                 transport: Any = None, token_digest: bytes | None = None) -> None:
+    def __init__(
+        self,
+        ws: web.WebSocketResponse,
+        user: dict[str, Any],
+        ip: str,
+        transport: Any = None,
+        token_digest: bytes | None = None,
+    ) -> None:
         self.ws = ws
         self.token_digest = token_digest
         self.transport = transport
@@ -45,8 +51,9 @@ class Client:
         # False while a resume replays the log: live events wait for the replay to end.
         self.live = True
         # The user's notifications.web preference: off, the socket gets no notification.
-        self.web = bool(((user.get("preferences") or {}).get("notifications") or {})
-                        .get("web", True))
+        self.web = bool(
+            ((user.get("preferences") or {}).get("notifications") or {}).get("web", True)
+        )
         self.resumer: asyncio.Task | None = None
         self.last_seen = asyncio.get_running_loop().time()
 
@@ -60,9 +67,13 @@ class Client:
 
     def can_send_now(self) -> bool:
         """Nothing queued, nothing in flight, and the socket's buffer is empty."""
-        return (not self.sending and self.queue.empty() and self.transport is not None
-                and not self.transport.is_closing()
-                and self.transport.get_write_buffer_size() == 0)
+        return (
+            not self.sending
+            and self.queue.empty()
+            and self.transport is not None
+            and not self.transport.is_closing()
+            and self.transport.get_write_buffer_size() == 0
+        )
 
     async def write_loop(self) -> None:
         while True:
@@ -78,10 +89,11 @@ class Client:
 
 def _wants(client: Client, event: Event, audience: Audience) -> bool:
     """Whether a client watches or subscribed to the event's repository and may read it."""
-    return (client.web
-            and (client.user_id in audience.watchers
-                 or int(event.repo_id) in client.subscriptions)
-            and audience.may_read(client.user_id, event))
+    return (
+        client.web
+        and (client.user_id in audience.watchers or int(event.repo_id) in client.subscriptions)
+        and audience.may_read(client.user_id, event)
+    )
 
 
 class Hub:
@@ -149,19 +161,24 @@ class Hub:
             log.warning("websocket client %s fell behind; dropping it", client.username)
             self.remove(client)
             asyncio.get_running_loop().create_task(
-                client.ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"too slow"))
+                client.ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"too slow")
+            )
 
     def set_web(self, user_id: int, on: bool) -> None:
         """A user turned web notifications on or off: their open sockets follow at once."""
         for client in self.by_user.get(user_id, ()):
             client.web = on
 
-    def revoke(self, user_id: int, digests: set[bytes] | None = None,
-               keep: bytes | None = None) -> int:
+    def revoke(
+        self, user_id: int, digests: set[bytes] | None = None, keep: bytes | None = None
+    ) -> int:
         """Close a user's sockets opened with digests (all when None) but keep: 4001."""
-        ended = [c for c in self.by_user.get(user_id, ())
-                 if (digests is None or c.token_digest in digests)
-                 and (keep is None or c.token_digest != keep)]
+        ended = [
+            c
+            for c in self.by_user.get(user_id, ())
+            if (digests is None or c.token_digest in digests)
+            and (keep is None or c.token_digest != keep)
+        ]
         for client in ended:
             self._end(client, REVOKED, b"token revoked")
         return len(ended)
@@ -173,8 +190,7 @@ class Hub:
         self.remove(client)
         if client.writer is not None:
             client.writer.cancel()
-        task = asyncio.get_running_loop().create_task(
-            client.ws.close(code=code, message=message))
+        task = asyncio.get_running_loop().create_task(client.ws.close(code=code, message=message))
         self._closers.add(task)
         task.add_done_callback(self._closers.discard)
 
@@ -190,8 +206,10 @@ class Hub:
         for client in list(subscribed):
             if client.user_id not in readers:
                 self.unsubscribe(client, repo_id)
-                self.send(client, {"type": "unsubscribed", "repository": repository,
-                                   "reason": "access revoked"})
+                self.send(
+                    client,
+                    {"type": "unsubscribed", "repository": repository, "reason": "access revoked"},
+                )
 
     async def sweep(self) -> None:
         """Close sockets whose token no longer authenticates anyone."""
@@ -199,8 +217,9 @@ class Hub:
         if not digests:
             return
         live = await self.app[STORE].users.live_digests(digests)
-        for client in [c for c in self.clients
-                       if c.token_digest is not None and c.token_digest not in live]:
+        for client in [
+            c for c in self.clients if c.token_digest is not None and c.token_digest not in live
+        ]:
             self._end(client, REVOKED, b"token revoked")
 
     async def sweep_loop(self, interval: float = SWEEP_SECONDS) -> None:
@@ -266,17 +285,26 @@ class Hub:
         try:
             pruned = await store.events.pruned_through()
             if after < pruned:
-                self.send(client, {"type": "resync", "lastEventId": str(self.cursor),
-                                   "reason": f"events up to {pruned} were pruned "
-                                             "(events.retention_days): read the state again"})
+                self.send(
+                    client,
+                    {
+                        "type": "resync",
+                        "lastEventId": str(self.cursor),
+                        "reason": f"events up to {pruned} were pruned "
+                        "(events.retention_days): read the state again",
+                    },
+                )
                 client.live = True
                 return
             cursor, audiences = min(after, self.cursor), {}
             while True:
                 target = self.cursor
                 while cursor < target:
-                    batch = [e for e in await store.events.after(cursor, REPLAY_BATCH)
-                             if int(e.id) <= target]
+                    batch = [
+                        e
+                        for e in await store.events.after(cursor, REPLAY_BATCH)
+                        if int(e.id) <= target
+                    ]
                     if not batch:
                         break
                     for event in batch:
@@ -285,12 +313,16 @@ class Hub:
                             continue
                         if event.repo_id not in audiences:
                             audiences[event.repo_id] = await store.repos.audience(
-                                int(event.repo_id))
+                                int(event.repo_id)
+                            )
                         audience = audiences[event.repo_id]
                         if audience is not None and _wants(client, event, audience):
                             # Waits for room: a replay may be longer than the live queue.
-                            await client.queue.put(json.dumps(
-                                {"type": "notification", "notification": event.to_dict()}))
+                            await client.queue.put(
+                                json.dumps(
+                                    {"type": "notification", "notification": event.to_dict()}
+                                )
+                            )
                 if cursor >= self.cursor:  # nothing awaited since the check: live from here
                     client.live = True
                     break
@@ -307,8 +339,10 @@ class Hub:
         clients = list(self.clients)
         for client in clients:
             self.remove(client)
-        await asyncio.gather(*(c.ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
-                               for c in clients), return_exceptions=True)
+        await asyncio.gather(
+            *(c.ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown") for c in clients),
+            return_exceptions=True,
+        )
 
 
 HUB = web.AppKey("ws_hub", Hub)

@@ -126,8 +126,9 @@ class Mailer:
         """Queue a message and make its first attempt now (no SMTP host: the outbox folder)."""
         await self.send_all([(to, subject, body)])
 
-    async def send_all(self, messages: list[tuple[str, str, str]],
-                       cursor: tuple[str, int] | None = None) -> None:
+    async def send_all(
+        self, messages: list[tuple[str, str, str]], cursor: tuple[str, int] | None = None
+    ) -> None:
         """Queue (to, subject, body)s and try each now; with cursor (name, event id), the
         consumer's mark moves in the transaction that queues them: none is queued twice."""
         config, store = self.app[CONFIG], self.app[STORE]
@@ -137,8 +138,10 @@ class Mailer:
             if cursor is not None:
                 await store.events.set_cursor(*cursor)
             return
-        raws = [(to, subject, _Unshown(build_message(config, to, subject, body).as_bytes()))
-                for to, subject, body in messages]
+        raws = [
+            (to, subject, _Unshown(build_message(config, to, subject, body).as_bytes()))
+            for to, subject, body in messages
+        ]
         ids = await store.mail.enqueue(raws, cursor)
         for mail_id, (to, _, raw) in zip(ids, raws):
             await self.attempt({"id": mail_id, "recipient": to, "message": raw, "attempts": 0})
@@ -162,16 +165,28 @@ class Mailer:
                     outcome = "failed"
                 else:
                     outcome = "pending"
-                    retry_at = time.time() + min(float(hooks["max_retry_seconds"]),
-                                                 float(hooks["retry_seconds"]) * 2 ** (attempts - 1))
-            await self.app[STORE].mail.record(row["id"], outcome=outcome, error=error,
-                                              retry_at=retry_at)
+                    retry_at = time.time() + min(
+                        float(hooks["max_retry_seconds"]),
+                        float(hooks["retry_seconds"]) * 2 ** (attempts - 1),
+                    )
+            await self.app[STORE].mail.record(
+                row["id"], outcome=outcome, error=error, retry_at=retry_at
+            )
             if outcome == "delivered":
-                log.info("sent a message to %s through %s:%s", row["recipient"],
-                         mail["smtp_host"], mail["smtp_port"])
+                log.info(
+                    "sent a message to %s through %s:%s",
+                    row["recipient"],
+                    mail["smtp_host"],
+                    mail["smtp_port"],
+                )
             else:
-                log.warning("could not send message %s (attempt %s, %s): %s", row["id"],
-                            attempts, "retrying" if outcome == "pending" else "given up", error)
+                log.warning(
+                    "could not send message %s (attempt %s, %s): %s",
+                    row["id"],
+                    attempts,
+                    "retrying" if outcome == "pending" else "given up",
+                    error,
+                )
             return outcome
         finally:
             self._inflight.discard(row["id"])

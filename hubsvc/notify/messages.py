@@ -36,7 +36,7 @@ def _who(person: Any) -> str:
 def push_summary(data: dict[str, Any]) -> str:
     """What a push did, in GitHub's words: created branch, deleted branch, tagged, …"""
     ref = data.get("ref", "")
-    kind, _, name = ref[len("refs/"):].partition("/") if ref.startswith("refs/") else ("", "", ref)
+    kind, _, name = ref[len("refs/") :].partition("/") if ref.startswith("refs/") else ("", "", ref)
     total = data.get("totalCommits", len(data.get("commits", [])))
     commits = plural(total, "new commit")
     if kind == "tags":
@@ -68,19 +68,28 @@ def _issue(msg: Message, event: Event, site: SiteUrl, pull: bool) -> None:
         msg.url = site.issue(owner, name, number, pull)
     state = item.get("state")
     if pull:
-        msg.colour = PURPLE if item.get("merged") or state == "merged" else (
-            GREEN if state == "open" else RED)
+        msg.colour = (
+            PURPLE
+            if item.get("merged") or state == "merged"
+            else (GREEN if state == "open" else RED)
+        )
         head = str(item.get("head", "?"))
         if isinstance(item.get("headRepository"), dict):
             head = f"{item['headRepository'].get('owner', '?')}:{head}"
-        msg.fields = [("State", _value(state), True), ("Author", _who(item.get("author")), True),
-                      ("Branches", f"{head} → {item.get('base', '?')}", True)]
+        msg.fields = [
+            ("State", _value(state), True),
+            ("Author", _who(item.get("author")), True),
+            ("Branches", f"{head} → {item.get('base', '?')}", True),
+        ]
     else:
         msg.colour = GREEN if state == "open" else RED
         labels = ", ".join(str(label) for label in item.get("labels") or [])
-        msg.fields = [("State", _value(state), True), ("Author", _who(item.get("author")), True),
-                      ("Labels", _value(labels), True),
-                      ("Assignees", _value(_names(item.get("assignees"))), True)]
+        msg.fields = [
+            ("State", _value(state), True),
+            ("Author", _who(item.get("author")), True),
+            ("Labels", _value(labels), True),
+            ("Assignees", _value(_names(item.get("assignees"))), True),
+        ]
 
 
 def _push(msg: Message, event: Event, site: SiteUrl) -> None:
@@ -91,10 +100,14 @@ def _push(msg: Message, event: Event, site: SiteUrl) -> None:
     for commit in commits[:PUSH_SHOWN]:
         oid = str(commit.get("oid", ""))
         lines = (commit.get("message") or "").strip().splitlines()
-        msg.commits.append(Commit(
-            label=oid[:7], url=site.commit(owner, name, oid) if _OID.match(oid) else msg.url,
-            text=cut(lines[0].strip(), COMMIT_LINE_MAX) if lines else "",
-            author=str((commit.get("author") or {}).get("name") or "")))
+        msg.commits.append(
+            Commit(
+                label=oid[:7],
+                url=site.commit(owner, name, oid) if _OID.match(oid) else msg.url,
+                text=cut(lines[0].strip(), COMMIT_LINE_MAX) if lines else "",
+                author=str((commit.get("author") or {}).get("name") or ""),
+            )
+        )
     if total > PUSH_SHOWN:
         msg.more = f"… and {plural(total - PUSH_SHOWN, 'more commit')}"
     if not msg.commits:
@@ -134,8 +147,13 @@ def message(event: Event, urls: str) -> Message:
     """The neutral message of an event; links are built here, never taken from the data."""
     site = SiteUrl.of(urls)
     owner, name = event.repository["owner"], event.repository["name"]
-    msg = Message(repo=f"{owner}/{name}", headline="", url=site.repo(owner, name), colour=GRAY,
-                  timestamp=event.createdAt)
+    msg = Message(
+        repo=f"{owner}/{name}",
+        headline="",
+        url=site.repo(owner, name),
+        colour=GRAY,
+        timestamp=event.createdAt,
+    )
     if event.actor:
         msg.actor = event.actor["username"]
         msg.actor_url = site.user(event.actor["username"])
@@ -161,8 +179,9 @@ def _headers(event_type: str, delivery_id: str | None) -> dict[str, str]:
     return headers
 
 
-def render(event: Event, fmt: str, urls: str, delivery_id: str | None = None
-           ) -> tuple[dict[str, Any], dict[str, str]]:
+def render(
+    event: Event, fmt: str, urls: str, delivery_id: str | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
     """(JSON body, extra headers) of an event for a receiver of format discord, slack or json.
 
     urls is the config's base_url (a SiteUrl, which knows web_url); delivery_id, when
@@ -179,8 +198,9 @@ def render(event: Event, fmt: str, urls: str, delivery_id: str | None = None
     return body, _headers(event.type, delivery_id)
 
 
-def render_ping(fmt: str, urls: str, delivery_id: str | None = None
-                ) -> tuple[dict[str, Any], dict[str, str]]:
+def render_ping(
+    fmt: str, urls: str, delivery_id: str | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
     """(JSON body, extra headers) of a connectivity test in format discord, slack or json."""
     home = SiteUrl.of(urls).home()
     if fmt == "json":

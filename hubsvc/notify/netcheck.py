@@ -113,8 +113,10 @@ def check_address(rules: HostRules, host: str, address: Address) -> None:
     if kind is not None:
         inner = embedded_ipv4(address)
         shown = f"{address}, which embeds {inner}" if inner is not None else str(address)
-        raise Refused(f"{host} resolves to a {kind} address ({shown}); "
-                      "webhooks.allowed_hosts does not list it")
+        raise Refused(
+            f"{host} resolves to a {kind} address ({shown}); "
+            "webhooks.allowed_hosts does not list it"
+        )
 
 
 def split_url(url: str) -> tuple[str, int]:
@@ -139,7 +141,8 @@ async def resolve(host: str, port: int) -> list[Address]:
     loop = asyncio.get_running_loop()
     try:
         infos = await asyncio.wait_for(
-            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT)
+            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT
+        )
     except (TimeoutError, OSError, UnicodeError):
         raise Refused(f"{host} could not be resolved") from None
     return [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
@@ -161,8 +164,9 @@ class HookResolver(AbstractResolver):
         self.rules = rules
         self.inner = DefaultResolver()
 
-    async def resolve(self, host: str, port: int = 0,
-                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
         results = await self.inner.resolve(host, port, family)
         for result in results:
             check_address(self.rules, host, ipaddress.ip_address(result["host"]))
@@ -170,4 +174,3 @@ class HookResolver(AbstractResolver):
 
     async def close(self) -> None:
         await self.inner.close()
-

@@ -29,8 +29,11 @@ def discord_escape(text: str) -> str:
     """Markdown written by nobody: shown literally in Discord (titles, names, labels)."""
     text = _DISCORD_INLINE.sub(r"\\\1", text)
     return _DISCORD_LINE_START.sub(
-        lambda m: m.group(1) + (m.group(2) + "\\" if m.group(2)[0].isdigit()
-                                else "\\" + m.group(2)), text)
+        lambda m: (
+            m.group(1) + (m.group(2) + "\\" if m.group(2)[0].isdigit() else "\\" + m.group(2))
+        ),
+        text,
+    )
 
 
 def slack_escape(text: str) -> str:
@@ -49,6 +52,7 @@ def one_line(text: str) -> str:
 # whole. A cut only has to avoid splitting a cluster, so where this joins a little more
 # than UAX #29 would (after any ZWJ), the cut is merely a character earlier.
 
+
 def _hangul(ch: str) -> str:
     cp = ord(ch)
     if 0x1100 <= cp <= 0x115F or 0xA960 <= cp <= 0xA97C:
@@ -64,10 +68,13 @@ def _hangul(ch: str) -> str:
 
 def _extends(ch: str) -> bool:
     cp = ord(ch)
-    return (unicodedata.category(ch).startswith("M") or ch in (ZWJ, ZWNJ)
-            or 0x1F3FB <= cp <= 0x1F3FF      # emoji skin tones
-            or 0xE0020 <= cp <= 0xE007F      # emoji tag sequences (subdivision flags)
-            or 0xFF9E <= cp <= 0xFF9F)       # halfwidth kana voicing marks
+    return (
+        unicodedata.category(ch).startswith("M")
+        or ch in (ZWJ, ZWNJ)
+        or 0x1F3FB <= cp <= 0x1F3FF  # emoji skin tones
+        or 0xE0020 <= cp <= 0xE007F  # emoji tag sequences (subdivision flags)
+        or 0xFF9E <= cp <= 0xFF9F
+    )  # halfwidth kana voicing marks
 
 
 def _regional(ch: str) -> bool:
@@ -88,9 +95,15 @@ def is_boundary(text: str, i: int) -> bool:
     if _control(a) or _control(b):
         return True
     ha, hb = _hangul(a), _hangul(b)
-    if ha and hb and ((ha == "L" and hb in ("L", "V", "LV", "LVT"))
-                      or (ha in ("LV", "V") and hb in ("V", "T"))
-                      or (ha in ("LVT", "T") and hb == "T")):
+    if (
+        ha
+        and hb
+        and (
+            (ha == "L" and hb in ("L", "V", "LV", "LVT"))
+            or (ha in ("LV", "V") and hb in ("V", "T"))
+            or (ha in ("LVT", "T") and hb == "T")
+        )
+    ):
         return False
     if _extends(b) or a == ZWJ:
         return False

@@ -53,9 +53,9 @@ def retry_after_seconds(value: str | None) -> float | None:
 
 
 CURSOR = "chat-webhook"
-EXCERPT_CHARS = 1000       # of a receiver's answer, shown with the delivery
-READ_LIMIT = 65536         # bytes of an answer read at most
-MAX_RETRY_AFTER = 3600.0   # a 429's Retry-After is honoured up to an hour
+EXCERPT_CHARS = 1000  # of a receiver's answer, shown with the delivery
+READ_LIMIT = 65536  # bytes of an answer read at most
+MAX_RETRY_AFTER = 3600.0  # a 429's Retry-After is honoured up to an hour
 
 
 @dataclass
@@ -69,17 +69,27 @@ class Attempt:
     excerpt: str | None
 
 
-async def post(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str],
-               timeout: float, rules: HostRules | None = None) -> Attempt:
+async def post(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    timeout: float,
+    rules: HostRules | None = None,
+) -> Attempt:
     """One POST, redirects not followed; with rules, the destination is checked first."""
     started = time.monotonic()
     status = retry_after = excerpt = error = None
     try:
         if rules is not None:
             await check_url(rules, url)  # a literal address never reaches the resolver
-        async with session.post(url, data=body, headers=headers,
-                                timeout=aiohttp.ClientTimeout(total=timeout),
-                                allow_redirects=False) as resp:
+        async with session.post(
+            url,
+            data=body,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+            allow_redirects=False,
+        ) as resp:
             status = resp.status
             data = b""
             while len(data) < READ_LIMIT:
@@ -90,8 +100,10 @@ async def post(session: aiohttp.ClientSession, url: str, body: bytes, headers: d
             excerpt = data.decode("utf-8", "replace")[:EXCERPT_CHARS] or None
             retry_after = retry_after_seconds(resp.headers.get("Retry-After"))
             if 300 <= status < 400:
-                error = (f"HTTP {status}: redirects are not followed (Location: "
-                         f"{resp.headers.get('Location', 'none')[:300]})")
+                error = (
+                    f"HTTP {status}: redirects are not followed (Location: "
+                    f"{resp.headers.get('Location', 'none')[:300]})"
+                )
     except TimeoutError:
         error = f"timed out after {timeout:g} s"
     except (Refused, ValueError) as exc:
@@ -101,8 +113,9 @@ async def post(session: aiohttp.ClientSession, url: str, body: bytes, headers: d
     return Attempt(status, error, retry_after, int((time.monotonic() - started) * 1000), excerpt)
 
 
-def judge(attempt: Attempt, attempts: int, base: float, cap: float
-          ) -> tuple[str, float | None, str | None]:
+def judge(
+    attempt: Attempt, attempts: int, base: float, cap: float
+) -> tuple[str, float | None, str | None]:
     """(outcome, retry_at, error) of an attempt, the attempts count including it.
 
     2xx: delivered. 3xx and 4xx other than 408/429: failed for good, the receiver
@@ -122,10 +135,14 @@ def judge(attempt: Attempt, attempts: int, base: float, cap: float
 
 
 def _session(rules: HostRules | None = None) -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(resolver=HookResolver(rules), limit=0) if rules \
+    connector = (
+        aiohttp.TCPConnector(resolver=HookResolver(rules), limit=0)
+        if rules
         else aiohttp.TCPConnector(limit=0)
-    return aiohttp.ClientSession(connector=connector,
-                                 headers={"User-Agent": f"hubsvc-webhook/{__version__}"})
+    )
+    return aiohttp.ClientSession(
+        connector=connector, headers={"User-Agent": f"hubsvc-webhook/{__version__}"}
+    )
 
 
 class WebhookSender:
@@ -174,8 +191,13 @@ class WebhookSender:
         body = json.dumps(chat_message(event, self.app[CONFIG].base_url))
         # The outbox row and the cursor move together: after a crash the sender goes on
         # from the first event it had not queued, so none is lost and none is doubled.
-        await self.app[STORE].outbox.enqueue(event_id=event.id, event_type=event.type,
-                                             repo_id=repo["id"], payload=body, cursor=CURSOR)
+        await self.app[STORE].outbox.enqueue(
+            event_id=event.id,
+            event_type=event.type,
+            repo_id=repo["id"],
+            payload=body,
+            cursor=CURSOR,
+        )
         self._wake.set()
 
     def wake(self) -> None:
@@ -205,8 +227,9 @@ class WebhookSender:
                 log.exception("delivery %s crashed; it stays queued", row["id"])
                 await asyncio.sleep(1)
 
-    async def post(self, body: bytes, headers: dict[str, str]) -> tuple[int | None, str | None,
-                                                                      float | None]:
+    async def post(
+        self, body: bytes, headers: dict[str, str]
+    ) -> tuple[int | None, str | None, float | None]:
         """One POST: (status, error, Retry-After seconds)."""
         attempt = await self._post(body, headers)
         return attempt.status, attempt.error, attempt.retry_after
@@ -220,18 +243,26 @@ class WebhookSender:
 
     async def deliver(self, row: dict[str, Any]) -> str:
         """Try one queued delivery and record the outcome."""
-        attempt = await self._post(row["payload"].encode(), {
-            "X-Hubsvc-Delivery": row["guid"], "X-Hubsvc-Event": row["event_type"]})
+        attempt = await self._post(
+            row["payload"].encode(),
+            {"X-Hubsvc-Delivery": row["guid"], "X-Hubsvc-Event": row["event_type"]},
+        )
         attempts = row["attempts"] + 1
         outcome, retry_at, error = judge(attempt, attempts, self.base_delay, self.max_delay)
         if outcome == "pending" and time.time() - _epoch(row["created_at"]) > self.give_up_after:
             outcome, retry_at = "failed", None
         await self.app[STORE].outbox.record_attempt(
-            row["id"], status_code=attempt.status, error=error,
-            duration_ms=attempt.duration_ms, outcome=outcome, retry_at=retry_at)
+            row["id"],
+            status_code=attempt.status,
+            error=error,
+            duration_ms=attempt.duration_ms,
+            outcome=outcome,
+            retry_at=retry_at,
+        )
         if outcome != "delivered":
-            log.warning("webhook delivery %s attempt %s: %s (%s)", row["id"], attempts,
-                        error, outcome)
+            log.warning(
+                "webhook delivery %s attempt %s: %s (%s)", row["id"], attempts, error, outcome
+            )
         return outcome
 
 
@@ -248,8 +279,9 @@ async def webhook_ctx(app: web.Application) -> AsyncIterator[None]:
     await sender.start()
     # A webhook newly configured starts from now, and from then on its position is
     # durable: a crash before its first message leaves nothing behind.
-    cursor = await app[STORE].events.start_cursor(CURSOR, app[BUS].last_id) \
-        if sender.enabled else None
+    cursor = (
+        await app[STORE].events.start_cursor(CURSOR, app[BUS].last_id) if sender.enabled else None
+    )
     unsubscribe = app[BUS].subscribe(sender.on_event, name=CURSOR, after=cursor)
     try:
         yield
@@ -269,7 +301,7 @@ class HookWorkers:
     """
 
     collect_batch = 500  # events read from the log at a time
-    send_batch = 100     # deliveries sent before their outcomes are written at once
+    send_batch = 100  # deliveries sent before their outcomes are written at once
 
     def __init__(self, app: web.Application) -> None:
         self.app = app
@@ -328,29 +360,42 @@ class HookWorkers:
         self.repo_of.pop(hook_id, None)
 
     def _render(self, hook: dict[str, Any], event: Event) -> str:
-        return json.dumps(render(event, hook["format"], self.app[CONFIG].base_url),
-                          separators=(",", ":"))
+        return json.dumps(
+            render(event, hook["format"], self.app[CONFIG].base_url), separators=(",", ":")
+        )
 
     async def send(self, hook: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
         """One attempt at a delivery: its outcome, ready for HookStore.record."""
         assert self.session is not None
         body = row["payload"].encode()
-        headers = {"Content-Type": "application/json", "X-Hubsvc-Delivery": row["guid"],
-                   "X-Hubsvc-Event": row["event_type"], "X-Hubsvc-Hook-Id": str(hook["id"])}
+        headers = {
+            "Content-Type": "application/json",
+            "X-Hubsvc-Delivery": row["guid"],
+            "X-Hubsvc-Event": row["event_type"],
+            "X-Hubsvc-Hook-Id": str(hook["id"]),
+        }
         if hook["secret"]:
             headers["X-Hub-Signature-256"] = sign(hook["secret"], body)
         attempt = await post(self.session, hook["url"], body, headers, self.timeout, self.rules)
-        outcome, retry_at, error = judge(attempt, row["attempts"] + 1, self.base_delay,
-                                         self.max_delay)
-        return {"id": row["id"], "outcome": outcome, "retry_at": retry_at, "error": error,
-                "status": attempt.status, "duration_ms": attempt.duration_ms,
-                "excerpt": attempt.excerpt}
+        outcome, retry_at, error = judge(
+            attempt, row["attempts"] + 1, self.base_delay, self.max_delay
+        )
+        return {
+            "id": row["id"],
+            "outcome": outcome,
+            "retry_at": retry_at,
+            "error": error,
+            "status": attempt.status,
+            "duration_ms": attempt.duration_ms,
+            "excerpt": attempt.excerpt,
+        }
 
     async def ping(self, hook: dict[str, Any]) -> dict[str, Any]:
         """Send a ping now and record it as a delivery of the hook."""
         store = self.app[STORE].hooks
-        row = await store.add_ping(hook["id"], json.dumps(
-            render(None, hook["format"], self.app[CONFIG].base_url)))
+        row = await store.add_ping(
+            hook["id"], json.dumps(render(None, hook["format"], self.app[CONFIG].base_url))
+        )
         result = await self.send(hook, row)
         if result["outcome"] == "pending":
             result.update(outcome="failed", retry_at=None)  # a ping is not retried
@@ -377,15 +422,20 @@ class HookWorkers:
                     results.append(result)
                     if result["outcome"] == "pending":
                         wait_until = result["retry_at"]
-                        log.warning("hook %s delivery %s: %s (retrying)", hook_id, row["id"],
-                                    result["error"])
+                        log.warning(
+                            "hook %s delivery %s: %s (retrying)",
+                            hook_id,
+                            row["id"],
+                            result["error"],
+                        )
                         break
                 reason = await store.record(hook_id, results, self.disable_after)
                 if reason is not None:
                     log.warning("hook %s set inactive: %s", hook_id, reason)
                     break
                 more = read == self.collect_batch or (
-                    wait_until is None and len(rows) == self.send_batch)
+                    wait_until is None and len(rows) == self.send_batch
+                )
                 if more:
                     continue
                 if wait_until is None and not rows:

@@ -38,8 +38,11 @@ async def _trace_forever(every: float) -> None:
         await asyncio.sleep(every)
         snapshot = tracemalloc.take_snapshot()
         current, peak = tracemalloc.get_traced_memory()
-        log.info("tracemalloc: %.1f MB traced (peak %.1f MB); largest growth since start:",
-                 current / 1e6, peak / 1e6)
+        log.info(
+            "tracemalloc: %.1f MB traced (peak %.1f MB); largest growth since start:",
+            current / 1e6,
+            peak / 1e6,
+        )
         for stat in snapshot.compare_to(first, "lineno")[:15]:
             log.info("tracemalloc:   %s", stat)
 

@@ -13,8 +13,13 @@ from ..web.auth import current_user
 from ..web.present import user_summary
 
 
-def make_event(app: web.Application, repo: dict[str, Any], type_: str, data: dict[str, Any],
-               actor: dict[str, Any] | None) -> Event:
+def make_event(
+    app: web.Application,
+    repo: dict[str, Any],
+    type_: str,
+    data: dict[str, Any],
+    actor: dict[str, Any] | None,
+) -> Event:
     """An event of repo, not yet written (its id comes from the log)."""
     return Event(
         type=type_,
@@ -25,15 +30,27 @@ def make_event(app: web.Application, repo: dict[str, Any], type_: str, data: dic
     )
 
 
-def event(request: web.Request, repo: dict[str, Any], type_: str, data: dict[str, Any],
-          actor: dict[str, Any] | None = None) -> Event:
+def event(
+    request: web.Request,
+    repo: dict[str, Any],
+    type_: str,
+    data: dict[str, Any],
+    actor: dict[str, Any] | None = None,
+) -> Event:
     """An event of repo by the request's user, for a store write's emit=."""
-    return make_event(request.app, repo, type_, data,
-                      actor if actor is not None else current_user(request))
+    return make_event(
+        request.app, repo, type_, data, actor if actor is not None else current_user(request)
+    )
 
 
-async def publish(request: web.Request, repo: dict[str, Any], type_: str, data: dict[str, Any],
-                  actor: dict[str, Any] | None = None, inbound: bool = False) -> Event:
+async def publish(
+    request: web.Request,
+    repo: dict[str, Any],
+    type_: str,
+    data: dict[str, Any],
+    actor: dict[str, Any] | None = None,
+    inbound: bool = False,
+) -> Event:
     """Write an event that is a change of its own (no other row changes with it)."""
     made = event(request, repo, type_, data, actor)
     if inbound:

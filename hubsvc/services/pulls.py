@@ -79,8 +79,9 @@ async def resolve_heads(app: web.Application, pull: dict[str, Any]) -> Heads:
         head_oid = await files.run(head_repo, lambda g: g.branch_oid(pull["head"]))
         if head_oid is not None:
             source = files.path(head_repo)
-            await files.run(repo_id, lambda g: g.fetch_commit(source, head_oid,
-                                                              _pull_ref(pull["number"])))
+            await files.run(
+                repo_id, lambda g: g.fetch_commit(source, head_oid, _pull_ref(pull["number"]))
+            )
     else:
         head_oid = await files.run(repo_id, lambda g: g.pull_ref(pull["number"]))
     return Heads(head_oid, base_oid)
@@ -100,15 +101,24 @@ async def refresh(app: web.Application, pull: dict[str, Any]) -> dict[str, Any]:
     heads = await resolve_heads(app, pull)
     mergeable = await check_mergeable(files, pull["repo_id"], heads)
     await app[STORE].issues.set_mergeable(pull["id"], heads.head, heads.base, mergeable)
-    return {**pull, "head_oid": heads.head, "base_oid": heads.base,
-            "mergeable": None if mergeable is None else int(mergeable)}
+    return {
+        **pull,
+        "head_oid": heads.head,
+        "base_oid": heads.base,
+        "mergeable": None if mergeable is None else int(mergeable),
+    }
 
 
 MERGE_LOCKS = web.AppKey("merge_locks", defaultdict)
 
 
-async def merge(app: web.Application, pull: dict[str, Any], user: dict[str, Any], method: str,
-                message: str | None) -> tuple[str, Heads]:
+async def merge(
+    app: web.Application,
+    pull: dict[str, Any],
+    user: dict[str, Any],
+    method: str,
+    message: str | None,
+) -> tuple[str, Heads]:
     """Write the merge into the base branch; 409 on conflict, nothing to merge, or a race.
 
     The base ref moves with a compare-and-swap against the tip the merge was computed
@@ -123,7 +133,8 @@ async def merge(app: web.Application, pull: dict[str, Any], user: dict[str, Any]
         if heads.base is None:
             raise Conflict("the base branch no longer exists")
         if heads.head == heads.base or await files.run(
-                repo_id, lambda g: g.is_ancestor(heads.head, heads.base)):
+            repo_id, lambda g: g.is_ancestor(heads.head, heads.base)
+        ):
             raise Conflict("nothing to merge: the base branch already contains the head")
         name = user["name"] or user["username"]
         email = f"{user['username']}@users.noreply.hubsvc"
@@ -138,13 +149,21 @@ async def merge(app: web.Application, pull: dict[str, Any], user: dict[str, Any]
                 raise Conflict("merge conflict: the branches change the same lines")
             if method == "merge":
                 parents = [heads.base, heads.head]
-                source = pull["head_repo_owner"] + ":" + pull["head"] if pull["head_repo_owner"] \
+                source = (
+                    pull["head_repo_owner"] + ":" + pull["head"]
+                    if pull["head_repo_owner"]
                     else pull["head"]
-                text = message or f"Merge pull request #{pull['number']} from {source}\n\n{pull['title']}"
+                )
+                text = (
+                    message
+                    or f"Merge pull request #{pull['number']} from {source}\n\n{pull['title']}"
+                )
             else:
                 parents = [heads.base]
                 text = message or f"{pull['title']} (#{pull['number']})\n\n{pull['body']}".rstrip()
-            new = await files.run(repo_id, lambda g: g.commit_tree(tree, parents, text, name, email))
+            new = await files.run(
+                repo_id, lambda g: g.commit_tree(tree, parents, text, name, email)
+            )
         moved = await files.run(repo_id, lambda g: g.update_branch(pull["base"], new, heads.base))
         if not moved:
             raise Conflict("the base branch moved while merging; try again")
@@ -155,7 +174,7 @@ async def _on_event(app: web.Application, event: Event) -> None:
     """A push to a branch re-checks the open pull requests on either side of it."""
     if event.type != "push" or not event.data.get("ref", "").startswith("refs/heads/"):
         return
-    branch = event.data["ref"][len("refs/heads/"):]
+    branch = event.data["ref"][len("refs/heads/") :]
     for pull in await app[STORE].issues.open_pulls_touching(int(event.repo_id), branch):
         try:
             await refresh(app, pull)

@@ -30,8 +30,13 @@ def _pick_default(current: str, branches: list[str]) -> str:
     return sorted(branches)[0]
 
 
-async def record_push(app: web.Application, repo: dict, updates: list[tuple[str, str, str]],
-                      actor: dict | None, flight: int | None = None) -> None:
+async def record_push(
+    app: web.Application,
+    repo: dict,
+    updates: list[tuple[str, str, str]],
+    actor: dict | None,
+    flight: int | None = None,
+) -> None:
     """The bookkeeping and events of ref updates git applied: (old, new, ref) each."""
     files, store = app[REPO_FILES], app[STORE]
     after = await files.run(repo["id"], lambda g: g.head_oids())
@@ -43,20 +48,22 @@ async def record_push(app: web.Application, repo: dict, updates: list[tuple[str,
         else:
             before[ref] = old
     had_branches = any(ref.startswith("refs/heads/") for ref in before)
-    branches = [ref[len("refs/heads/"):] for ref in after if ref.startswith("refs/heads/")]
+    branches = [ref[len("refs/heads/") :] for ref in after if ref.startswith("refs/heads/")]
     new_default = None
     if branches and (not had_branches or repo["default_branch"] not in branches):
         new_default = _pick_default(repo["default_branch"], branches)
         await files.run(repo["id"], lambda g: g.set_default_branch(new_default))
     events = []
     for old, new, ref in updates:
-        others = [oid for name, oid in before.items()
-                  if name.startswith("refs/heads/") and name != ref]
+        others = [
+            oid for name, oid in before.items() if name.startswith("refs/heads/") and name != ref
+        ]
         data = await files.run(repo["id"], push_data, ref, old, new, others)
         events.append(make_event(app, repo, "push", data, actor))
     # The bookkeeping and the push events commit together.
-    await store.repos.touch(repo["id"], new_default, refs_seen=after, flight=flight,
-                            emit=lambda _: events)
+    await store.repos.touch(
+        repo["id"], new_default, refs_seen=after, flight=flight, emit=lambda _: events
+    )
     try:
         await files.run(repo["id"], lambda g: g.write_commit_graph())
     except Exception:
@@ -73,10 +80,15 @@ def push_data(git: GitRepo, ref: str, old: str, new: str, others: list[str]) -> 
         exclude = others if created else [old]
         commits, total = git.commits_new(new, exclude, PUSH_COMMITS_KEPT)
     data = {
-        "ref": ref, "before": old, "after": new,
-        "created": created, "deleted": deleted, "forced": forced,
-        "commits": [{"oid": c["oid"], "message": c["message"], "author": c["author"]}
-                    for c in commits],
+        "ref": ref,
+        "before": old,
+        "after": new,
+        "created": created,
+        "deleted": deleted,
+        "forced": forced,
+        "commits": [
+            {"oid": c["oid"], "message": c["message"], "author": c["author"]} for c in commits
+        ],
         "totalCommits": total,
     }
     data["summary"] = push_summary(data)
@@ -91,15 +103,19 @@ async def reconcile(app: web.Application) -> int:
         try:
             seen = json.loads(flight["refs_seen"] or "{}")
             now = await files.run(flight["repo_id"], lambda g: g.head_oids())
-            updates = [(seen.get(ref, ZERO), now.get(ref, ZERO), ref)
-                       for ref in sorted(set(seen) | set(now)) if seen.get(ref) != now.get(ref)]
+            updates = [
+                (seen.get(ref, ZERO), now.get(ref, ZERO), ref)
+                for ref in sorted(set(seen) | set(now))
+                if seen.get(ref) != now.get(ref)
+            ]
             repo = await store.repos.by_id(flight["repo_id"])
             if not updates or repo is None:
                 await store.repos.push_ended(flight["id"])
                 continue
             actor = await store.users.by_id(flight["actor_id"]) if flight["actor_id"] else None
-            log.warning("recording a push to repository %s that the last run did not finish",
-                        repo["id"])
+            log.warning(
+                "recording a push to repository %s that the last run did not finish", repo["id"]
+            )
             await record_push(app, repo, updates, actor, flight["id"])
             done += 1
         except Exception:

@@ -20,10 +20,10 @@ from .users import UserStore
 class Store:
     """The database and the per-aggregate stores over it."""
 
-    def __init__(self, path: str | Path, read_timeout_ms: int = READ_TIMEOUT_MS,
-                 write_timeout_ms: int = 5000) -> None:
-        self.db = Database(path, read_timeout_ms=read_timeout_ms,
-                           write_timeout_ms=write_timeout_ms)
+    def __init__(
+        self, path: str | Path, read_timeout_ms: int = READ_TIMEOUT_MS, write_timeout_ms: int = 5000
+    ) -> None:
+        self.db = Database(path, read_timeout_ms=read_timeout_ms, write_timeout_ms=write_timeout_ms)
         self.users = UserStore(self.db)
         self.repos = RepoStore(self.db)
         self.issues = IssueStore(self.db)

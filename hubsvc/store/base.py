@@ -33,8 +33,9 @@ def writes(fn: Callable[..., Any]) -> Callable[..., Any]:
     """
 
     @functools.wraps(fn)
-    async def method(self: Table, *args: Any, emit: Callable[[Any], list] | None = None,
-                     **kwargs: Any) -> Any:
+    async def method(
+        self: Table, *args: Any, emit: Callable[[Any], list] | None = None, **kwargs: Any
+    ) -> Any:
         if emit is None:
             return await self.db.write(functools.partial(fn, self), *args, **kwargs)
 

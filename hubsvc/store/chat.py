@@ -11,8 +11,10 @@ from .base import Table, reads, writes
 from .users import USER_COLUMNS, _user
 
 _U_COLUMNS = ", ".join("u." + c.strip() for c in USER_COLUMNS.split(","))
-_LINKED_USER = (f"SELECT l.verified AS link_verified, {_U_COLUMNS}"
-                " FROM chat_links l JOIN users u ON u.id = l.user_id WHERE l.chat_id = ?")
+_LINKED_USER = (
+    f"SELECT l.verified AS link_verified, {_U_COLUMNS}"
+    " FROM chat_links l JOIN users u ON u.id = l.user_id WHERE l.chat_id = ?"
+)
 
 
 def _link(row: Any) -> dict[str, Any] | None:
@@ -27,8 +29,9 @@ class ChatStore(Table):
     """Link tokens (kept as SHA-256 digests) and chat id -> user links."""
 
     @writes
-    def add_token(self, conn, digest: bytes, chat_id: str, expires_at: int,
-                  email: str | None) -> dict[str, Any] | None:
+    def add_token(
+        self, conn, digest: bytes, chat_id: str, expires_at: int, email: str | None
+    ) -> dict[str, Any] | None:
         """Record a token for chat_id; with email, bind it to that account and return it."""
         # The e-mail lookup is part of the insert: the same work whether or not an
         # account has that address.
@@ -37,11 +40,13 @@ class ChatStore(Table):
         conn.execute(
             "INSERT INTO chat_link_tokens (hash, chat_id, user_id, created_at, expires_at)"
             " VALUES (?, ?, (SELECT id FROM users WHERE email_key = ?), ?, ?)",
-            (digest, chat_id, email.casefold() if email else None, now_iso(), expires_at))
+            (digest, chat_id, email.casefold() if email else None, now_iso(), expires_at),
+        )
         row = conn.execute(
             f"SELECT {_U_COLUMNS} FROM chat_link_tokens t JOIN users u ON u.id = t.user_id"
             " WHERE t.hash = ?",
-            (digest,)).fetchone()
+            (digest,),
+        ).fetchone()
         return _user(row)
 
     @reads
@@ -50,7 +55,8 @@ class ChatStore(Table):
         row = conn.execute(
             "SELECT chat_id FROM chat_link_tokens"
             " WHERE hash = ? AND used_at IS NULL AND expires_at > ?",
-            (digest, int(time.time()))).fetchone()
+            (digest, int(time.time())),
+        ).fetchone()
         return row["chat_id"] if row else None
 
     @writes
@@ -59,7 +65,8 @@ class ChatStore(Table):
         row = conn.execute(
             "SELECT chat_id, user_id FROM chat_link_tokens"
             " WHERE hash = ? AND used_at IS NULL AND expires_at > ?",
-            (digest, int(time.time()))).fetchone()
+            (digest, int(time.time())),
+        ).fetchone()
         if row is None:
             raise BadRequest("token: invalid, already used or expired")
         if row["user_id"] is not None and row["user_id"] != user_id:
@@ -71,7 +78,8 @@ class ChatStore(Table):
             " VALUES (?, ?, 1, ?, ?)"
             " ON CONFLICT (chat_id) DO UPDATE SET user_id = excluded.user_id, verified = 1,"
             " created_at = excluded.created_at, verified_at = excluded.verified_at",
-            (row["chat_id"], user_id, now, now))
+            (row["chat_id"], user_id, now, now),
+        )
         return row["chat_id"]
 
     @reads
@@ -90,5 +98,6 @@ class ChatStore(Table):
         """Remove the link of chat_id (only if it is user_id's, when given); True if one went."""
         cur = conn.execute(
             "DELETE FROM chat_links WHERE chat_id = ? AND (? IS NULL OR user_id = ?)",
-            (chat_id, user_id, user_id))
+            (chat_id, user_id, user_id),
+        )
         return cur.rowcount > 0

@@ -21,7 +21,8 @@ _PENDING = (
     " AS readable"
     " FROM chat_notices n JOIN users u ON u.id = n.user_id"
     " JOIN repositories r ON r.id = n.repo_id JOIN users o ON o.id = r.owner_id"
-    " WHERE n.id > ? ORDER BY n.id LIMIT ?")
+    " WHERE n.id > ? ORDER BY n.id LIMIT ?"
+)
 
 
 def _pending(row: Any) -> dict[str, Any]:
@@ -46,7 +47,8 @@ class ChatNoticeStore(Table):
                 f"INSERT OR IGNORE INTO chat_notices (event_id, {', '.join(NOTICE_FIELDS)})"
                 f" SELECT ?, {', '.join('?' * len(NOTICE_FIELDS))} WHERE EXISTS (SELECT 1"
                 " FROM chat_links WHERE user_id = ? AND verified = 1)",
-                (event_id, *(notice[f] for f in NOTICE_FIELDS), notice["user_id"])).rowcount
+                (event_id, *(notice[f] for f in NOTICE_FIELDS), notice["user_id"]),
+            ).rowcount
         return queued
 
     @reads
@@ -64,8 +66,7 @@ class ChatNoticeStore(Table):
     @writes
     def acknowledge(self, conn, through: int) -> int:
         """Delete every notice up to id `through`; 400 for an id never handed out."""
-        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chat_notices'"
-                           ).fetchone()
+        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chat_notices'").fetchone()
         if through > (row[0] if row else 0):
             raise BadRequest("through: no notice has this id yet")
         return conn.execute("DELETE FROM chat_notices WHERE id <= ?", (through,)).rowcount

@@ -14,10 +14,17 @@ from .log import append_events, move_cursor
 
 def _event(row: sqlite3.Row) -> Event:
     payload = json.loads(row["payload"])
-    return Event(type=payload["type"], repository=payload["repository"], actor=payload["actor"],
-                 data=payload["data"], id=str(row["id"]), createdAt=payload["createdAt"],
-                 repo_id=str(row["repo_id"]) if row["repo_id"] is not None else None,
-                 public=bool(row["public"]), inbound=bool(payload.get("inbound")))
+    return Event(
+        type=payload["type"],
+        repository=payload["repository"],
+        actor=payload["actor"],
+        data=payload["data"],
+        id=str(row["id"]),
+        createdAt=payload["createdAt"],
+        repo_id=str(row["repo_id"]) if row["repo_id"] is not None else None,
+        public=bool(row["public"]),
+        inbound=bool(payload.get("inbound")),
+    )
 
 
 class EventStore(Table):
@@ -51,26 +58,34 @@ class EventStore(Table):
     @writes
     def start_cursor(self, conn, name: str, head: int) -> int:
         """A durable consumer's position; one that never read any starts at head, for good."""
-        conn.execute("INSERT OR IGNORE INTO event_cursors (name, event_id) VALUES (?, ?)",
-                     (name, head))
-        return conn.execute("SELECT event_id FROM event_cursors WHERE name = ?",
-                            (name,)).fetchone()[0]
+        conn.execute(
+            "INSERT OR IGNORE INTO event_cursors (name, event_id) VALUES (?, ?)", (name, head)
+        )
+        return conn.execute(
+            "SELECT event_id FROM event_cursors WHERE name = ?", (name,)
+        ).fetchone()[0]
 
     @reads
     def pruned_through(self, conn) -> int:
         """Events up to this id were pruned: a cursor below it has missed some."""
-        return conn.execute("SELECT value FROM event_log_state WHERE name = 'pruned_through'"
-                            ).fetchone()[0]
+        return conn.execute(
+            "SELECT value FROM event_log_state WHERE name = 'pruned_through'"
+        ).fetchone()[0]
 
     @reads
     def after(self, conn, cursor: int, limit: int) -> list[Event]:
         """Every event after cursor, oldest first (for the server's own consumers)."""
-        return [_event(r) for r in conn.execute(
-            "SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?", (cursor, limit))]
+        return [
+            _event(r)
+            for r in conn.execute(
+                "SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?", (cursor, limit)
+            )
+        ]
 
     @reads
-    def visible_after(self, conn, viewer: int, cursor: int, limit: int,
-                      repo_id: int | None = None) -> tuple[list[Event], bool]:
+    def visible_after(
+        self, conn, viewer: int, cursor: int, limit: int, repo_id: int | None = None
+    ) -> tuple[list[Event], bool]:
         """Events the viewer may read, oldest first, after cursor.
 
         A public-period event: while the viewer may read the repository now. A private-
@@ -81,19 +96,23 @@ class EventStore(Table):
             "SELECT e.* FROM events e JOIN repositories r ON r.id = e.repo_id"
             f" WHERE e.id > :cursor AND {where} AND CASE WHEN e.public = 1 THEN {VISIBLE}"
             f" ELSE {READ_THEN} END ORDER BY e.id LIMIT :limit",
-            {"cursor": cursor, "viewer": viewer, "repo": repo_id, "limit": limit + 1}).fetchall()
+            {"cursor": cursor, "viewer": viewer, "repo": repo_id, "limit": limit + 1},
+        ).fetchall()
         return [_event(r) for r in rows[:limit]], len(rows) > limit
 
     @writes
     def prune(self, conn, before_iso: str) -> int:
         """Drop events created before the time; remembers how far pruning went."""
-        row = conn.execute("SELECT MAX(id) FROM events WHERE created_at < ?",
-                           (before_iso,)).fetchone()
+        row = conn.execute(
+            "SELECT MAX(id) FROM events WHERE created_at < ?", (before_iso,)
+        ).fetchone()
         if row[0] is None:
             return 0
         cur = conn.execute("DELETE FROM events WHERE id <= ?", (row[0],))
-        conn.execute("UPDATE event_log_state SET value = MAX(value, ?)"
-                     " WHERE name = 'pruned_through'", (row[0],))
+        conn.execute(
+            "UPDATE event_log_state SET value = MAX(value, ?) WHERE name = 'pruned_through'",
+            (row[0],),
+        )
         return cur.rowcount
 
 

@@ -18,9 +18,11 @@ from .log import move_cursor
 
 MAX_PER_REPO = 20
 # What the deliveries list shows of a delivery (the body is not part of it).
-SUMMARY = ("id, hook_id, event_id, guid, event_type, action, status, attempts, next_attempt_at,"
-           " last_status, last_error, last_duration_ms, response_excerpt, created_at,"
-           " delivered_at")
+SUMMARY = (
+    "id, hook_id, event_id, guid, event_type, action, status, attempts, next_attempt_at,"
+    " last_status, last_error, last_duration_ms, response_excerpt, created_at,"
+    " delivered_at"
+)
 
 
 def cursor_name(hook_id: int) -> str:
@@ -43,7 +45,7 @@ def matches(hook: dict[str, Any], event: Event) -> bool:
         return False
     if event.type == "push" and hook["branches"]:
         ref = event.data.get("ref", "")
-        branch = ref[len("refs/heads/"):] if ref.startswith("refs/heads/") else ref
+        branch = ref[len("refs/heads/") :] if ref.startswith("refs/heads/") else ref
         return fnmatch.fnmatchcase(branch, hook["branches"])
     return True
 
@@ -58,7 +60,9 @@ def _last_deliveries(conn, ids: list[int]) -> dict[int, dict[str, Any]]:
     marks = ",".join("?" * len(ids))
     rows = conn.execute(
         f"SELECT {SUMMARY} FROM hook_deliveries WHERE id IN (SELECT MAX(id) FROM hook_deliveries"
-        f" WHERE hook_id IN ({marks}) AND attempts > 0 GROUP BY hook_id)", ids)
+        f" WHERE hook_id IN ({marks}) AND attempts > 0 GROUP BY hook_id)",
+        ids,
+    )
     return {row["hook_id"]: dict(row) for row in rows}
 
 
@@ -66,30 +70,58 @@ class HookStore(Table):
     """Hooks, the deliveries queued for them, and their cursors in the log."""
 
     @writes
-    def create(self, conn, repo_id: int, *, url: str, format: str, events: list[str],
-               branches: str | None, secret: str | None, active: bool,
-               created_by: int) -> dict[str, Any]:
+    def create(
+        self,
+        conn,
+        repo_id: int,
+        *,
+        url: str,
+        format: str,
+        events: list[str],
+        branches: str | None,
+        secret: str | None,
+        active: bool,
+        created_by: int,
+    ) -> dict[str, Any]:
         """A new hook; it hears of events committed from now on."""
-        count = conn.execute("SELECT COUNT(*) FROM hooks WHERE repo_id = ?",
-                             (repo_id,)).fetchone()[0]
+        count = conn.execute("SELECT COUNT(*) FROM hooks WHERE repo_id = ?", (repo_id,)).fetchone()[
+            0
+        ]
         if count >= MAX_PER_REPO:
             raise Conflict(f"a repository has at most {MAX_PER_REPO} hooks")
         cur = conn.execute(
             "INSERT INTO hooks (repo_id, url, format, events, branches, secret, active,"
             " created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (repo_id, url, format, json.dumps(events), branches, secret or None, int(active),
-             created_by, now_iso()))
+            (
+                repo_id,
+                url,
+                format,
+                json.dumps(events),
+                branches,
+                secret or None,
+                int(active),
+                created_by,
+                now_iso(),
+            ),
+        )
         move_cursor(conn, cursor_name(cur.lastrowid), _head(conn))
-        return {**_hook(conn.execute("SELECT * FROM hooks WHERE id = ?",
-                                     (cur.lastrowid,)).fetchone()), "last_delivery": None}
+        return {
+            **_hook(conn.execute("SELECT * FROM hooks WHERE id = ?", (cur.lastrowid,)).fetchone()),
+            "last_delivery": None,
+        }
 
     @reads
-    def of_repo(self, conn, repo_id: int, limit: int, offset: int
-                ) -> tuple[list[dict[str, Any]], bool]:
+    def of_repo(
+        self, conn, repo_id: int, limit: int, offset: int
+    ) -> tuple[list[dict[str, Any]], bool]:
         """A repository's hooks, oldest first, each with its last attempted delivery."""
-        rows = [_hook(r) for r in conn.execute(
-            "SELECT * FROM hooks WHERE repo_id = ? ORDER BY id LIMIT ? OFFSET ?",
-            (repo_id, limit + 1, offset))]
+        rows = [
+            _hook(r)
+            for r in conn.execute(
+                "SELECT * FROM hooks WHERE repo_id = ? ORDER BY id LIMIT ? OFFSET ?",
+                (repo_id, limit + 1, offset),
+            )
+        ]
         more = len(rows) > limit
         rows = rows[:limit]
         last = _last_deliveries(conn, [h["id"] for h in rows])
@@ -100,9 +132,12 @@ class HookStore(Table):
     @reads
     def get(self, conn, repo_id: int | None, hook_id: int) -> dict[str, Any] | None:
         """One hook (of that repository, unless repo_id is None)."""
-        hook = _hook(conn.execute(
-            "SELECT * FROM hooks WHERE id = ? AND (? IS NULL OR repo_id = ?)",
-            (hook_id, repo_id, repo_id)).fetchone())
+        hook = _hook(
+            conn.execute(
+                "SELECT * FROM hooks WHERE id = ? AND (? IS NULL OR repo_id = ?)",
+                (hook_id, repo_id, repo_id),
+            ).fetchone()
+        )
         if hook is not None:
             hook["last_delivery"] = _last_deliveries(conn, [hook_id]).get(hook_id)
         return hook
@@ -110,8 +145,10 @@ class HookStore(Table):
     @reads
     def active_ids(self, conn) -> list[tuple[int, int]]:
         """(hook id, repository id) of every active hook: their workers start with the server."""
-        return [(row[0], row[1]) for row in conn.execute(
-            "SELECT id, repo_id FROM hooks WHERE active = 1")]
+        return [
+            (row[0], row[1])
+            for row in conn.execute("SELECT id, repo_id FROM hooks WHERE active = 1")
+        ]
 
     @writes
     def update(self, conn, hook_id: int, changes: dict[str, Any]) -> dict[str, Any] | None:
@@ -119,8 +156,11 @@ class HookStore(Table):
         before = conn.execute("SELECT active FROM hooks WHERE id = ?", (hook_id,)).fetchone()
         if before is None:
             return None
-        columns = {k: v for k, v in changes.items()
-                   if k in ("url", "format", "branches", "secret", "active")}
+        columns = {
+            k: v
+            for k, v in changes.items()
+            if k in ("url", "format", "branches", "secret", "active")
+        }
         if "events" in changes:
             columns["events"] = json.dumps(changes["events"])
         if "active" in columns:
@@ -143,8 +183,9 @@ class HookStore(Table):
         conn.execute("DELETE FROM event_cursors WHERE name = ?", (cursor_name(hook_id),))
 
     @writes
-    def collect(self, conn, hook_id: int, render: Callable[[dict[str, Any], Event], str],
-                limit: int) -> int:
+    def collect(
+        self, conn, hook_id: int, render: Callable[[dict[str, Any], Event], str], limit: int
+    ) -> int:
         """Queue the hook's matching events after its cursor and move it; how many were read.
 
         The rows and the cursor commit together, so a restart neither loses nor repeats one.
@@ -152,11 +193,14 @@ class HookStore(Table):
         hook = _hook(conn.execute("SELECT * FROM hooks WHERE id = ?", (hook_id,)).fetchone())
         if hook is None or not hook["active"]:
             return 0
-        row = conn.execute("SELECT event_id FROM event_cursors WHERE name = ?",
-                           (cursor_name(hook_id),)).fetchone()
+        row = conn.execute(
+            "SELECT event_id FROM event_cursors WHERE name = ?", (cursor_name(hook_id),)
+        ).fetchone()
         cursor = row[0] if row else 0
-        rows = conn.execute("SELECT * FROM events WHERE repo_id = ? AND id > ? ORDER BY id"
-                            " LIMIT ?", (hook["repo_id"], cursor, limit)).fetchall()
+        rows = conn.execute(
+            "SELECT * FROM events WHERE repo_id = ? AND id > ? ORDER BY id LIMIT ?",
+            (hook["repo_id"], cursor, limit),
+        ).fetchall()
         now, created = time.time(), now_iso()
         for event in rows_to_events(rows):
             if matches(hook, event):
@@ -164,23 +208,39 @@ class HookStore(Table):
                     "INSERT OR IGNORE INTO hook_deliveries (hook_id, event_id, guid, event_type,"
                     " action, payload, next_attempt_at, created_at)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (hook_id, int(event.id), str(uuid.uuid4()), event.type,
-                     event.data.get("action"), render(hook, event), now, created))
+                    (
+                        hook_id,
+                        int(event.id),
+                        str(uuid.uuid4()),
+                        event.type,
+                        event.data.get("action"),
+                        render(hook, event),
+                        now,
+                        created,
+                    ),
+                )
         # Fewer than asked: every event of this repository up to the head has been seen.
-        move_cursor(conn, cursor_name(hook_id),
-                    rows[-1]["id"] if len(rows) == limit else _head(conn))
+        move_cursor(
+            conn, cursor_name(hook_id), rows[-1]["id"] if len(rows) == limit else _head(conn)
+        )
         return len(rows)
 
     @reads
     def due(self, conn, hook_id: int, limit: int) -> list[dict[str, Any]]:
         """The hook's pending deliveries in log order (they go out in this order)."""
-        return [dict(r) for r in conn.execute(
-            "SELECT * FROM hook_deliveries WHERE hook_id = ? AND status = 'pending'"
-            " ORDER BY id LIMIT ?", (hook_id, limit))]
+        return [
+            dict(r)
+            for r in conn.execute(
+                "SELECT * FROM hook_deliveries WHERE hook_id = ? AND status = 'pending'"
+                " ORDER BY id LIMIT ?",
+                (hook_id, limit),
+            )
+        ]
 
     @writes
-    def record(self, conn, hook_id: int, results: list[dict[str, Any]],
-               disable_after: float | None) -> str | None:
+    def record(
+        self, conn, hook_id: int, results: list[dict[str, Any]], disable_after: float | None
+    ) -> str | None:
         """Store attempts' outcomes; returns the reason when the hook was just disabled.
 
         Without disable_after (a ping), the hook's health is left as it was.
@@ -193,8 +253,18 @@ class HookStore(Table):
                 " next_attempt_at = COALESCE(?, next_attempt_at),"
                 " delivered_at = CASE WHEN ? = 'delivered' THEN ? ELSE delivered_at END"
                 " WHERE id = ?",
-                (r["outcome"], r["status"], r["error"], r["duration_ms"], r["excerpt"],
-                 r.get("retry_at"), r["outcome"], now_iso(), r["id"]))
+                (
+                    r["outcome"],
+                    r["status"],
+                    r["error"],
+                    r["duration_ms"],
+                    r["excerpt"],
+                    r.get("retry_at"),
+                    r["outcome"],
+                    now_iso(),
+                    r["id"],
+                ),
+            )
         if not results or disable_after is None:
             return None
         last = results[-1]
@@ -205,17 +275,21 @@ class HookStore(Table):
         if any(r["outcome"] == "delivered" for r in results):
             conn.execute("UPDATE hooks SET failing_since = ? WHERE id = ?", (now, hook_id))
         else:
-            conn.execute("UPDATE hooks SET failing_since = COALESCE(failing_since, ?)"
-                         " WHERE id = ?", (now, hook_id))
-        since = conn.execute("SELECT failing_since FROM hooks WHERE id = ?",
-                             (hook_id,)).fetchone()
+            conn.execute(
+                "UPDATE hooks SET failing_since = COALESCE(failing_since, ?) WHERE id = ?",
+                (now, hook_id),
+            )
+        since = conn.execute("SELECT failing_since FROM hooks WHERE id = ?", (hook_id,)).fetchone()
         if since is None or now - since[0] < disable_after:
             return None
         hours = (now - since[0]) / 3600
-        reason = (f"disabled after {hours:.3g} hours of failed deliveries; last: "
-                  f"{last['error'] or 'HTTP ' + str(last['status'])}")[:500]
-        conn.execute("UPDATE hooks SET active = 0, disabled_reason = ? WHERE id = ?",
-                     (reason, hook_id))
+        reason = (
+            f"disabled after {hours:.3g} hours of failed deliveries; last: "
+            f"{last['error'] or 'HTTP ' + str(last['status'])}"
+        )[:500]
+        conn.execute(
+            "UPDATE hooks SET active = 0, disabled_reason = ? WHERE id = ?", (reason, hook_id)
+        )
         return reason
 
     @writes
@@ -224,29 +298,42 @@ class HookStore(Table):
         cur = conn.execute(
             "INSERT INTO hook_deliveries (hook_id, guid, event_type, payload, next_attempt_at,"
             " created_at) VALUES (?, ?, 'ping', ?, ?, ?)",
-            (hook_id, str(uuid.uuid4()), payload, time.time(), now_iso()))
-        return dict(conn.execute("SELECT * FROM hook_deliveries WHERE id = ?",
-                                 (cur.lastrowid,)).fetchone())
+            (hook_id, str(uuid.uuid4()), payload, time.time(), now_iso()),
+        )
+        return dict(
+            conn.execute("SELECT * FROM hook_deliveries WHERE id = ?", (cur.lastrowid,)).fetchone()
+        )
 
     @reads
-    def deliveries(self, conn, hook_id: int, limit: int, offset: int
-                   ) -> tuple[list[dict[str, Any]], bool]:
+    def deliveries(
+        self, conn, hook_id: int, limit: int, offset: int
+    ) -> tuple[list[dict[str, Any]], bool]:
         """A hook's deliveries, newest first."""
-        rows = [dict(r) for r in conn.execute(
-            f"SELECT {SUMMARY} FROM hook_deliveries WHERE hook_id = ? ORDER BY id DESC"
-            " LIMIT ? OFFSET ?", (hook_id, limit + 1, offset))]
+        rows = [
+            dict(r)
+            for r in conn.execute(
+                f"SELECT {SUMMARY} FROM hook_deliveries WHERE hook_id = ? ORDER BY id DESC"
+                " LIMIT ? OFFSET ?",
+                (hook_id, limit + 1, offset),
+            )
+        ]
         return rows[:limit], len(rows) > limit
 
     @reads
     def delivery(self, conn, hook_id: int, delivery_id: int) -> dict[str, Any] | None:
         """One delivery of the hook."""
-        row = conn.execute(f"SELECT {SUMMARY} FROM hook_deliveries WHERE hook_id = ? AND id = ?",
-                           (hook_id, delivery_id)).fetchone()
+        row = conn.execute(
+            f"SELECT {SUMMARY} FROM hook_deliveries WHERE hook_id = ? AND id = ?",
+            (hook_id, delivery_id),
+        ).fetchone()
         return dict(row) if row else None
 
     @writes
     def redeliver(self, conn, hook_id: int, delivery_id: int) -> dict[str, Any] | None:
         """Queue a delivery again, now, with the same delivery id."""
-        conn.execute("UPDATE hook_deliveries SET status = 'pending', next_attempt_at = ?"
-                     " WHERE hook_id = ? AND id = ?", (time.time(), hook_id, delivery_id))
+        conn.execute(
+            "UPDATE hook_deliveries SET status = 'pending', next_attempt_at = ?"
+            " WHERE hook_id = ? AND id = ?",
+            (time.time(), hook_id, delivery_id),
+        )
         return self.delivery.sync(self, conn, hook_id, delivery_id)

@@ -64,55 +64,94 @@ def _with_assignees(conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[d
         by_id = {issue["id"]: issue for issue in issues}
         marks = ",".join("?" * len(by_id))
         for a in conn.execute(
-                "SELECT a.issue_id, u.id, u.username, u.name, u.avatar_hash"
-                " FROM issue_assignees a JOIN users u ON u.id = a.user_id"
-                f" WHERE a.issue_id IN ({marks}) ORDER BY a.issue_id, a.position", list(by_id)):
+            "SELECT a.issue_id, u.id, u.username, u.name, u.avatar_hash"
+            " FROM issue_assignees a JOIN users u ON u.id = a.user_id"
+            f" WHERE a.issue_id IN ({marks}) ORDER BY a.issue_id, a.position",
+            list(by_id),
+        ):
             by_id[a["issue_id"]]["assignees"].append(
-                {"id": a["id"], "username": a["username"], "name": a["name"],
-                 "avatar_hash": a["avatar_hash"]})
+                {
+                    "id": a["id"],
+                    "username": a["username"],
+                    "name": a["name"],
+                    "avatar_hash": a["avatar_hash"],
+                }
+            )
     return issues
 
 
 def _set_assignees(conn: sqlite3.Connection, issue_id: int, user_ids: list[int]) -> None:
     conn.execute("DELETE FROM issue_assignees WHERE issue_id = ?", (issue_id,))
-    conn.executemany("INSERT INTO issue_assignees (issue_id, user_id, position) VALUES (?, ?, ?)",
-                     [(issue_id, uid, pos) for pos, uid in enumerate(dict.fromkeys(user_ids))])
+    conn.executemany(
+        "INSERT INTO issue_assignees (issue_id, user_id, position) VALUES (?, ?, ?)",
+        [(issue_id, uid, pos) for pos, uid in enumerate(dict.fromkeys(user_ids))],
+    )
 
 
 class IssueStore(Table):
     """Issues and pull requests share one table and one number sequence per repository."""
 
     @writes
-    def create(self, conn, *, repo_id: int, author_id: int, title: str, body: str,
-               labels: list[str], assignee_ids: list[int], pull: dict[str, Any] | None = None
-               ) -> dict[str, Any]:
+    def create(
+        self,
+        conn,
+        *,
+        repo_id: int,
+        author_id: int,
+        title: str,
+        body: str,
+        labels: list[str],
+        assignee_ids: list[int],
+        pull: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Insert an issue (or, with pull, a pull request) under the next number."""
         if pull is not None:
             clash = conn.execute(
                 "SELECT i.number FROM pulls p JOIN issues i ON i.id = p.issue_id"
                 " WHERE i.repo_id = ? AND i.state = 'open' AND p.head_repo_id = ?"
                 " AND p.head = ? AND p.base = ?",
-                (repo_id, pull["head_repo_id"], pull["head"], pull["base"])).fetchone()
+                (repo_id, pull["head_repo_id"], pull["head"], pull["base"]),
+            ).fetchone()
             if clash is not None:
                 raise Conflict(f"pull request #{clash[0]} is already open for this head and base")
         # The counter row is bumped in this same transaction, so numbers never collide.
         number = conn.execute(
             "UPDATE repositories SET next_number = next_number + 1 WHERE id = ?"
-            " RETURNING next_number - 1", (repo_id,)).fetchone()[0]
+            " RETURNING next_number - 1",
+            (repo_id,),
+        ).fetchone()[0]
         now = now_iso()
         cur = conn.execute(
             "INSERT INTO issues (repo_id, number, is_pull, title, body, author_id, labels,"
             " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (repo_id, number, int(pull is not None), title, body, author_id, json.dumps(labels),
-             now, now))
+            (
+                repo_id,
+                number,
+                int(pull is not None),
+                title,
+                body,
+                author_id,
+                json.dumps(labels),
+                now,
+                now,
+            ),
+        )
         issue_id = cur.lastrowid
         _set_assignees(conn, issue_id, assignee_ids)
         if pull is not None:
             conn.execute(
                 "INSERT INTO pulls (issue_id, head_repo_id, head, base, head_oid, base_oid,"
                 " mergeable) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (issue_id, pull["head_repo_id"], pull["head"], pull["base"], pull.get("head_oid"),
-                 pull.get("base_oid"), pull.get("mergeable")))
+                (
+                    issue_id,
+                    pull["head_repo_id"],
+                    pull["head"],
+                    pull["base"],
+                    pull.get("head_oid"),
+                    pull.get("base_oid"),
+                    pull.get("mergeable"),
+                ),
+            )
         return self._one(conn, issue_id)
 
     def _one(self, conn, issue_id: int) -> dict[str, Any]:
@@ -122,14 +161,24 @@ class IssueStore(Table):
     @reads
     def get(self, conn, repo_id: int, number: int, is_pull: bool) -> dict[str, Any] | None:
         """One issue or pull request by number."""
-        rows = conn.execute(ISSUE_SELECT + " WHERE i.repo_id = ? AND i.number = ? AND i.is_pull = ?",
-                            (repo_id, number, int(is_pull))).fetchall()
+        rows = conn.execute(
+            ISSUE_SELECT + " WHERE i.repo_id = ? AND i.number = ? AND i.is_pull = ?",
+            (repo_id, number, int(is_pull)),
+        ).fetchall()
         found = _with_assignees(conn, rows)
         return found[0] if found else None
 
     @reads
-    def page(self, conn, repo_id: int, is_pull: bool, state: str, limit: int, offset: int,
-             filters: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], bool]:
+    def page(
+        self,
+        conn,
+        repo_id: int,
+        is_pull: bool,
+        state: str,
+        limit: int,
+        offset: int,
+        filters: dict[str, Any] | None = None,
+    ) -> tuple[list[dict[str, Any]], bool]:
         """A page of issues or pull requests in a state, filtered and sorted as GitHub's lists are.
 
         filters: labels (all must be on the item), assignee (a username, "none" or "*"),
@@ -137,7 +186,11 @@ class IssueStore(Table):
         direction (asc, desc). The default order is the issues_list index's.
         """
         filters = filters or {}
-        where = ["i.repo_id = ?", "i.is_pull = ?", (PULL_STATES if is_pull else ISSUE_STATES)[state]]
+        where = [
+            "i.repo_id = ?",
+            "i.is_pull = ?",
+            (PULL_STATES if is_pull else ISSUE_STATES)[state],
+        ]
         params: list[Any] = [repo_id, int(is_pull)]
         for label in filters.get("labels", ()):
             where.append("EXISTS (SELECT 1 FROM json_each(i.labels) l WHERE lower(l.value) = ?)")
@@ -148,8 +201,10 @@ class IssueStore(Table):
         elif assignee == "*":
             where.append("EXISTS (SELECT 1 FROM issue_assignees a WHERE a.issue_id = i.id)")
         elif assignee is not None:
-            where.append("EXISTS (SELECT 1 FROM issue_assignees a JOIN users au2"
-                         " ON au2.id = a.user_id WHERE a.issue_id = i.id AND au2.username_key = ?)")
+            where.append(
+                "EXISTS (SELECT 1 FROM issue_assignees a JOIN users au2"
+                " ON au2.id = a.user_id WHERE a.issue_id = i.id AND au2.username_key = ?)"
+            )
             params.append(assignee.lower())
         if filters.get("author") is not None:
             where.append("i.author_id = (SELECT id FROM users WHERE username_key = ?)")
@@ -159,16 +214,19 @@ class IssueStore(Table):
             params.append(filters["since"])
         direction = "ASC" if filters.get("direction") == "asc" else "DESC"
         key = {"updated": "i.updated_at", "comments": "i.comment_count"}.get(
-            filters.get("sort", "created"))
+            filters.get("sort", "created")
+        )
         order = f"{key} {direction}, i.number {direction}" if key else f"i.number {direction}"
         rows = conn.execute(
             ISSUE_SELECT + " WHERE " + " AND ".join(where) + f" ORDER BY {order} LIMIT ? OFFSET ?",
-            (*params, limit + 1, offset)).fetchall()
+            (*params, limit + 1, offset),
+        ).fetchall()
         return _with_assignees(conn, rows[:limit]), len(rows) > limit
 
     @writes
-    def update(self, conn, issue_id: int, fields: dict[str, Any],
-               assignee_ids: list[int] | None = None) -> dict[str, Any]:
+    def update(
+        self, conn, issue_id: int, fields: dict[str, Any], assignee_ids: list[int] | None = None
+    ) -> dict[str, Any]:
         """Change title, body, state, labels, assignees or a pull request's base."""
         now = now_iso()
         columns: dict[str, Any] = {}
@@ -190,8 +248,10 @@ class IssueStore(Table):
         if assignee_ids is not None:
             _set_assignees(conn, issue_id, assignee_ids)
         if "base" in fields:
-            conn.execute("UPDATE pulls SET base = ?, base_oid = NULL, mergeable = NULL"
-                         " WHERE issue_id = ?", (fields["base"], issue_id))
+            conn.execute(
+                "UPDATE pulls SET base = ?, base_oid = NULL, mergeable = NULL WHERE issue_id = ?",
+                (fields["base"], issue_id),
+            )
         return self._one(conn, issue_id)
 
     @writes
@@ -202,42 +262,53 @@ class IssueStore(Table):
     # Comments
 
     @writes
-    def add_comment(self, conn, issue_id: int, author_id: int, body: str
-                    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    def add_comment(
+        self, conn, issue_id: int, author_id: int, body: str
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Add a comment; returns it and the issue with its new count."""
         now = now_iso()
-        cur = conn.execute("INSERT INTO comments (issue_id, author_id, body, created_at,"
-                           " updated_at) VALUES (?, ?, ?, ?, ?)",
-                           (issue_id, author_id, body, now, now))
-        conn.execute("UPDATE issues SET comment_count = comment_count + 1, updated_at = ?"
-                     " WHERE id = ?", (now, issue_id))
+        cur = conn.execute(
+            "INSERT INTO comments (issue_id, author_id, body, created_at,"
+            " updated_at) VALUES (?, ?, ?, ?, ?)",
+            (issue_id, author_id, body, now, now),
+        )
+        conn.execute(
+            "UPDATE issues SET comment_count = comment_count + 1, updated_at = ? WHERE id = ?",
+            (now, issue_id),
+        )
         comment = conn.execute(COMMENT_SELECT + " WHERE c.id = ?", (cur.lastrowid,)).fetchone()
         return dict(comment), self._one(conn, issue_id)
 
     @reads
-    def comments(self, conn, issue_id: int, limit: int, offset: int
-                 ) -> tuple[list[dict[str, Any]], bool]:
+    def comments(
+        self, conn, issue_id: int, limit: int, offset: int
+    ) -> tuple[list[dict[str, Any]], bool]:
         """Comments in the order they were written."""
         rows = conn.execute(
             COMMENT_SELECT + " WHERE c.issue_id = ? ORDER BY c.id LIMIT ? OFFSET ?",
-            (issue_id, limit + 1, offset)).fetchall()
+            (issue_id, limit + 1, offset),
+        ).fetchall()
         return [dict(r) for r in rows[:limit]], len(rows) > limit
 
     @reads
     def comment(self, conn, issue_id: int, comment_id: int) -> dict[str, Any] | None:
         """One comment of an issue or pull request."""
-        row = conn.execute(COMMENT_SELECT + " WHERE c.id = ? AND c.issue_id = ?",
-                           (comment_id, issue_id)).fetchone()
+        row = conn.execute(
+            COMMENT_SELECT + " WHERE c.id = ? AND c.issue_id = ?", (comment_id, issue_id)
+        ).fetchone()
         return dict(row) if row is not None else None
 
     @writes
-    def edit_comment(self, conn, comment_id: int, body: str
-                     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    def edit_comment(
+        self, conn, comment_id: int, body: str
+    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """Change a comment's body and mark it edited; returns it and its issue (None if gone)."""
         now = now_iso()
         row = conn.execute(
             "UPDATE comments SET body = ?, updated_at = ?, edited = 1 WHERE id = ?"
-            " RETURNING issue_id", (body, now, comment_id)).fetchone()
+            " RETURNING issue_id",
+            (body, now, comment_id),
+        ).fetchone()
         if row is None:
             return None
         issue_id = row[0]
@@ -248,12 +319,15 @@ class IssueStore(Table):
     @writes
     def delete_comment(self, conn, comment_id: int) -> dict[str, Any] | None:
         """Delete a comment; returns its issue with the new count (None if it was gone)."""
-        row = conn.execute("DELETE FROM comments WHERE id = ? RETURNING issue_id",
-                           (comment_id,)).fetchone()
+        row = conn.execute(
+            "DELETE FROM comments WHERE id = ? RETURNING issue_id", (comment_id,)
+        ).fetchone()
         if row is None:
             return None
-        conn.execute("UPDATE issues SET comment_count = comment_count - 1, updated_at = ?"
-                     " WHERE id = ?", (now_iso(), row[0]))
+        conn.execute(
+            "UPDATE issues SET comment_count = comment_count - 1, updated_at = ? WHERE id = ?",
+            (now_iso(), row[0]),
+        )
         return self._one(conn, row[0])
 
     # Pull request merge state
@@ -269,23 +343,33 @@ class IssueStore(Table):
             "   WHERE j.repo_id = ? AND j.is_pull = 1 AND j.state = 'open' AND b.base = ?"
             "  UNION SELECT issue_id FROM pulls WHERE head_repo_id = ? AND head = ?)"
             " AND i.is_pull = 1 AND i.state = 'open' ORDER BY i.id",
-            (repo_id, branch, repo_id, branch)).fetchall()
+            (repo_id, branch, repo_id, branch),
+        ).fetchall()
         return [dict(r) for r in rows]
 
     @writes
-    def set_mergeable(self, conn, issue_id: int, head_oid: str | None, base_oid: str | None,
-                      mergeable: bool | None) -> None:
+    def set_mergeable(
+        self,
+        conn,
+        issue_id: int,
+        head_oid: str | None,
+        base_oid: str | None,
+        mergeable: bool | None,
+    ) -> None:
         """Record the result of a merge check for the heads it was computed on."""
-        conn.execute("UPDATE pulls SET head_oid = ?, base_oid = ?, mergeable = ?"
-                     " WHERE issue_id = ?",
-                     (head_oid, base_oid, None if mergeable is None else int(mergeable), issue_id))
+        conn.execute(
+            "UPDATE pulls SET head_oid = ?, base_oid = ?, mergeable = ? WHERE issue_id = ?",
+            (head_oid, base_oid, None if mergeable is None else int(mergeable), issue_id),
+        )
 
     @staticmethod
     def _merging(conn, issue_id: int) -> bool:
-        row = conn.execute("SELECT merging_since FROM pulls WHERE issue_id = ?",
-                           (issue_id,)).fetchone()
-        return bool(row and row["merging_since"]
-                    and row["merging_since"] > time.time() - MERGE_CLAIM_STALE)
+        row = conn.execute(
+            "SELECT merging_since FROM pulls WHERE issue_id = ?", (issue_id,)
+        ).fetchone()
+        return bool(
+            row and row["merging_since"] and row["merging_since"] > time.time() - MERGE_CLAIM_STALE
+        )
 
     @writes
     def claim_merge(self, conn, issue_id: int) -> bool:
@@ -294,7 +378,8 @@ class IssueStore(Table):
             "UPDATE pulls SET merging_since = ? WHERE issue_id = ? AND merged = 0"
             " AND (merging_since IS NULL OR merging_since <= ?)"
             " AND EXISTS (SELECT 1 FROM issues WHERE id = ? AND state = 'open')",
-            (int(time.time()), issue_id, int(time.time()) - MERGE_CLAIM_STALE, issue_id))
+            (int(time.time()), issue_id, int(time.time()) - MERGE_CLAIM_STALE, issue_id),
+        )
         return cur.rowcount == 1
 
     @writes
@@ -303,14 +388,19 @@ class IssueStore(Table):
         conn.execute("UPDATE pulls SET merging_since = NULL WHERE issue_id = ?", (issue_id,))
 
     @writes
-    def mark_merged(self, conn, issue_id: int, user_id: int, merge_commit: str,
-                    head_oid: str, base_oid: str) -> dict[str, Any]:
+    def mark_merged(
+        self, conn, issue_id: int, user_id: int, merge_commit: str, head_oid: str, base_oid: str
+    ) -> dict[str, Any]:
         """Close a pull request as merged."""
         now = now_iso()
-        conn.execute("UPDATE issues SET state = 'closed', closed_at = ?, updated_at = ?"
-                     " WHERE id = ?", (now, now, issue_id))
-        conn.execute("UPDATE pulls SET merged = 1, merged_at = ?, merged_by = ?, merge_commit = ?,"
-                     " head_oid = ?, base_oid = ?, mergeable = NULL, merging_since = NULL"
-                     " WHERE issue_id = ?",
-                     (now, user_id, merge_commit, head_oid, base_oid, issue_id))
+        conn.execute(
+            "UPDATE issues SET state = 'closed', closed_at = ?, updated_at = ? WHERE id = ?",
+            (now, now, issue_id),
+        )
+        conn.execute(
+            "UPDATE pulls SET merged = 1, merged_at = ?, merged_by = ?, merge_commit = ?,"
+            " head_oid = ?, base_oid = ?, mergeable = NULL, merging_since = NULL"
+            " WHERE issue_id = ?",
+            (now, user_id, merge_commit, head_oid, base_oid, issue_id),
+        )
         return self._one(conn, issue_id)

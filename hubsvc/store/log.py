@@ -18,21 +18,34 @@ def append_events(conn: sqlite3.Connection, events: list[Event]) -> list[Event]:
         payload.pop("public")  # the column says it
         repo_id = int(event.repo_id) if event.repo_id else None
         # Read in the change's own transaction: what the repository is as it happens.
-        row = repo_id and conn.execute("SELECT visibility FROM repositories WHERE id = ?",
-                                       (repo_id,)).fetchone()
+        row = (
+            repo_id
+            and conn.execute(
+                "SELECT visibility FROM repositories WHERE id = ?", (repo_id,)
+            ).fetchone()
+        )
         public = not row or row[0] == "public"
         cur = conn.execute(
             "INSERT INTO events (type, action, repo_id, actor_id, payload, created_at, public)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (event.type, event.data.get("action"), repo_id,
-             (event.actor or {}).get("id") and int(event.actor["id"]),
-             json.dumps(payload, separators=(",", ":")), event.createdAt, int(public)))
+            (
+                event.type,
+                event.data.get("action"),
+                repo_id,
+                (event.actor or {}).get("id") and int(event.actor["id"]),
+                json.dumps(payload, separators=(",", ":")),
+                event.createdAt,
+                int(public),
+            ),
+        )
         out.append(dataclasses.replace(event, id=str(cur.lastrowid), public=public))
     return out
 
 
 def move_cursor(conn: sqlite3.Connection, name: str, event_id: int) -> None:
     """Set a durable consumer's position inside the caller's transaction."""
-    conn.execute("INSERT INTO event_cursors (name, event_id) VALUES (?, ?)"
-                 " ON CONFLICT (name) DO UPDATE SET event_id = MAX(event_id, excluded.event_id)",
-                 (name, event_id))
+    conn.execute(
+        "INSERT INTO event_cursors (name, event_id) VALUES (?, ?)"
+        " ON CONFLICT (name) DO UPDATE SET event_id = MAX(event_id, excluded.event_id)",
+        (name, event_id),
+    )

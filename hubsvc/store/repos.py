@@ -38,6 +38,7 @@ SELECT r.id, r.owner_id, r.name, r.description, r.visibility, r.default_branch,
   LEFT JOIN users pu ON pu.id = p.owner_id
 """
 
+
 # The one definition of "the viewer may read r", used by every list and search.
 def _repo(row: Any) -> dict[str, Any] | None:
     repo = row_dict(row)
@@ -106,9 +107,18 @@ class RepoStore(Table):
         return found
 
     @writes
-    def create(self, conn, *, owner_id: int, name: str, description: str, visibility: str,
-               default_branch: str, parent_id: int | None = None,
-               private_lineage: bool = False) -> dict[str, Any]:
+    def create(
+        self,
+        conn,
+        *,
+        owner_id: int,
+        name: str,
+        description: str,
+        visibility: str,
+        default_branch: str,
+        parent_id: int | None = None,
+        private_lineage: bool = False,
+    ) -> dict[str, Any]:
         """Insert a repository; 409 when the owner has one of that name."""
         self._check_free(conn, owner_id, name)
         now = now_iso()
@@ -116,27 +126,46 @@ class RepoStore(Table):
             "INSERT INTO repositories (owner_id, name, name_key, description, visibility,"
             " default_branch, parent_id, private_lineage, created_at, updated_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (owner_id, name, name.lower(), description, visibility, default_branch, parent_id,
-             int(private_lineage), now, now))
+            (
+                owner_id,
+                name,
+                name.lower(),
+                description,
+                visibility,
+                default_branch,
+                parent_id,
+                int(private_lineage),
+                now,
+                now,
+            ),
+        )
         # A new repository takes the name for good: an older rename's redirect ends here.
-        conn.execute("DELETE FROM repo_redirects WHERE owner_id = ? AND name_key = ?",
-                     (owner_id, name.lower()))
+        conn.execute(
+            "DELETE FROM repo_redirects WHERE owner_id = ? AND name_key = ?",
+            (owner_id, name.lower()),
+        )
         if parent_id is not None:
-            conn.execute("UPDATE repositories SET fork_count = fork_count + 1 WHERE id = ?",
-                         (parent_id,))
+            conn.execute(
+                "UPDATE repositories SET fork_count = fork_count + 1 WHERE id = ?", (parent_id,)
+            )
         return self.by_id.sync(self, conn, cur.lastrowid, owner_id)
 
     def _check_free(self, conn, owner_id: int, name: str, exclude: int | None = None) -> None:
-        row = conn.execute("SELECT id FROM repositories WHERE owner_id = ? AND name_key = ?",
-                           (owner_id, name.lower())).fetchone()
+        row = conn.execute(
+            "SELECT id FROM repositories WHERE owner_id = ? AND name_key = ?",
+            (owner_id, name.lower()),
+        ).fetchone()
         if row is not None and row["id"] != exclude:
             raise Conflict("a repository with this name already exists")
 
     @reads
     def by_id(self, conn, repo_id: int, viewer: int = 0) -> dict[str, Any] | None:
         """One repository by id, as seen by viewer."""
-        return _repo(conn.execute(REPO_SELECT + " WHERE r.id = :id",
-                                  {"id": repo_id, "viewer": viewer}).fetchone())
+        return _repo(
+            conn.execute(
+                REPO_SELECT + " WHERE r.id = :id", {"id": repo_id, "viewer": viewer}
+            ).fetchone()
+        )
 
     async def by_name(self, owner: str, name: str, viewer: int = 0) -> dict[str, Any] | None:
         """One repository by owner username and name (ignoring case), as seen by viewer."""
@@ -145,36 +174,46 @@ class RepoStore(Table):
     @cached_until_write()
     @reads
     def _by_name(self, conn, owner: str, name: str, viewer: int) -> dict[str, Any] | None:
-        return _repo(conn.execute(
-            REPO_SELECT + " WHERE u.username_key = :owner AND r.name_key = :name",
-            {"owner": owner, "name": name, "viewer": viewer}).fetchone())
+        return _repo(
+            conn.execute(
+                REPO_SELECT + " WHERE u.username_key = :owner AND r.name_key = :name",
+                {"owner": owner, "name": name, "viewer": viewer},
+            ).fetchone()
+        )
 
     @reads
     def by_old_name(self, conn, owner: str, name: str, viewer: int = 0) -> dict[str, Any] | None:
         """The repository that once had this owner and name (renamed since), as seen by viewer."""
-        return _repo(conn.execute(
-            REPO_SELECT + " JOIN repo_redirects rd ON rd.repo_id = r.id AND rd.owner_id = u.id"
-            " WHERE u.username_key = :owner AND rd.name_key = :name",
-            {"owner": owner.lower(), "name": name.lower(), "viewer": viewer}).fetchone())
+        return _repo(
+            conn.execute(
+                REPO_SELECT + " JOIN repo_redirects rd ON rd.repo_id = r.id AND rd.owner_id = u.id"
+                " WHERE u.username_key = :owner AND rd.name_key = :name",
+                {"owner": owner.lower(), "name": name.lower(), "viewer": viewer},
+            ).fetchone()
+        )
 
     @reads
-    def of_owner(self, conn, owner_id: int, viewer: int, limit: int, offset: int
-                 ) -> tuple[list[dict[str, Any]], bool]:
+    def of_owner(
+        self, conn, owner_id: int, viewer: int, limit: int, offset: int
+    ) -> tuple[list[dict[str, Any]], bool]:
         """An owner's repositories the viewer may read, newest first."""
         rows = conn.execute(
             REPO_SELECT + f" WHERE r.owner_id = :owner AND {VISIBLE}"
             " ORDER BY r.id DESC LIMIT :limit OFFSET :offset",
-            {"owner": owner_id, "viewer": viewer, "limit": limit + 1, "offset": offset})
+            {"owner": owner_id, "viewer": viewer, "limit": limit + 1, "offset": offset},
+        )
         return _page([_repo(r) for r in rows], limit)
 
     @reads
-    def forks(self, conn, repo_id: int, viewer: int, limit: int, offset: int
-              ) -> tuple[list[dict[str, Any]], bool]:
+    def forks(
+        self, conn, repo_id: int, viewer: int, limit: int, offset: int
+    ) -> tuple[list[dict[str, Any]], bool]:
         """Forks of a repository that the viewer may read, newest first."""
         rows = conn.execute(
             REPO_SELECT + f" WHERE r.parent_id = :repo AND {VISIBLE}"
             " ORDER BY r.id DESC LIMIT :limit OFFSET :offset",
-            {"repo": repo_id, "viewer": viewer, "limit": limit + 1, "offset": offset})
+            {"repo": repo_id, "viewer": viewer, "limit": limit + 1, "offset": offset},
+        )
         return _page([_repo(r) for r in rows], limit)
 
     @reads
@@ -186,16 +225,18 @@ class RepoStore(Table):
         marks = ", ".join("?" for _ in ids)
         rows = conn.execute(
             f"SELECT r.id FROM repositories r WHERE r.id IN ({marks})"
-            f" AND {VISIBLE.replace(':viewer', '?')}", (*ids, viewer, viewer))
+            f" AND {VISIBLE.replace(':viewer', '?')}",
+            (*ids, viewer, viewer),
+        )
         return {row["id"] for row in rows}
 
     @changes_audience
     @writes
     def update(self, conn, repo_id: int, fields: dict[str, Any], viewer: int) -> dict[str, Any]:
         """Change name, description, visibility or default branch."""
-        current = conn.execute("SELECT owner_id, name_key, private_lineage FROM repositories"
-                               " WHERE id = ?",
-                               (repo_id,)).fetchone()
+        current = conn.execute(
+            "SELECT owner_id, name_key, private_lineage FROM repositories WHERE id = ?", (repo_id,)
+        ).fetchone()
         if current is None:
             raise NotFound("repository not found")
         if fields.get("visibility") == "public" and current["private_lineage"]:
@@ -206,29 +247,38 @@ class RepoStore(Table):
             fields["name_key"] = fields["name"].lower()
             if fields["name_key"] != current["name_key"]:
                 # The old name keeps answering (301 for the API, git as before).
-                conn.execute("DELETE FROM repo_redirects WHERE owner_id = ? AND name_key = ?",
-                             (current["owner_id"], fields["name_key"]))
+                conn.execute(
+                    "DELETE FROM repo_redirects WHERE owner_id = ? AND name_key = ?",
+                    (current["owner_id"], fields["name_key"]),
+                )
                 conn.execute(
                     "INSERT INTO repo_redirects (owner_id, name_key, repo_id, created_at)"
                     " VALUES (?, ?, ?, ?) ON CONFLICT (owner_id, name_key) DO UPDATE"
                     " SET repo_id = excluded.repo_id, created_at = excluded.created_at",
-                    (current["owner_id"], current["name_key"], repo_id, now_iso()))
+                    (current["owner_id"], current["name_key"], repo_id, now_iso()),
+                )
         if "defaultBranch" in fields:
             fields["default_branch"] = fields.pop("defaultBranch")
         fields["updated_at"] = now_iso()
         assignments = ", ".join(f"{column} = ?" for column in fields)
-        conn.execute(f"UPDATE repositories SET {assignments} WHERE id = ?",
-                     (*fields.values(), repo_id))
+        conn.execute(
+            f"UPDATE repositories SET {assignments} WHERE id = ?", (*fields.values(), repo_id)
+        )
         return self.by_id.sync(self, conn, repo_id, viewer)
 
     @writes
-    def push_started(self, conn, repo_id: int, actor_id: int | None, refs_now: dict[str, str]
-                     ) -> int:
+    def push_started(
+        self, conn, repo_id: int, actor_id: int | None, refs_now: dict[str, str]
+    ) -> int:
         """Journal a push about to run; the refs as they are become the last seen if none were."""
-        conn.execute("UPDATE repositories SET refs_seen = ? WHERE id = ? AND refs_seen IS NULL",
-                     (json.dumps(refs_now), repo_id))
-        return conn.execute("INSERT INTO pushes_in_flight (repo_id, actor_id, started_at)"
-                            " VALUES (?, ?, ?)", (repo_id, actor_id, now_iso())).lastrowid
+        conn.execute(
+            "UPDATE repositories SET refs_seen = ? WHERE id = ? AND refs_seen IS NULL",
+            (json.dumps(refs_now), repo_id),
+        )
+        return conn.execute(
+            "INSERT INTO pushes_in_flight (repo_id, actor_id, started_at) VALUES (?, ?, ?)",
+            (repo_id, actor_id, now_iso()),
+        ).lastrowid
 
     @writes
     def push_ended(self, conn, flight: int) -> None:
@@ -238,25 +288,40 @@ class RepoStore(Table):
     @reads
     def pushes_in_flight(self, conn) -> list[dict[str, Any]]:
         """Journalled pushes never recorded (the server died), with the refs last seen."""
-        return [dict(r) for r in conn.execute(
-            "SELECT f.id, f.repo_id, f.actor_id, r.refs_seen FROM pushes_in_flight f"
-            " JOIN repositories r ON r.id = f.repo_id ORDER BY f.id")]
+        return [
+            dict(r)
+            for r in conn.execute(
+                "SELECT f.id, f.repo_id, f.actor_id, r.refs_seen FROM pushes_in_flight f"
+                " JOIN repositories r ON r.id = f.repo_id ORDER BY f.id"
+            )
+        ]
 
     @writes
-    def touch(self, conn, repo_id: int, default_branch: str | None = None,
-              refs_seen: dict[str, str] | None = None, flight: int | None = None) -> None:
+    def touch(
+        self,
+        conn,
+        repo_id: int,
+        default_branch: str | None = None,
+        refs_seen: dict[str, str] | None = None,
+        flight: int | None = None,
+    ) -> None:
         """Record a push: updatedAt, and the default branch when the first one arrived."""
         if refs_seen is not None:
-            conn.execute("UPDATE repositories SET refs_seen = ? WHERE id = ?",
-                         (json.dumps(refs_seen), repo_id))
+            conn.execute(
+                "UPDATE repositories SET refs_seen = ? WHERE id = ?",
+                (json.dumps(refs_seen), repo_id),
+            )
         if flight is not None:
             conn.execute("DELETE FROM pushes_in_flight WHERE id = ?", (flight,))
         if default_branch is None:
-            conn.execute("UPDATE repositories SET updated_at = ? WHERE id = ?",
-                         (now_iso(), repo_id))
+            conn.execute(
+                "UPDATE repositories SET updated_at = ? WHERE id = ?", (now_iso(), repo_id)
+            )
         else:
-            conn.execute("UPDATE repositories SET updated_at = ?, default_branch = ? WHERE id = ?",
-                         (now_iso(), default_branch, repo_id))
+            conn.execute(
+                "UPDATE repositories SET updated_at = ?, default_branch = ? WHERE id = ?",
+                (now_iso(), default_branch, repo_id),
+            )
 
     @changes_audience
     @writes
@@ -266,8 +331,10 @@ class RepoStore(Table):
         if row is None:
             return
         if row["parent_id"] is not None:
-            conn.execute("UPDATE repositories SET fork_count = fork_count - 1 WHERE id = ?",
-                         (row["parent_id"],))
+            conn.execute(
+                "UPDATE repositories SET fork_count = fork_count - 1 WHERE id = ?",
+                (row["parent_id"],),
+            )
         conn.execute("DELETE FROM repositories WHERE id = ?", (repo_id,))
 
     # Collaborators
@@ -276,31 +343,37 @@ class RepoStore(Table):
     @writes
     def set_collaborator(self, conn, repo_id: int, user_id: int, permission: str) -> bool:
         """Add or change a collaborator; True when newly added."""
-        existed = conn.execute("SELECT 1 FROM collaborators WHERE repo_id = ? AND user_id = ?",
-                               (repo_id, user_id)).fetchone()
+        existed = conn.execute(
+            "SELECT 1 FROM collaborators WHERE repo_id = ? AND user_id = ?", (repo_id, user_id)
+        ).fetchone()
         conn.execute(
             "INSERT INTO collaborators (repo_id, user_id, permission, created_at, since_event)"
             " VALUES (?, ?, ?, ?, (SELECT COALESCE(MAX(id), 0) FROM events))"
             " ON CONFLICT (repo_id, user_id) DO UPDATE SET permission = excluded.permission",
-            (repo_id, user_id, permission, now_iso()))
+            (repo_id, user_id, permission, now_iso()),
+        )
         return existed is None
 
     @changes_audience
     @writes
     def remove_collaborator(self, conn, repo_id: int, user_id: int) -> bool:
         """Remove a collaborator; True when there was one."""
-        cur = conn.execute("DELETE FROM collaborators WHERE repo_id = ? AND user_id = ?",
-                           (repo_id, user_id))
+        cur = conn.execute(
+            "DELETE FROM collaborators WHERE repo_id = ? AND user_id = ?", (repo_id, user_id)
+        )
         return cur.rowcount > 0
 
     @reads
-    def collaborators(self, conn, repo_id: int, limit: int, offset: int
-                      ) -> tuple[list[dict[str, Any]], bool]:
+    def collaborators(
+        self, conn, repo_id: int, limit: int, offset: int
+    ) -> tuple[list[dict[str, Any]], bool]:
         """Collaborators with their permission, in the order they were added."""
         rows = conn.execute(
             "SELECT u.id, u.username, u.name, u.avatar_hash, c.permission FROM collaborators c"
             " JOIN users u ON u.id = c.user_id WHERE c.repo_id = ?"
-            " ORDER BY c.created_at, u.id LIMIT ? OFFSET ?", (repo_id, limit + 1, offset))
+            " ORDER BY c.created_at, u.id LIMIT ? OFFSET ?",
+            (repo_id, limit + 1, offset),
+        )
         return _page([dict(r) for r in rows], limit)
 
     # Stars
@@ -310,39 +383,54 @@ class RepoStore(Table):
     def star(self, conn, repo_id: int, user_id: int, on: bool) -> tuple[bool, int]:
         """Star or unstar (idempotent); returns (changed, starCount)."""
         if on:
-            cur = conn.execute("INSERT OR IGNORE INTO stars (repo_id, user_id, created_at)"
-                               " VALUES (?, ?, ?)", (repo_id, user_id, now_iso()))
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO stars (repo_id, user_id, created_at) VALUES (?, ?, ?)",
+                (repo_id, user_id, now_iso()),
+            )
         else:
-            cur = conn.execute("DELETE FROM stars WHERE repo_id = ? AND user_id = ?",
-                               (repo_id, user_id))
+            cur = conn.execute(
+                "DELETE FROM stars WHERE repo_id = ? AND user_id = ?", (repo_id, user_id)
+            )
         changed = cur.rowcount > 0
         if changed:
-            conn.execute("UPDATE repositories SET star_count = star_count + ? WHERE id = ?",
-                         (1 if on else -1, repo_id))
-        count = conn.execute("SELECT star_count FROM repositories WHERE id = ?",
-                             (repo_id,)).fetchone()[0]
+            conn.execute(
+                "UPDATE repositories SET star_count = star_count + ? WHERE id = ?",
+                (1 if on else -1, repo_id),
+            )
+        count = conn.execute(
+            "SELECT star_count FROM repositories WHERE id = ?", (repo_id,)
+        ).fetchone()[0]
         return changed, count
 
     @reads
-    def stargazers(self, conn, repo_id: int, limit: int, offset: int
-                   ) -> tuple[list[dict[str, Any]], bool]:
+    def stargazers(
+        self, conn, repo_id: int, limit: int, offset: int
+    ) -> tuple[list[dict[str, Any]], bool]:
         """Users who starred the repository, most recent first."""
         rows = conn.execute(
             "SELECT u.id, u.username, u.name, u.avatar_hash FROM stars s"
             " JOIN users u ON u.id = s.user_id WHERE s.repo_id = ?"
-            " ORDER BY s.rowid DESC LIMIT ? OFFSET ?", (repo_id, limit + 1, offset))
+            " ORDER BY s.rowid DESC LIMIT ? OFFSET ?",
+            (repo_id, limit + 1, offset),
+        )
         return _page([dict(r) for r in rows], limit)
 
     @reads
     def _audience(self, conn, repo_id: int) -> Audience | None:
-        row = conn.execute("SELECT owner_id, visibility FROM repositories WHERE id = ?",
-                           (repo_id,)).fetchone()
+        row = conn.execute(
+            "SELECT owner_id, visibility FROM repositories WHERE id = ?", (repo_id,)
+        ).fetchone()
         if row is None:
             return None
-        since = {r[0]: r[1] for r in conn.execute(
-            "SELECT user_id, since_event FROM collaborators WHERE repo_id = ?", (repo_id,))}
+        since = {
+            r[0]: r[1]
+            for r in conn.execute(
+                "SELECT user_id, since_event FROM collaborators WHERE repo_id = ?", (repo_id,)
+            )
+        }
         since[row["owner_id"]] = 0
-        stargazers = {r[0] for r in conn.execute(
-            "SELECT user_id FROM stars WHERE repo_id = ?", (repo_id,))}
+        stargazers = {
+            r[0] for r in conn.execute("SELECT user_id FROM stars WHERE repo_id = ?", (repo_id,))
+        }
         readers = None if row["visibility"] == "public" else set(since)
         return Audience(readers, {*since, *stargazers}, since)

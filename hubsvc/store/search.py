@@ -98,8 +98,9 @@ class SearchStore(Table):
 
     @cached
     @reads
-    def repositories(self, conn, text: str, viewer: int, limit: int, offset: int
-                     ) -> tuple[list[dict[str, Any]], bool]:
+    def repositories(
+        self, conn, text: str, viewer: int, limit: int, offset: int
+    ) -> tuple[list[dict[str, Any]], bool]:
         """Repositories by name (weighted) and description; `owner/name` by full name too."""
         query, where, params = match_query(text), "", {}
         full = full_name_query(text)
@@ -108,9 +109,11 @@ class SearchStore(Table):
             # that owner, or the whole text as words anywhere (a description's `a/b`).
             owner, name, plain = full
             query = f"({name}) OR ({plain})"
-            where = (" AND (r.owner_id IN (SELECT id FROM users WHERE username_key = :owner)"
-                     " OR r.id IN (SELECT rowid FROM repositories_fts WHERE repositories_fts"
-                     " MATCH :plain))")
+            where = (
+                " AND (r.owner_id IN (SELECT id FROM users WHERE username_key = :owner)"
+                " OR r.id IN (SELECT rowid FROM repositories_fts WHERE repositories_fts"
+                " MATCH :plain))"
+            )
             params = {"owner": owner, "plain": plain}
         if query is None:
             return [], False
@@ -122,15 +125,17 @@ class SearchStore(Table):
             "    FROM repositories_fts f JOIN repositories r ON r.id = f.rowid"
             f"  WHERE repositories_fts MATCH :q AND {VISIBLE}{where}"
             "   ORDER BY score, r.id DESC LIMIT :limit OFFSET :offset)"
-            + REPO_SELECT + " JOIN page h ON h.hit = r.id ORDER BY h.score, r.id DESC",
-            {"q": query, "viewer": viewer, "limit": limit + 1, "offset": offset, **params}
+            + REPO_SELECT
+            + " JOIN page h ON h.hit = r.id ORDER BY h.score, r.id DESC",
+            {"q": query, "viewer": viewer, "limit": limit + 1, "offset": offset, **params},
         ).fetchall()
         return _page([_repo(r) for r in rows], limit)
 
     @cached
     @reads
-    def issues(self, conn, text: str, viewer: int, is_pull: bool, limit: int, offset: int
-               ) -> tuple[list[dict[str, Any]], bool]:
+    def issues(
+        self, conn, text: str, viewer: int, is_pull: bool, limit: int, offset: int
+    ) -> tuple[list[dict[str, Any]], bool]:
         """Issues or pull requests by title (weighted) and body."""
         query = match_query(text)
         if query is None:
@@ -148,13 +153,20 @@ class SearchStore(Table):
             "    JOIN repositories r ON r.id = k.repo_id"
             f"  WHERE k.is_pull = :pull AND {VISIBLE}"
             "   ORDER BY h.score, h.hit DESC LIMIT :limit OFFSET :offset)"
-            + ISSUE_SELECT.replace("SELECT i.id,", "SELECT ru.username AS repo_owner,"
-                                   " r.name AS repo_name, i.id,", 1)
+            + ISSUE_SELECT.replace(
+                "SELECT i.id,", "SELECT ru.username AS repo_owner, r.name AS repo_name, i.id,", 1
+            )
             + " JOIN page h ON h.hit = i.id"
             " JOIN repositories r ON r.id = i.repo_id JOIN users ru ON ru.id = r.owner_id"
             " ORDER BY h.score, i.id DESC",
-            {"q": query, "viewer": viewer, "pull": int(is_pull), "limit": limit + 1,
-             "offset": offset}).fetchall()
+            {
+                "q": query,
+                "viewer": viewer,
+                "pull": int(is_pull),
+                "limit": limit + 1,
+                "offset": offset,
+            },
+        ).fetchall()
         return _with_assignees(conn, rows[:limit]), len(rows) > limit
 
     @cached
@@ -168,5 +180,6 @@ class SearchStore(Table):
             "SELECT u.id, u.username, u.name, u.avatar_hash, u.created_at FROM users_fts f"
             " JOIN users u ON u.id = f.rowid WHERE users_fts MATCH ?"
             " ORDER BY bm25(users_fts, 5.0, 1.0), u.id LIMIT ? OFFSET ?",
-            (query, limit + 1, offset)).fetchall()
+            (query, limit + 1, offset),
+        ).fetchall()
         return _page([dict(r) for r in rows], limit)

@@ -34,16 +34,29 @@ def _user(row: sqlite3.Row | None) -> dict[str, Any] | None:
 
 
 def _pat(row: sqlite3.Row) -> dict[str, Any]:
-    return {"id": row["id"], "name": row["name"], "created_at": row["created_at"],
-            "expires_at": row["expires_at"], "last_used_at": row["last_used_at"]}
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "created_at": row["created_at"],
+        "expires_at": row["expires_at"],
+        "last_used_at": row["last_used_at"],
+    }
 
 
 class UserStore(Table):
     """Accounts, settings, avatars and tokens."""
 
     @writes
-    def create(self, conn, *, username: str, email: str, name: str,
-               password_hash: str, is_admin: bool = False) -> dict[str, Any]:
+    def create(
+        self,
+        conn,
+        *,
+        username: str,
+        email: str,
+        name: str,
+        password_hash: str,
+        is_admin: bool = False,
+    ) -> dict[str, Any]:
         """Insert a user; the first account ever created is an administrator."""
         taken = conn.execute(
             "SELECT username_key = ? AS same_name FROM users"
@@ -51,14 +64,16 @@ class UserStore(Table):
             (username.lower(), username.lower(), email.casefold()),
         ).fetchone()
         if taken is not None:
-            raise Conflict("username is taken" if taken["same_name"]
-                           else "e-mail is already registered")
+            raise Conflict(
+                "username is taken" if taken["same_name"] else "e-mail is already registered"
+            )
         # The very first account ever, not the first after every account was deleted (which
         # only happens when none was an administrator): a stranger's sign-up on an emptied
         # server gets no rights. One write transaction: two first sign-ups cannot both be.
         first = conn.execute(
             "SELECT NOT EXISTS (SELECT 1 FROM users WHERE is_ghost = 0)"
-            " AND NOT EXISTS (SELECT 1 FROM deleted_users)").fetchone()[0]
+            " AND NOT EXISTS (SELECT 1 FROM deleted_users)"
+        ).fetchone()[0]
         now = now_iso()
         # Past every id a deleted account had: ids are never handed out twice.
         cur = conn.execute(
@@ -67,22 +82,35 @@ class UserStore(Table):
             " VALUES (MAX(COALESCE((SELECT MAX(id) FROM users), 0),"
             " COALESCE((SELECT MAX(id) FROM deleted_users), 0)) + 1,"
             " ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (username, username.lower(), email, email.casefold(), name, password_hash,
-             int(first or is_admin), now, now),
+            (
+                username,
+                username.lower(),
+                email,
+                email.casefold(),
+                name,
+                password_hash,
+                int(first or is_admin),
+                now,
+                now,
+            ),
         )
         return self.by_id.sync(self, conn, cur.lastrowid)
 
     @reads
     def by_id(self, conn, user_id: int) -> dict[str, Any] | None:
         """One user by id."""
-        return _user(conn.execute(f"SELECT {USER_COLUMNS} FROM users WHERE id = ?",
-                                  (user_id,)).fetchone())
+        return _user(
+            conn.execute(f"SELECT {USER_COLUMNS} FROM users WHERE id = ?", (user_id,)).fetchone()
+        )
 
     @reads
     def by_username(self, conn, username: str) -> dict[str, Any] | None:
         """One user by username, ignoring case."""
-        return _user(conn.execute(f"SELECT {USER_COLUMNS} FROM users WHERE username_key = ?",
-                                  (username.lower(),)).fetchone())
+        return _user(
+            conn.execute(
+                f"SELECT {USER_COLUMNS} FROM users WHERE username_key = ?", (username.lower(),)
+            ).fetchone()
+        )
 
     @reads
     def by_usernames(self, conn, usernames: list[str]) -> dict[str, dict[str, Any]]:
@@ -93,7 +121,8 @@ class UserStore(Table):
         marks = ",".join("?" * len(keys))
         rows = conn.execute(
             f"SELECT {USER_COLUMNS} FROM users WHERE username_key IN ({marks}) AND is_ghost = 0",
-            keys)
+            keys,
+        )
         return {row["username"].lower(): _user(row) for row in rows}
 
     @reads
@@ -101,16 +130,19 @@ class UserStore(Table):
         """One user by e-mail or username."""
         column = "email_key" if "@" in login else "username_key"
         key = login.casefold() if "@" in login else login.lower()
-        return _user(conn.execute(f"SELECT {USER_COLUMNS} FROM users WHERE {column} = ?",
-                                  (key,)).fetchone())
+        return _user(
+            conn.execute(f"SELECT {USER_COLUMNS} FROM users WHERE {column} = ?", (key,)).fetchone()
+        )
 
     @writes
     def update(self, conn, user_id: int, fields: dict[str, Any]) -> dict[str, Any]:
         """Change profile fields (name, email, bio, location, website, preferences)."""
         fields = dict(fields)
         if "email" in fields:
-            clash = conn.execute("SELECT 1 FROM users WHERE email_key = ? AND id != ?",
-                                 (fields["email"].casefold(), user_id)).fetchone()
+            clash = conn.execute(
+                "SELECT 1 FROM users WHERE email_key = ? AND id != ?",
+                (fields["email"].casefold(), user_id),
+            ).fetchone()
             if clash:
                 raise Conflict("e-mail is already registered")
             fields["email_key"] = fields["email"].casefold()
@@ -119,28 +151,35 @@ class UserStore(Table):
         if fields:
             fields["updated_at"] = now_iso()
             assignments = ", ".join(f"{column} = ?" for column in fields)
-            conn.execute(f"UPDATE users SET {assignments} WHERE id = ?",
-                         (*fields.values(), user_id))
+            conn.execute(
+                f"UPDATE users SET {assignments} WHERE id = ?", (*fields.values(), user_id)
+            )
         return self.by_id.sync(self, conn, user_id)
 
     @writes
-    def set_password(self, conn, user_id: int, password_hash: str,
-                     keep: bytes | None = None) -> None:
+    def set_password(
+        self, conn, user_id: int, password_hash: str, keep: bytes | None = None
+    ) -> None:
         """Replace the password hash; end every credential (tokens, chat links) but keep."""
-        conn.execute("UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?",
-                     (password_hash, now_iso(), user_id))
+        conn.execute(
+            "UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?",
+            (password_hash, now_iso(), user_id),
+        )
         conn.execute("DELETE FROM tokens WHERE user_id = ? AND hash IS NOT ?", (user_id, keep))
-        conn.execute("DELETE FROM personal_tokens WHERE user_id = ? AND hash IS NOT ?",
-                     (user_id, keep))
+        conn.execute(
+            "DELETE FROM personal_tokens WHERE user_id = ? AND hash IS NOT ?", (user_id, keep)
+        )
         # A chat link lets the bot act as the user: it is a credential, and ends like one.
         conn.execute("DELETE FROM chat_links WHERE user_id = ?", (user_id,))
 
     def _keep_an_admin(self, conn, user_id: int) -> None:
         """409 when user_id is the last administrator who can act."""
-        others = conn.execute(f"SELECT COUNT(*) FROM users WHERE {ACTIVE_ADMIN} AND id != ?",
-                              (user_id,)).fetchone()[0]
-        target = conn.execute(f"SELECT {ACTIVE_ADMIN} FROM users WHERE id = ?",
-                              (user_id,)).fetchone()
+        others = conn.execute(
+            f"SELECT COUNT(*) FROM users WHERE {ACTIVE_ADMIN} AND id != ?", (user_id,)
+        ).fetchone()[0]
+        target = conn.execute(
+            f"SELECT {ACTIVE_ADMIN} FROM users WHERE id = ?", (user_id,)
+        ).fetchone()
         if target is not None and target[0] and others == 0:
             raise Conflict("the last administrator cannot be demoted, disabled or deleted")
 
@@ -149,8 +188,10 @@ class UserStore(Table):
         """Grant or revoke administrator rights; the last administrator keeps them (409)."""
         if not is_admin:
             self._keep_an_admin(conn, user_id)
-        conn.execute("UPDATE users SET is_admin = ?, updated_at = ? WHERE id = ?",
-                     (int(is_admin), now_iso(), user_id))
+        conn.execute(
+            "UPDATE users SET is_admin = ?, updated_at = ? WHERE id = ?",
+            (int(is_admin), now_iso(), user_id),
+        )
         return self.by_id.sync(self, conn, user_id)
 
     @writes
@@ -160,13 +201,16 @@ class UserStore(Table):
             self._keep_an_admin(conn, user_id)
             # Enabling again does not bring the bot back: the user links anew.
             conn.execute("DELETE FROM chat_links WHERE user_id = ?", (user_id,))
-        conn.execute("UPDATE users SET disabled = ?, updated_at = ? WHERE id = ?",
-                     (int(disabled), now_iso(), user_id))
+        conn.execute(
+            "UPDATE users SET disabled = ?, updated_at = ? WHERE id = ?",
+            (int(disabled), now_iso(), user_id),
+        )
         return self.by_id.sync(self, conn, user_id)
 
     @writes
-    def set_flags(self, conn, user_id: int, *, is_admin: bool | None = None,
-                  disabled: bool | None = None) -> dict[str, Any]:
+    def set_flags(
+        self, conn, user_id: int, *, is_admin: bool | None = None, disabled: bool | None = None
+    ) -> dict[str, Any]:
         """set_admin and set_disabled in one transaction (None: left as it is)."""
         if is_admin is not None:
             self.set_admin.sync(self, conn, user_id, is_admin)
@@ -182,17 +226,23 @@ class UserStore(Table):
         for key in sorted(names):
             if conn.execute("SELECT 1 FROM admin_grants WHERE name_key = ?", (key,)).fetchone():
                 continue  # applied at an earlier start: whoever holds the name now gets nothing
-            user = conn.execute("SELECT id, username, is_admin FROM users"
-                                " WHERE username_key = ? AND is_ghost = 0", (key,)).fetchone()
+            user = conn.execute(
+                "SELECT id, username, is_admin FROM users WHERE username_key = ? AND is_ghost = 0",
+                (key,),
+            ).fetchone()
             if user is None:
                 missing.append(names[key])
             elif not user["is_admin"]:
-                conn.execute("UPDATE users SET is_admin = 1, updated_at = ? WHERE id = ?",
-                             (now_iso(), user["id"]))
+                conn.execute(
+                    "UPDATE users SET is_admin = 1, updated_at = ? WHERE id = ?",
+                    (now_iso(), user["id"]),
+                )
                 granted.append(user["username"])
             user_id = None if user is None else user["id"]
-            conn.execute("INSERT INTO admin_grants (name_key, user_id, applied_at)"
-                         " VALUES (?, ?, ?)", (key, user_id, now_iso()))
+            conn.execute(
+                "INSERT INTO admin_grants (name_key, user_id, applied_at) VALUES (?, ?, ?)",
+                (key, user_id, now_iso()),
+            )
         return granted, missing
 
     @writes
@@ -200,57 +250,75 @@ class UserStore(Table):
         """Delete an account: its issues, comments and merges go to the ghost, its
         repositories go with it (their ids are returned, for the folders on disk)."""
         self._keep_an_admin(conn, user_id)
-        ghost = conn.execute("SELECT id FROM users WHERE is_ghost = 1 ORDER BY id LIMIT 1"
-                             ).fetchone()[0]
+        ghost = conn.execute(
+            "SELECT id FROM users WHERE is_ghost = 1 ORDER BY id LIMIT 1"
+        ).fetchone()[0]
         conn.execute("UPDATE issues SET author_id = ? WHERE author_id = ?", (ghost, user_id))
         conn.execute("UPDATE comments SET author_id = ? WHERE author_id = ?", (ghost, user_id))
         conn.execute("UPDATE pulls SET merged_by = ? WHERE merged_by = ?", (ghost, user_id))
         # Counters of other repositories: their stars, and the forks this user made.
-        conn.execute("UPDATE repositories SET star_count = star_count - 1 WHERE id IN"
-                     " (SELECT repo_id FROM stars WHERE user_id = ?)", (user_id,))
+        conn.execute(
+            "UPDATE repositories SET star_count = star_count - 1 WHERE id IN"
+            " (SELECT repo_id FROM stars WHERE user_id = ?)",
+            (user_id,),
+        )
         conn.execute(
             "UPDATE repositories SET fork_count = fork_count - (SELECT COUNT(*) FROM"
             " repositories f WHERE f.parent_id = repositories.id AND f.owner_id = :user)"
             " WHERE id IN (SELECT parent_id FROM repositories WHERE owner_id = :user)",
-            {"user": user_id})
-        repos = [row[0] for row in conn.execute(
-            "SELECT id FROM repositories WHERE owner_id = ?", (user_id,))]
+            {"user": user_id},
+        )
+        repos = [
+            row[0]
+            for row in conn.execute("SELECT id FROM repositories WHERE owner_id = ?", (user_id,))
+        ]
         # Cascades take tokens, avatar, collaborations, stars, chat links and repositories.
         conn.execute("DELETE FROM users WHERE id = ?", (user_id,))
-        conn.execute("INSERT OR REPLACE INTO deleted_users (id, deleted_at) VALUES (?, ?)",
-                     (user_id, now_iso()))
+        conn.execute(
+            "INSERT OR REPLACE INTO deleted_users (id, deleted_at) VALUES (?, ?)",
+            (user_id, now_iso()),
+        )
         return repos
 
     @reads
     def listing(self, conn, limit: int, offset: int) -> tuple[list[dict[str, Any]], bool]:
         """Every account but the ghost, oldest first."""
-        rows = conn.execute(f"SELECT {USER_COLUMNS} FROM users WHERE is_ghost = 0"
-                            " ORDER BY id LIMIT ? OFFSET ?", (limit + 1, offset)).fetchall()
+        rows = conn.execute(
+            f"SELECT {USER_COLUMNS} FROM users WHERE is_ghost = 0 ORDER BY id LIMIT ? OFFSET ?",
+            (limit + 1, offset),
+        ).fetchall()
         return [_user(row) for row in rows[:limit]], len(rows) > limit
 
     @writes
-    def set_avatar(self, conn, user_id: int, content_type: str, data: bytes,
-                   digest: str) -> dict[str, Any]:
+    def set_avatar(
+        self, conn, user_id: int, content_type: str, data: bytes, digest: str
+    ) -> dict[str, Any]:
         """Store an avatar image and its content hash."""
-        conn.execute("INSERT OR REPLACE INTO avatars (user_id, content_type, data)"
-                     " VALUES (?, ?, ?)", (user_id, content_type, data))
-        conn.execute("UPDATE users SET avatar_hash = ?, updated_at = ? WHERE id = ?",
-                     (digest, now_iso(), user_id))
+        conn.execute(
+            "INSERT OR REPLACE INTO avatars (user_id, content_type, data) VALUES (?, ?, ?)",
+            (user_id, content_type, data),
+        )
+        conn.execute(
+            "UPDATE users SET avatar_hash = ?, updated_at = ? WHERE id = ?",
+            (digest, now_iso(), user_id),
+        )
         return self.by_id.sync(self, conn, user_id)
 
     @writes
     def delete_avatar(self, conn, user_id: int) -> dict[str, Any]:
         """Remove the avatar, so the generated one is served."""
         conn.execute("DELETE FROM avatars WHERE user_id = ?", (user_id,))
-        conn.execute("UPDATE users SET avatar_hash = NULL, updated_at = ? WHERE id = ?",
-                     (now_iso(), user_id))
+        conn.execute(
+            "UPDATE users SET avatar_hash = NULL, updated_at = ? WHERE id = ?", (now_iso(), user_id)
+        )
         return self.by_id.sync(self, conn, user_id)
 
     @reads
     def avatar(self, conn, user_id: int) -> tuple[str, bytes] | None:
         """The uploaded avatar's content type and bytes."""
-        row = conn.execute("SELECT content_type, data FROM avatars WHERE user_id = ?",
-                           (user_id,)).fetchone()
+        row = conn.execute(
+            "SELECT content_type, data FROM avatars WHERE user_id = ?", (user_id,)
+        ).fetchone()
         return (row["content_type"], bytes(row["data"])) if row else None
 
     # Tokens: only their SHA-256 digest is stored.
@@ -258,16 +326,19 @@ class UserStore(Table):
     @writes
     def add_token(self, conn, user_id: int, digest: bytes, expires_at: int) -> None:
         """Record a new token digest (prune_tokens removes the expired ones)."""
-        conn.execute("INSERT INTO tokens (hash, user_id, created_at, expires_at)"
-                     " VALUES (?, ?, ?, ?)", (digest, user_id, now_iso(), expires_at))
+        conn.execute(
+            "INSERT INTO tokens (hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
+            (digest, user_id, now_iso(), expires_at),
+        )
 
     @writes
     def prune_tokens(self, conn, now: int | None = None) -> int:
         """Delete expired sign-in tokens; returns how many went."""
         # Expired personal access tokens stay: their owners see them listed as expired,
         # as on GitHub, until they delete them.
-        cursor = conn.execute("DELETE FROM tokens WHERE expires_at <= ?",
-                              (int(time.time()) if now is None else now,))
+        cursor = conn.execute(
+            "DELETE FROM tokens WHERE expires_at <= ?", (int(time.time()) if now is None else now,)
+        )
         return cursor.rowcount
 
     @reads
@@ -295,47 +366,60 @@ class UserStore(Table):
         """The digests among these that still authenticate someone."""
         now, live = int(time.time()), set()
         for start in range(0, len(digests), 500):
-            chunk = digests[start:start + 500]
+            chunk = digests[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            live.update(row[0] for row in conn.execute(
-                f"SELECT t.hash FROM tokens t JOIN users u ON u.id = t.user_id"
-                f" WHERE t.hash IN ({marks}) AND t.expires_at > ? AND u.disabled = 0"
-                f" UNION ALL SELECT p.hash FROM personal_tokens p JOIN users u ON u.id = p.user_id"
-                f" WHERE p.hash IN ({marks}) AND (p.expires_at IS NULL OR p.expires_at > ?)"
-                f" AND u.disabled = 0", (*chunk, now, *chunk, now)))
+            live.update(
+                row[0]
+                for row in conn.execute(
+                    f"SELECT t.hash FROM tokens t JOIN users u ON u.id = t.user_id"
+                    f" WHERE t.hash IN ({marks}) AND t.expires_at > ? AND u.disabled = 0"
+                    f" UNION ALL SELECT p.hash FROM personal_tokens p JOIN users u ON u.id = p.user_id"
+                    f" WHERE p.hash IN ({marks}) AND (p.expires_at IS NULL OR p.expires_at > ?)"
+                    f" AND u.disabled = 0",
+                    (*chunk, now, *chunk, now),
+                )
+            )
         return live
 
     # Personal access tokens.
 
     @writes
-    def add_personal_token(self, conn, user_id: int, name: str, digest: bytes,
-                           expires_at: int | None) -> dict[str, Any]:
+    def add_personal_token(
+        self, conn, user_id: int, name: str, digest: bytes, expires_at: int | None
+    ) -> dict[str, Any]:
         """Record a personal access token; 409 for a name in use or one token too many."""
-        count = conn.execute("SELECT COUNT(*) FROM personal_tokens WHERE user_id = ?",
-                             (user_id,)).fetchone()[0]
+        count = conn.execute(
+            "SELECT COUNT(*) FROM personal_tokens WHERE user_id = ?", (user_id,)
+        ).fetchone()[0]
         if count >= MAX_PERSONAL_TOKENS:
             raise Conflict(f"a user may hold at most {MAX_PERSONAL_TOKENS} personal access tokens")
         try:
             cur = conn.execute(
                 "INSERT INTO personal_tokens (user_id, name, hash, created_at, expires_at)"
-                " VALUES (?, ?, ?, ?, ?)", (user_id, name, digest, now_iso(), expires_at))
+                " VALUES (?, ?, ?, ?, ?)",
+                (user_id, name, digest, now_iso(), expires_at),
+            )
         except sqlite3.IntegrityError:
             raise Conflict("a personal access token with this name exists") from None
-        return _pat(conn.execute("SELECT * FROM personal_tokens WHERE id = ?",
-                                 (cur.lastrowid,)).fetchone())
+        return _pat(
+            conn.execute("SELECT * FROM personal_tokens WHERE id = ?", (cur.lastrowid,)).fetchone()
+        )
 
     @reads
     def personal_tokens(self, conn, user_id: int) -> list[dict[str, Any]]:
         """A user's personal access tokens, newest first (expired ones too)."""
-        rows = conn.execute("SELECT * FROM personal_tokens WHERE user_id = ? ORDER BY id DESC",
-                            (user_id,))
+        rows = conn.execute(
+            "SELECT * FROM personal_tokens WHERE user_id = ? ORDER BY id DESC", (user_id,)
+        )
         return [_pat(row) for row in rows]
 
     @writes
     def delete_personal_token(self, conn, user_id: int, token_id: int) -> bytes | None:
         """Delete one of the user's personal access tokens; its digest, or None."""
-        row = conn.execute("DELETE FROM personal_tokens WHERE id = ? AND user_id = ?"
-                           " RETURNING hash", (token_id, user_id)).fetchone()
+        row = conn.execute(
+            "DELETE FROM personal_tokens WHERE id = ? AND user_id = ? RETURNING hash",
+            (token_id, user_id),
+        ).fetchone()
         return bytes(row[0]) if row else None
 
     @reads
@@ -345,7 +429,9 @@ class UserStore(Table):
             f"SELECT p.expires_at AS token_expires, {_U_COLUMNS}"
             " FROM personal_tokens p JOIN users u ON u.id = p.user_id"
             " WHERE p.hash = ? AND (p.expires_at IS NULL OR p.expires_at > ?)"
-            " AND u.disabled = 0", (digest, int(time.time()))).fetchone()
+            " AND u.disabled = 0",
+            (digest, int(time.time())),
+        ).fetchone()
         if row is None:
             return None
         user = _user(row)
@@ -355,8 +441,9 @@ class UserStore(Table):
     @writes
     def touch_personal_token(self, conn, digest: bytes) -> None:
         """Record that a personal access token was used now."""
-        conn.execute("UPDATE personal_tokens SET last_used_at = ? WHERE hash = ?",
-                     (now_iso(), digest))
+        conn.execute(
+            "UPDATE personal_tokens SET last_used_at = ? WHERE hash = ?", (now_iso(), digest)
+        )
 
     @reads
     def count(self, conn) -> int:
@@ -371,5 +458,6 @@ class UserStore(Table):
             "        AND visibility = 'public') AS repositoryCount,"
             " (SELECT COUNT(*) FROM stars s JOIN repositories r ON r.id = s.repo_id"
             "   WHERE s.user_id = ? AND r.visibility = 'public') AS starCount",
-            (user_id, user_id)).fetchone()
+            (user_id, user_id),
+        ).fetchone()
         return dict(row)

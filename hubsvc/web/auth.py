@@ -173,8 +173,9 @@ async def user_for_token(app: web.Application, token: str) -> tuple[dict[str, An
     hit = cache.get(digest)
     if hit is None:
         users = app[STORE].users
-        found = await (users.personal_token_owner(digest) if personal
-                       else users.token_owner(digest))
+        found = await (
+            users.personal_token_owner(digest) if personal else users.token_owner(digest)
+        )
         if found is None:
             return None
         cache.put(digest, *found)
@@ -235,8 +236,7 @@ async def auth_middleware(request: web.Request, handler):
         found = await user_for_token(request.app, header[7:].strip())
         if found is None:
             raise Unauthorized("invalid or expired token")
-        identity = Identity(found[0], "bearer", found[1],
-                            is_personal_token(header[7:].strip()))
+        identity = Identity(found[0], "bearer", found[1], is_personal_token(header[7:].strip()))
     elif "session" in request.cookies:
         session = await get_session(request)
         token = session.get("token")
@@ -261,9 +261,11 @@ CHAT_USER_HEADER = "X-Chat-User-Id"
 # The link endpoints take the chat id they act on from the body or the path, so there
 # the bot key alone is the credential, whether or not X-Chat-User-Id is linked yet.
 CHAT_LINK_PATHS = "/api/chat/link/"
-BOT_SCOPE_REFUSAL = ("outside the chat bot's scope: with X-Chat-Bot-Key the bot may read, search, "
-                     "fork, open issues and comment for a linked user; sign in as the user "
-                     "for anything else")
+BOT_SCOPE_REFUSAL = (
+    "outside the chat bot's scope: with X-Chat-Bot-Key the bot may read, search, "
+    "fork, open issues and comment for a linked user; sign in as the user "
+    "for anything else"
+)
 
 
 def bot_key_ok(request: web.Request) -> bool:

@@ -27,8 +27,12 @@ def sniff_image(data: bytes) -> str | None:
 
 
 def _chunk(kind: bytes, payload: bytes) -> bytes:
-    return (struct.pack(">I", len(payload)) + kind + payload
-            + struct.pack(">I", zlib.crc32(kind + payload) & 0xFFFFFFFF))
+    return (
+        struct.pack(">I", len(payload))
+        + kind
+        + payload
+        + struct.pack(">I", zlib.crc32(kind + payload) & 0xFFFFFFFF)
+    )
 
 
 def identicon(seed: str, cells: int = 5, scale: int = 40) -> bytes:
@@ -49,8 +53,12 @@ def identicon(seed: str, cells: int = 5, scale: int = 40) -> bytes:
             line += colour if on else background
         rows.append(bytes(line))
     header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header)
-            + _chunk(b"IDAT", zlib.compress(b"".join(rows), 9)) + _chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _chunk(b"IHDR", header)
+        + _chunk(b"IDAT", zlib.compress(b"".join(rows), 9))
+        + _chunk(b"IEND", b"")
+    )
 
 
 def default_version(username: str) -> str:

@@ -15,24 +15,54 @@ _ISSUE = _REPO + "/issues/{number}"
 _PULL = _REPO + "/pulls/{number}"
 
 BOT_SCOPE: frozenset[tuple[str, str]] = frozenset(
-    [("GET", path) for path in (
-        "/health", "/api/openapi.json",
-        "/api/users/me", "/api/users/me/summary",
-        "/api/users/{username}", "/api/users/{username}/profile",
-        "/api/users/{username}/avatar", "/api/users/{username}/repositories",
-        "/api/search", "/api/events",
-        _REPO, _REPO + "/branches", _REPO + "/commits", _REPO + "/commits/{oid}/diff",
-        _REPO + "/tree", _REPO + "/file", _REPO + "/forks", _REPO + "/stars",
-        _REPO + "/compare/{spec}", _REPO + "/events",
-        _REPO + "/issues", _ISSUE, _ISSUE + "/comments",
-        _REPO + "/pulls", _PULL, _PULL + "/comments", _PULL + "/commits", _PULL + "/files",
-        _PULL + ".{kind}",
-        "/api/chat/link/status/{chatId}", "/api/chat/notifications",
-    )]
-    + [("POST", path) for path in (
-        _REPO + "/fork", _REPO + "/issues", _ISSUE + "/comments", _PULL + "/comments",
-        "/api/chat/link/generate", "/api/chat/link/unlink", "/api/chat/notifications/ack",
-    )]
+    [
+        ("GET", path)
+        for path in (
+            "/health",
+            "/api/openapi.json",
+            "/api/users/me",
+            "/api/users/me/summary",
+            "/api/users/{username}",
+            "/api/users/{username}/profile",
+            "/api/users/{username}/avatar",
+            "/api/users/{username}/repositories",
+            "/api/search",
+            "/api/events",
+            _REPO,
+            _REPO + "/branches",
+            _REPO + "/commits",
+            _REPO + "/commits/{oid}/diff",
+            _REPO + "/tree",
+            _REPO + "/file",
+            _REPO + "/forks",
+            _REPO + "/stars",
+            _REPO + "/compare/{spec}",
+            _REPO + "/events",
+            _REPO + "/issues",
+            _ISSUE,
+            _ISSUE + "/comments",
+            _REPO + "/pulls",
+            _PULL,
+            _PULL + "/comments",
+            _PULL + "/commits",
+            _PULL + "/files",
+            _PULL + ".{kind}",
+            "/api/chat/link/status/{chatId}",
+            "/api/chat/notifications",
+        )
+    ]
+    + [
+        ("POST", path)
+        for path in (
+            _REPO + "/fork",
+            _REPO + "/issues",
+            _ISSUE + "/comments",
+            _PULL + "/comments",
+            "/api/chat/link/generate",
+            "/api/chat/link/unlink",
+            "/api/chat/notifications/ack",
+        )
+    ]
 )
 
 

@@ -42,22 +42,33 @@ GIT_PATH = re.compile(r"^/(?!api/)[^/]+/[^/]+/(info/refs|git-upload-pack|git-rec
 GIT_HANDLES = frozenset({401, 404})
 
 
-def error_response(status: int, message: str, headers: dict[str, str] | None = None,
-                   plain: bool = False, **extra: Any) -> web.Response:
+def error_response(
+    status: int,
+    message: str,
+    headers: dict[str, str] | None = None,
+    plain: bool = False,
+    **extra: Any,
+) -> web.Response:
     """The one shape of every error answer."""
     if plain:
-        return web.Response(status=status, text=message + "\n", content_type="text/plain",
-                            headers=headers)
+        return web.Response(
+            status=status, text=message + "\n", content_type="text/plain", headers=headers
+        )
     body = {"error": message, **extra}
-    return web.Response(status=status, text=json.dumps(body),
-                        content_type="application/json", headers=headers)
+    return web.Response(
+        status=status, text=json.dumps(body), content_type="application/json", headers=headers
+    )
 
 
 def _git_push(request: web.Request) -> bool:
     """True for a push's POST from git itself."""
     match = GIT_PATH.match(request.path)
-    return request.method == "POST" and match is not None and match[1] == "git-receive-pack" \
+    return (
+        request.method == "POST"
+        and match is not None
+        and match[1] == "git-receive-pack"
         and request.headers.get("User-Agent", "").startswith("git/")
+    )
 
 
 def push_refusal(message: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -67,20 +78,30 @@ def push_refusal(message: str, headers: dict[str, str] | None = None) -> web.Res
     # user as "remote: <message>" and git exits non-zero. Every git asks for
     # side-band-64k when pushing (receive-pack advertises it), so band 3 is what it reads.
     kept = {k: v for k, v in (headers or {}).items() if k.lower() == "connection"}
-    return web.Response(status=200, body=error_packet(message, sideband=True),
-                        content_type="application/x-git-receive-pack-result",
-                        headers={"Cache-Control": "no-cache, max-age=0, must-revalidate", **kept})
+    return web.Response(
+        status=200,
+        body=error_packet(message, sideband=True),
+        content_type="application/x-git-receive-pack-result",
+        headers={"Cache-Control": "no-cache, max-age=0, must-revalidate", **kept},
+    )
 
 
-def error_answer(request: web.Request, status: int, message: str,
-                 headers: dict[str, str] | None = None, **extra: Any) -> web.Response:
+def error_answer(
+    request: web.Request,
+    status: int,
+    message: str,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> web.Response:
     """error_response in the form this client reads: git's own packet, plain text or JSON."""
     if status not in GIT_HANDLES and _git_push(request):
-        log.info("refused a push (%s): %s [request %s]", status, message,
-                 request.get(REQUEST_ID, "-"))
+        log.info(
+            "refused a push (%s): %s [request %s]", status, message, request.get(REQUEST_ID, "-")
+        )
         return push_refusal(message, headers)
-    return error_response(status, message, headers, GIT_PATH.match(request.path) is not None,
-                          **extra)
+    return error_response(
+        status, message, headers, GIT_PATH.match(request.path) is not None, **extra
+    )
 
 
 _REASONS = {
@@ -121,13 +142,17 @@ async def error_middleware(request: web.Request, handler):
             message = "request body too large"
         else:
             message = _REASONS.get(exc.status, exc.reason.lower())
-        headers = {k: v for k, v in exc.headers.items()
-                   if k.lower() in ("allow", "retry-after", "www-authenticate")}
+        headers = {
+            k: v
+            for k, v in exc.headers.items()
+            if k.lower() in ("allow", "retry-after", "www-authenticate")
+        }
         return error_answer(request, exc.status, message, headers)
     except BodyTimeout:
         log.info("closed a request whose body stalled [request %s]", request.get(REQUEST_ID, "-"))
-        return error_answer(request, 408, "the request body arrived too slowly",
-                            {"Connection": "close"})
+        return error_answer(
+            request, 408, "the request body arrived too slowly", {"Connection": "close"}
+        )
     except Exception as exc:
         if _client_gone(request, exc):
             fault_counts(request.app)["disconnect"] += 1
@@ -148,13 +173,20 @@ def _fault_response(request: web.Request, exc: Exception) -> web.Response:
     if fault == "full":
         detail = getattr(exc, "detail", "") or str(exc)
         # No traceback: the operator needs to free space, not read Python.
-        log.error("disk full: a write failed (%s); free space under the data folder "
-                  "[request %s]", detail, rid)
+        log.error(
+            "disk full: a write failed (%s); free space under the data folder [request %s]",
+            detail,
+            rid,
+        )
         error = exc if isinstance(exc, DiskFull) else DiskFull(str(exc))
     else:
         waited = getattr(exc, "waited", 0.0)
-        log.warning("database busy: a write gave up after waiting %.1f s for the lock "
-                    "(database.write_timeout_ms); something holds a long write transaction "
-                    "[request %s]", waited, rid)
+        log.warning(
+            "database busy: a write gave up after waiting %.1f s for the lock "
+            "(database.write_timeout_ms); something holds a long write transaction "
+            "[request %s]",
+            waited,
+            rid,
+        )
         error = exc if isinstance(exc, DatabaseBusy) else DatabaseBusy(waited)
     return error_answer(request, error.status, error.message, error.headers)

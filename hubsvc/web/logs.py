@@ -66,8 +66,10 @@ class _Clock:
         now = _time.time()
         second = int(now)
         if second != self.second:
-            self.second, self.text = second, _time.strftime("%Y-%m-%d %H:%M:%S",
-                                                            _time.localtime(second))
+            self.second, self.text = (
+                second,
+                _time.strftime("%Y-%m-%d %H:%M:%S", _time.localtime(second)),
+            )
         return f"{self.text},{int((now - second) * 1000):03d}"
 
 
@@ -100,14 +102,18 @@ class AccessLogger(AbstractAccessLogger):
         # The same %-format the LogRecord path uses, applied at once.
         message = (
             '%(remote)s "%(method)s %(path)s" %(status)s %(bytes)s %(ms)sms '  # noqa: UP031
-            'rid=%(request_id)s' % entry)
+            "rid=%(request_id)s" % entry
+        )
         handler = _plain_handler
-        if handler is not None and self.logger.isEnabledFor(logging.INFO) \
-                and self.logger.propagate and not self.logger.handlers:
+        if (
+            handler is not None
+            and self.logger.isEnabledFor(logging.INFO)
+            and self.logger.propagate
+            and not self.logger.handlers
+        ):
             # The same line the logging module would write, without building a LogRecord
             # for it: on a small request the access line cost as much as the request.
-            line = (f"{_CLOCK.now()} INFO {self.logger.name} [{request_id_var.get()}] "
-                    f"{message}\n")
+            line = f"{_CLOCK.now()} INFO {self.logger.name} [{request_id_var.get()}] {message}\n"
             with handler.lock:
                 handler.stream.write(line)
                 handler.flush()

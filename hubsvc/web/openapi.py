@@ -17,7 +17,7 @@ from .. import __version__
 
 ERROR_TEXT = {
     400: "bad request: malformed, a value of the wrong JSON type or out of range "
-         "(the message names the field)",
+    "(the message names the field)",
     401: "authentication required, or a revoked or expired token",
     403: "signed in but not allowed",
     404: "not found, or private and not readable by the caller",
@@ -34,17 +34,30 @@ ALWAYS = (429, 500)
 RENAMED_PREFIX = "/api/repositories/{owner}/{name}"
 
 
-def doc(summary: str, *, body: type[Schema] | dict[str, Any] | None = None,
-        query: type[Schema] | None = None,
-        responses: dict[int, Any] | None = None, errors: Iterable[int] = (),
-        public: bool = False, description: str = "", tag: str | None = None,
-        plain_errors: bool = False) -> Callable[[Callable], Callable]:
+def doc(
+    summary: str,
+    *,
+    body: type[Schema] | dict[str, Any] | None = None,
+    query: type[Schema] | None = None,
+    responses: dict[int, Any] | None = None,
+    errors: Iterable[int] = (),
+    public: bool = False,
+    description: str = "",
+    tag: str | None = None,
+    plain_errors: bool = False,
+) -> Callable[[Callable], Callable]:
     """Attach the OpenAPI operation of a handler, next to its definition."""
 
     def attach(handler: Callable) -> Callable:
         handler.__apidoc__ = {
-            "summary": summary, "body": body, "query": query, "responses": responses or {},
-            "errors": tuple(errors), "public": public, "description": description, "tag": tag,
+            "summary": summary,
+            "body": body,
+            "query": query,
+            "responses": responses or {},
+            "errors": tuple(errors),
+            "public": public,
+            "description": description,
+            "tag": tag,
             "plain_errors": plain_errors,
         }
         return handler
@@ -63,29 +76,33 @@ def _response(value: Any) -> dict[str, Any]:
 def build_spec(app: web.Application) -> dict[str, Any]:
     """Walk the router and describe every documented route."""
     spec = APISpec(
-        title="hubsvc", version=__version__, openapi_version="3.0.3",
+        title="hubsvc",
+        version=__version__,
+        openapi_version="3.0.3",
         plugins=[MarshmallowPlugin()],
-        info={"description": "Self-hostable repository hosting service API. JSON bodies are "
-              "strictly typed: a boolean field takes only true or false, an integer field "
-              "only a JSON integer, a string field only a string (no \"yes\", \"1\" or "
-              "\"5\"); anything else is 400 naming the field, as is null where a field is "
-              "not nullable. Query parameters are text and parsed: ?ignoreUnknown=true, "
-              "?limit=5. Rate limits: a token bucket per client address (RateLimit-* headers, "
-              "429 with Retry-After); GET /health is never limited, and git over HTTP of a "
-              "signed-in user (a token, or a password already accepted) spends a larger "
-              "bucket of that user's own ([rate_limit] git_burst, git_per_minute). "
-              "A write that makes events (an issue, a comment, a star…) answers once they "
-              "are stored; while the live WebSocket fan-out has more than 4 of them left to "
-              "send, the answer waits for it to catch up, at most 1 s, and then carries "
-              "Server-Timing: fanout;dur=<ms>: a burst of writes slows the writers, not "
-              "every watcher's notifications."},
+        info={
+            "description": "Self-hostable repository hosting service API. JSON bodies are "
+            "strictly typed: a boolean field takes only true or false, an integer field "
+            'only a JSON integer, a string field only a string (no "yes", "1" or '
+            '"5"); anything else is 400 naming the field, as is null where a field is '
+            "not nullable. Query parameters are text and parsed: ?ignoreUnknown=true, "
+            "?limit=5. Rate limits: a token bucket per client address (RateLimit-* headers, "
+            "429 with Retry-After); GET /health is never limited, and git over HTTP of a "
+            "signed-in user (a token, or a password already accepted) spends a larger "
+            "bucket of that user's own ([rate_limit] git_burst, git_per_minute). "
+            "A write that makes events (an issue, a comment, a star…) answers once they "
+            "are stored; while the live WebSocket fan-out has more than 4 of them left to "
+            "send, the answer waits for it to catch up, at most 1 s, and then carries "
+            "Server-Timing: fanout;dur=<ms>: a burst of writes slows the writers, not "
+            "every watcher's notifications."
+        },
     )
     spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer"})
-    spec.components.security_scheme(
-        "cookie", {"type": "apiKey", "in": "cookie", "name": "session"})
+    spec.components.security_scheme("cookie", {"type": "apiKey", "in": "cookie", "name": "session"})
     # The chat bot: its key plus X-Chat-User-Id acts as the user of a verified link.
     spec.components.security_scheme(
-        "chatBot", {"type": "apiKey", "in": "header", "name": "X-Chat-Bot-Key"})
+        "chatBot", {"type": "apiKey", "in": "header", "name": "X-Chat-Bot-Key"}
+    )
     spec.components.schema("Error", schema=ErrorSchema)
     paths: dict[str, dict[str, Any]] = {}
     for route in app.router.routes():
@@ -95,8 +112,10 @@ def build_spec(app: web.Application) -> dict[str, Any]:
         meta = getattr(route.handler, "__apidoc__", None)
         if method in ("head", "*") or path is None or meta is None:
             continue
-        params = [{"in": "path", "name": name, "required": True, "schema": {"type": "string"}}
-                  for name in re.findall(r"{([^}:]+)}", path)]
+        params = [
+            {"in": "path", "name": name, "required": True, "schema": {"type": "string"}}
+            for name in re.findall(r"{([^}:]+)}", path)
+        ]
         if meta["query"] is not None:
             params.append({"in": "query", "schema": meta["query"]})
         operation: dict[str, Any] = {
@@ -109,11 +128,15 @@ def build_spec(app: web.Application) -> dict[str, Any]:
         if params:
             operation["parameters"] = params
         if isinstance(meta["body"], dict):  # a body that is not JSON: {media type: schema}
-            operation["requestBody"] = {"required": True, "content": {
-                media: {"schema": schema} for media, schema in meta["body"].items()}}
+            operation["requestBody"] = {
+                "required": True,
+                "content": {media: {"schema": schema} for media, schema in meta["body"].items()},
+            }
         elif meta["body"] is not None:
             operation["requestBody"] = {
-                "required": True, "content": {"application/json": {"schema": meta["body"]}}}
+                "required": True,
+                "content": {"application/json": {"schema": meta["body"]}},
+            }
         codes = set(meta["errors"]) | set(ALWAYS)
         if not meta["public"]:
             codes.add(401)
@@ -123,16 +146,21 @@ def build_spec(app: web.Application) -> dict[str, Any]:
         if meta["body"] is not None and not isinstance(meta["body"], dict):
             codes.add(415)  # JSON bodies: any other Content-Type is refused
         # git shows its user an error body only in plain text (see errors.GIT_PATH).
-        error_content = {"text/plain": {"schema": {"type": "string"}}} if meta["plain_errors"] \
+        error_content = (
+            {"text/plain": {"schema": {"type": "string"}}}
+            if meta["plain_errors"]
             else {"application/json": {"schema": "Error"}}
+        )
         for code in sorted(codes):
-            operation["responses"].setdefault(str(code), {
-                "description": ERROR_TEXT.get(code, "error"), "content": error_content})
+            operation["responses"].setdefault(
+                str(code), {"description": ERROR_TEXT.get(code, "error"), "content": error_content}
+            )
         if path.startswith(RENAMED_PREFIX):
             # A renamed repository's old path answers with a redirect to the new one.
             operation["responses"].setdefault(
                 "301" if method == "get" else "308",
-                {"description": "the repository was renamed: Location is the new path"})
+                {"description": "the repository was renamed: Location is the new path"},
+            )
         paths.setdefault(path, {})[method] = operation
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)

@@ -29,8 +29,9 @@ def allows(role: str | None, need: str) -> bool:
     return role is not None and LEVELS[role] >= LEVELS[need]
 
 
-async def load_repo(request: web.Request, need: str = "read", owner: str | None = None,
-                    name: str | None = None) -> dict[str, Any]:
+async def load_repo(
+    request: web.Request, need: str = "read", owner: str | None = None, name: str | None = None
+) -> dict[str, Any]:
     """The repository of the path, checked: 404 if unreadable, 403 if readable but not enough.
 
     A renamed repository's old name still finds it: an API path answers 301 (308 for

@@ -11,7 +11,9 @@ from .avatars import default_version
 
 def avatar_url(base_url: str, user: dict[str, Any]) -> str:
     """Absolute avatar URL with the content hash as cache buster."""
-    version = user["avatar_hash"][:16] if user.get("avatar_hash") else default_version(user["username"])
+    version = (
+        user["avatar_hash"][:16] if user.get("avatar_hash") else default_version(user["username"])
+    )
     return f"{base_url}/api/users/{quote(user['username'])}/avatar?v={version}"
 
 
@@ -30,8 +32,9 @@ def user_summary(base_url: str, user: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def user_public(base_url: str, user: dict[str, Any], *, is_self: bool, admin: bool = False
-                ) -> dict[str, Any]:
+def user_public(
+    base_url: str, user: dict[str, Any], *, is_self: bool, admin: bool = False
+) -> dict[str, Any]:
     """The user object; the e-mail only for the user themself."""
     data = user_summary(base_url, user)
     data["createdAt"] = user["created_at"]
@@ -61,9 +64,15 @@ def settings(user: dict[str, Any]) -> dict[str, Any]:
 
 
 def _owner(base_url: str, repo: dict[str, Any]) -> dict[str, Any]:
-    return user_summary(base_url, {
-        "id": repo["owner_id"], "username": repo["owner_username"], "name": repo["owner_name"],
-        "avatar_hash": repo["owner_avatar_hash"]})
+    return user_summary(
+        base_url,
+        {
+            "id": repo["owner_id"],
+            "username": repo["owner_username"],
+            "name": repo["owner_name"],
+            "avatar_hash": repo["owner_avatar_hash"],
+        },
+    )
 
 
 def repo(base_url: str, row: dict[str, Any], viewer: dict[str, Any] | None) -> dict[str, Any]:
@@ -85,8 +94,11 @@ def repo(base_url: str, row: dict[str, Any], viewer: dict[str, Any] | None) -> d
         "isOwner": viewer is not None and viewer["id"] == row["owner_id"],
         "fork": row["parent_id"] is not None,
         # A parent the viewer may not read is not named (it may have become private).
-        "parent": ({"owner": row["parent_owner"], "name": row["parent_name"]}
-                   if row["parent_id"] is not None and row.get("parent_visible", 1) else None),
+        "parent": (
+            {"owner": row["parent_owner"], "name": row["parent_name"]}
+            if row["parent_id"] is not None and row.get("parent_visible", 1)
+            else None
+        ),
         "url": SiteUrl.of(base_url).repo(row["owner_username"], row["name"]),
         "cloneUrl": f"{base_url}/{row['owner_username']}/{row['name']}.git",
     }
@@ -103,15 +115,19 @@ def member(base_url: str, row: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _person(base_url: str, row: dict[str, Any], prefix: str, id_key: str
-            ) -> dict[str, Any] | None:
+def _person(base_url: str, row: dict[str, Any], prefix: str, id_key: str) -> dict[str, Any] | None:
     """A user summary from joined columns named <prefix>_username etc."""
     if row.get(f"{prefix}_username") is None:
         return None
-    return user_summary(base_url, {
-        "id": row[id_key],
-        "username": row[f"{prefix}_username"], "name": row[f"{prefix}_name"],
-        "avatar_hash": row[f"{prefix}_avatar_hash"]})
+    return user_summary(
+        base_url,
+        {
+            "id": row[id_key],
+            "username": row[f"{prefix}_username"],
+            "name": row[f"{prefix}_name"],
+            "avatar_hash": row[f"{prefix}_avatar_hash"],
+        },
+    )
 
 
 def issue(base_url: str, repo_row: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
@@ -142,20 +158,25 @@ def pull(base_url: str, repo_row: dict[str, Any], row: dict[str, Any]) -> dict[s
     from_fork = row["head_repo_id"] is not None and row["head_repo_id"] != repo_row["id"]
     # A private head repository is named only to a caller marked as able to read it.
     shown = row.get("head_repo_visibility") == "public" or row.get("head_visible")
-    data.update({
-        "state": "merged" if merged else row["state"],
-        "head": row["head"],
-        "base": row["base"],
-        "headRepository": ({"owner": row["head_repo_owner"], "name": row["head_repo_name"]}
-                           if from_fork and shown else None),
-        "headSha": row["head_oid"],
-        "baseSha": row["base_oid"],
-        "merged": merged,
-        "mergeable": None if merged or row["mergeable"] is None else bool(row["mergeable"]),
-        "mergedAt": row["merged_at"],
-        "mergedBy": _person(base_url, row, "merger", "merged_by") if merged else None,
-        "mergeCommit": row["merge_commit"],
-    })
+    data.update(
+        {
+            "state": "merged" if merged else row["state"],
+            "head": row["head"],
+            "base": row["base"],
+            "headRepository": (
+                {"owner": row["head_repo_owner"], "name": row["head_repo_name"]}
+                if from_fork and shown
+                else None
+            ),
+            "headSha": row["head_oid"],
+            "baseSha": row["base_oid"],
+            "merged": merged,
+            "mergeable": None if merged or row["mergeable"] is None else bool(row["mergeable"]),
+            "mergedAt": row["merged_at"],
+            "mergedBy": _person(base_url, row, "merger", "merged_by") if merged else None,
+            "mergeCommit": row["merge_commit"],
+        }
+    )
     return data
 
 

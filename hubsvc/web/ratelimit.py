@@ -23,8 +23,13 @@ RATE_HEADERS = web.RequestKey("rate_headers", dict)
 class TokenBucket:
     """Buckets of `capacity` tokens refilled at `rate` per second, one per key."""
 
-    def __init__(self, capacity: float, rate: float, clock: Callable[[], float] = time.monotonic,
-                 max_keys: int = 100_000) -> None:
+    def __init__(
+        self,
+        capacity: float,
+        rate: float,
+        clock: Callable[[], float] = time.monotonic,
+        max_keys: int = 100_000,
+    ) -> None:
         self.capacity = capacity
         self.rate = rate
         self.clock = clock
@@ -67,8 +72,9 @@ LIMITER = web.AppKey("rate_limiter", TokenBucket)
 SIGN_IN_LIMITER = web.AppKey("sign_in_limiter", TokenBucket)
 GIT_LIMITER = web.AppKey("git_limiter", TokenBucket)
 # Smart-HTTP routes (hubsvc/api/smart_http.py), by the pattern they were registered with.
-GIT_ROUTES = frozenset(f"/{{owner}}/{{name}}/{tail}"
-                       for tail in ("info/refs", "git-upload-pack", "git-receive-pack"))
+GIT_ROUTES = frozenset(
+    f"/{{owner}}/{{name}}/{tail}" for tail in ("info/refs", "git-upload-pack", "git-receive-pack")
+)
 
 
 def sign_in_key(request: web.Request, login: str, user: dict[str, Any] | None) -> str:
@@ -113,15 +119,19 @@ async def git_user_id(request: web.Request) -> int | None:
     if found is not None:
         return found[0]["id"] if found[0]["username"].lower() == username.lower() else None
     hit = request.app[BASIC_CACHE].get(
-        hashlib.sha256(f"{username.lower()}\0{secret}".encode()).digest())
+        hashlib.sha256(f"{username.lower()}\0{secret}".encode()).digest()
+    )
     return hit[0]["id"] if hit else None
 
 
 async def _bucket(request: web.Request, limiter: TokenBucket) -> tuple[TokenBucket, str]:
     """Git traffic of a signed-in user spends that user's git budget; the rest limit_key's."""
     git = request.app.get(GIT_LIMITER)
-    if git is not None and request.match_info.route.resource is not None \
-            and request.match_info.route.resource.canonical in GIT_ROUTES:
+    if (
+        git is not None
+        and request.match_info.route.resource is not None
+        and request.match_info.route.resource.canonical in GIT_ROUTES
+    ):
         user_id = await git_user_id(request)
         if user_id is not None:
             return git, f"user:{user_id}"
@@ -136,20 +146,29 @@ def _headers(limiter: TokenBucket, tokens: float) -> dict[str, str]:
     }
 
 
-def too_many(request: web.Request, retry_after: float,
-             headers: dict[str, str] | None = None) -> web.Response:
+def too_many(
+    request: web.Request, retry_after: float, headers: dict[str, str] | None = None
+) -> web.Response:
     """The 429 answer with Retry-After and retryAfter."""
     wait = max(1, math.ceil(retry_after))
-    return error_answer(request, 429, "too many requests",
-                        {**(headers or {}), "Retry-After": str(wait)}, retryAfter=wait)
+    return error_answer(
+        request,
+        429,
+        "too many requests",
+        {**(headers or {}), "Retry-After": str(wait)},
+        retryAfter=wait,
+    )
 
 
 @web.middleware
 async def rate_limit_middleware(request: web.Request, handler):
     """Spend a token per request; the headers go on every answer, streamed ones included."""
     limiter = request.app.get(LIMITER)
-    if limiter is None or request.method == "OPTIONS" or (
-            request.path == "/health" and request.method in ("GET", "HEAD")):
+    if (
+        limiter is None
+        or request.method == "OPTIONS"
+        or (request.path == "/health" and request.method in ("GET", "HEAD"))
+    ):
         # /health is for load balancers and monitors, which poll it from one address.
         return await handler(request)
     limiter, key = await _bucket(request, limiter)

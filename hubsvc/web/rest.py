@@ -17,18 +17,21 @@ from ..keys import CONFIG
 DEFAULT_JSON_DEPTH = 64
 
 
-def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None
-                  ) -> web.Response:
+def json_response(
+    data: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
     """A JSON answer."""
-    return web.Response(body=orjson.dumps(data), status=status,
-                        content_type="application/json", headers=headers)
+    return web.Response(
+        body=orjson.dumps(data), status=status, content_type="application/json", headers=headers
+    )
 
 
 def is_json_type(media_type: str) -> bool:
     """application/json or application/<anything>+json (parameters such as charset aside)."""
     media_type = media_type.split(";", 1)[0].strip().lower()
     return media_type == "application/json" or (
-        media_type.startswith("application/") and media_type.endswith("+json"))
+        media_type.startswith("application/") and media_type.endswith("+json")
+    )
 
 
 def check_json_type(request: web.Request, raw: bytes) -> None:
@@ -46,11 +49,12 @@ def too_deep(data: Any, limit: int) -> bool:
     stack = [(data, 1)]
     while stack:
         node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        children = (
+            node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        )
         if children and depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children
-                     if isinstance(child, (dict, list)))
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return False
 
 

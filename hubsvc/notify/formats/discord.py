@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 # https://discord.com/developers/docs/resources/message#embed-object-embed-limits
 TITLE, DESCRIPTION, FOOTER, AUTHOR = 256, 4096, 2048, 256
 FIELDS, FIELD_NAME, FIELD_VALUE = 25, 256, 1024
-TOTAL = 6000        # title, description, field names and values, footer and author name
+TOTAL = 6000  # title, description, field names and values, footer and author name
 CONTENT, USERNAME = 2000, 80
 NAME = "hubsvc"
 # Nothing in a message pings: '@everyone', '@here', <@&role> and <@user> in a title or a
@@ -48,8 +48,10 @@ def _cap(lengths: list[int], total: int) -> int:
 def fit(embed: dict[str, Any]) -> dict[str, Any]:
     """Cut an embed's texts to their own limits, then the longest ones until all fit TOTAL."""
     embed["fields"] = embed.get("fields", [])[:FIELDS]
-    slots: list[tuple[dict[str, Any], str, int]] = [(embed, "title", TITLE),
-                                                     (embed, "description", DESCRIPTION)]
+    slots: list[tuple[dict[str, Any], str, int]] = [
+        (embed, "title", TITLE),
+        (embed, "description", DESCRIPTION),
+    ]
     if "author" in embed:
         slots.append((embed["author"], "name", AUTHOR))
     if "footer" in embed:
@@ -77,8 +79,10 @@ def body(msg: Message) -> dict[str, Any]:
         "url": msg.url,
         "color": msg.colour,
         # Field names and author names are not Markdown in Discord; values are.
-        "fields": [{"name": name, "value": discord_escape(value) or "—", "inline": inline}
-                   for name, value, inline in msg.fields],
+        "fields": [
+            {"name": name, "value": discord_escape(value) or "—", "inline": inline}
+            for name, value, inline in msg.fields
+        ],
     }
     if msg.timestamp:
         embed["timestamp"] = msg.timestamp
@@ -91,6 +95,16 @@ def body(msg: Message) -> dict[str, Any]:
 
 def ping(home: str) -> dict[str, Any]:
     """The body of a connectivity test."""
-    return {"username": NAME, "content": "hubsvc webhook test", "allowed_mentions": NO_MENTIONS,
-            "embeds": [{"title": "hubsvc webhook test", "description": "It works.",
-                        "url": home, "color": TEST_COLOUR}]}
+    return {
+        "username": NAME,
+        "content": "hubsvc webhook test",
+        "allowed_mentions": NO_MENTIONS,
+        "embeds": [
+            {
+                "title": "hubsvc webhook test",
+                "description": "It works.",
+                "url": home,
+                "color": TEST_COLOUR,
+            }
+        ],
+    }

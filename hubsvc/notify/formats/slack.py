@@ -41,21 +41,32 @@ def body(msg: Message) -> dict[str, Any]:
     """The webhook body of a message: {"text", "blocks"}."""
     blocks: list[dict[str, Any]] = [
         # plain_text is never parsed: no mentions, no links, nothing to escape.
-        {"type": "header", "text": {"type": "plain_text", "text": cut(msg.title, HEADER),
-                                    "emoji": True}}]
+        {
+            "type": "header",
+            "text": {"type": "plain_text", "text": cut(msg.title, HEADER), "emoji": True},
+        }
+    ]
     description = _description(msg)
     if description:
-        blocks.append({"type": "section",
-                       "text": {"type": "mrkdwn", "text": _mrkdwn(description, SECTION)}})
+        blocks.append(
+            {"type": "section", "text": {"type": "mrkdwn", "text": _mrkdwn(description, SECTION)}}
+        )
     if msg.fields:
-        blocks.append({"type": "section", "fields": [
-            {"type": "mrkdwn", "text": _mrkdwn(f"*{name}*\n{slack_escape(value)}", FIELD)}
-            for name, value, _ in msg.fields[:FIELDS]]})
+        blocks.append(
+            {
+                "type": "section",
+                "fields": [
+                    {"type": "mrkdwn", "text": _mrkdwn(f"*{name}*\n{slack_escape(value)}", FIELD)}
+                    for name, value, _ in msg.fields[:FIELDS]
+                ],
+            }
+        )
     context = _link(msg.url, "Open")
     if msg.actor:
         context = f"by {_link(msg.actor_url or msg.url, slack_escape(msg.actor))} · {context}"
-    blocks.append({"type": "context",
-                   "elements": [{"type": "mrkdwn", "text": _mrkdwn(context, CONTEXT)}]})
+    blocks.append(
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": _mrkdwn(context, CONTEXT)}]}
+    )
     text = _link(msg.url, _mrkdwn(slack_escape(msg.title), TEXT))
     return {"text": text, "blocks": blocks[:BLOCKS]}
 

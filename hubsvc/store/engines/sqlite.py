@@ -26,7 +26,7 @@ _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 
 
 def fault_of(exc: BaseException) -> str | None:
-    """"full" for a full disk, "busy" for a locked database, else None."""
+    """ "full" for a full disk, "busy" for a locked database, else None."""
     if isinstance(exc, DiskFull):
         return "full"
     if isinstance(exc, DatabaseBusy):
@@ -63,8 +63,9 @@ def _configure(conn: sqlite3.Connection, busy_ms: int = 5000) -> None:
     conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
 
 
-def _transaction(conn: sqlite3.Connection, fn: Callable[..., T], args, kwargs,
-                 deadline: float) -> T:
+def _transaction(
+    conn: sqlite3.Connection, fn: Callable[..., T], args, kwargs, deadline: float
+) -> T:
     # busy_timeout applies per statement, and only BEGIN IMMEDIATE waits for the lock:
     # it gets what is left of the write's one deadline, counted from when the write was
     # asked for, so writes queued behind a stuck one give up with it instead of each
@@ -95,14 +96,17 @@ class ReadTimeout(Unavailable):
     """A read ran past database.read_timeout_ms and was stopped."""
 
     def __init__(self, timeout_ms: int) -> None:
-        super().__init__(f"the database query took longer than {timeout_ms} ms"
-                         " (database.read_timeout_ms) and was stopped; try again shortly,"
-                         " or narrow the request")
+        super().__init__(
+            f"the database query took longer than {timeout_ms} ms"
+            " (database.read_timeout_ms) and was stopped; try again shortly,"
+            " or narrow the request"
+        )
         self.headers["Retry-After"] = "1"
 
 
-def _read_with_deadline(conn: sqlite3.Connection, fn: Callable[..., T], timeout_ms: int,
-                        *args: Any) -> T:
+def _read_with_deadline(
+    conn: sqlite3.Connection, fn: Callable[..., T], timeout_ms: int, *args: Any
+) -> T:
     """fn(conn, *args), interrupted with ReadTimeout once it runs past timeout_ms."""
     deadline = time.monotonic() + timeout_ms / 1000
     conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
@@ -154,15 +158,19 @@ def apply_migrations(conn: sqlite3.Connection, sql_dir: Path = SQL_DIR) -> list[
 
 
 def _probe_write(conn: sqlite3.Connection) -> None:
-    conn.execute("INSERT OR REPLACE INTO health_probe (id, at) VALUES (1, ?)",
-                 (int(time.time()),))
+    conn.execute("INSERT OR REPLACE INTO health_probe (id, at) VALUES (1, ?)", (int(time.time()),))
 
 
 class Database:
     """Writes go through one connection under BEGIN IMMEDIATE; reads use the others."""
 
-    def __init__(self, path: str | Path, readers: int = 2,
-                 read_timeout_ms: int = READ_TIMEOUT_MS, write_timeout_ms: int = 5000) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        readers: int = 2,
+        read_timeout_ms: int = READ_TIMEOUT_MS,
+        write_timeout_ms: int = 5000,
+    ) -> None:
         self.path = str(path)
         self.read_timeout_ms = read_timeout_ms
         self.write_timeout = write_timeout_ms / 1000
@@ -263,8 +271,9 @@ class Database:
         """Run fn(conn, ...) on a read connection."""
         assert self._readers, "database is not open"
         conn = self._readers[next(self._next_reader)]
-        return await self._call(conn, _read_with_deadline, functools.partial(fn, **kwargs),
-                                self.read_timeout_ms, *args)
+        return await self._call(
+            conn, _read_with_deadline, functools.partial(fn, **kwargs), self.read_timeout_ms, *args
+        )
 
     PROBE_SECONDS = 5.0
 
