@@ -8,10 +8,11 @@ import random
 import re
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp_cors
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 from aiohttp_session import session_middleware
 from aiohttp_session.cookie_storage import EncryptedCookieStorage
 
@@ -69,7 +70,7 @@ _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
 @web.middleware
-async def request_context(request: web.Request, handler):
+async def request_context(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Give every request an id, kept for the logs and sent back as X-Request-Id."""
     incoming = request.headers.get("X-Request-Id", "")
     # An id only has to tell requests apart, not be unguessable: getrandbits costs a
@@ -178,7 +179,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
-def _sessions_when_used(middleware):
+def _sessions_when_used(middleware: Middleware) -> Middleware:
     """aiohttp-session's middleware, only for requests that carry the cookie or may set it.
 
     Sessions are read only from a `session` cookie and written only by /auth/ (sign-up,
@@ -187,7 +188,7 @@ def _sessions_when_used(middleware):
     """
 
     @web.middleware
-    async def sessions(request: web.Request, handler):
+    async def sessions(request: web.Request, handler: Handler) -> web.StreamResponse:
         if "session" in request.cookies or request.path.startswith("/auth/"):
             return await middleware(request, handler)
         return await handler(request)
@@ -344,7 +345,9 @@ _SIMPLE_HEADERS = frozenset(
 )
 
 
-def _cors_on_errors(origins: frozenset[str]):
+def _cors_on_errors(
+    origins: frozenset[str],
+) -> Callable[[web.Request, web.StreamResponse], Awaitable[None]]:
     """An on_response_prepare hook giving error answers the CORS headers of a configured origin."""
 
     async def add(request: web.Request, response: web.StreamResponse) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
+
+from .identity import Identity
 
 if TYPE_CHECKING:  # imported only for the type names, to avoid import cycles
     from .config import Config
@@ -17,4 +19,5 @@ BUS: web.AppKey[EventBus] = web.AppKey("bus")
 STATE = web.AppKey("state", dict)
 
 REQUEST_ID = web.RequestKey("request_id", str)
-AUTH = web.RequestKey("auth", Any)
+# None for an anonymous request.
+AUTH: web.RequestKey[Identity | None] = web.RequestKey("auth")

@@ -23,14 +23,18 @@ class Base(Schema):
 # 400 naming the field. Query strings are text: their schemas keep marshmallow's fields.
 
 
+# marshmallow's own type of error message tables.
+_Messages = dict[str, str | list[Any] | dict[Any, Any]]
+
+
 class _Typed:
-    default_error_messages = {"null": "must not be null"}
+    default_error_messages: _Messages = {"null": "must not be null"}
 
 
 class Str(_Typed, fields.String):
     """A JSON string only."""
 
-    default_error_messages = {"invalid": "must be a string"}
+    default_error_messages: _Messages = {"invalid": "must be a string"}
 
     def _deserialize(self, value: Any, attr, data, **kwargs) -> str:
         if not isinstance(value, str):  # fields.String also takes bytes
@@ -41,7 +45,7 @@ class Str(_Typed, fields.String):
 class Email(_Typed, fields.Email):
     """A JSON string that is an e-mail address."""
 
-    default_error_messages = {"invalid": "must be an e-mail address"}
+    default_error_messages: _Messages = {"invalid": "must be an e-mail address"}
 
     def _deserialize(self, value: Any, attr, data, **kwargs) -> str:
         if not isinstance(value, str):
@@ -52,7 +56,7 @@ class Email(_Typed, fields.Email):
 class Bool(_Typed, fields.Boolean):
     """true or false only: not "yes", "true", 1 or 0."""
 
-    default_error_messages = {"invalid": "must be true or false"}
+    default_error_messages: _Messages = {"invalid": "must be true or false"}
 
     def _deserialize(self, value: Any, attr, data, **kwargs) -> bool:
         if not isinstance(value, bool):
@@ -63,7 +67,7 @@ class Bool(_Typed, fields.Boolean):
 class Int(_Typed, fields.Integer):
     """A JSON integer only: not "5", 5.0 or true."""
 
-    default_error_messages = {"invalid": "must be an integer"}
+    default_error_messages: _Messages = {"invalid": "must be an integer"}
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(strict=True, **kwargs)
@@ -77,7 +81,7 @@ class Int(_Typed, fields.Integer):
 class List(_Typed, fields.List):
     """A JSON array whose items are typed by the inner field."""
 
-    default_error_messages = {"invalid": "must be an array"}
+    default_error_messages: _Messages = {"invalid": "must be an array"}
 
     def _deserialize(self, value: Any, attr, data, **kwargs) -> list:
         if not isinstance(value, list):  # fields.List also takes tuples and sets
@@ -88,7 +92,7 @@ class List(_Typed, fields.List):
 class Dict(_Typed, fields.Dict):
     """A JSON object."""
 
-    default_error_messages = {"invalid": "must be an object"}
+    default_error_messages: _Messages = {"invalid": "must be an object"}
 
 
 class Nested(_Typed, fields.Nested):

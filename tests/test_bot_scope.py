@@ -211,3 +211,17 @@ async def test_verify_takes_a_session_never_a_personal_token(client, alice):
         json={"token": token, "serviceUserId": alice.id},
     )
     assert resp.status == 200
+
+
+async def test_made_up_chat_ids_spend_the_bot_keys_budget(aiohttp_client, tmp_path):
+    from hubsvc.app import create_app
+
+    config = make_config(
+        tmp_path, chat__bot_key=BOT_KEY, rate_limit__enabled=True, rate_limit__burst=3
+    )
+    client = await aiohttp_client(create_app(config))
+    statuses = []
+    for n in range(6):
+        resp = await client.get("/api/users/me", headers=as_chat(f"invented-{n}"))
+        statuses.append(resp.status)
+    assert statuses == [401, 401, 401, 429, 429, 429]

@@ -14,7 +14,7 @@ from schemas.users import (
 )
 
 from ..errors import BadRequest, Forbidden, NotFound
-from ..keys import AUTH, CONFIG, STORE
+from ..keys import CONFIG, STORE
 from ..services.revoke import credentials_ended
 from ..store.users import MAX_PERSONAL_TOKENS, NEVER
 from ..timeutil import iso
@@ -22,6 +22,7 @@ from ..web.auth import (
     check_password,
     hash_password,
     new_personal_token,
+    require_identity,
     require_user,
     token_digest,
     validate_password,
@@ -72,7 +73,7 @@ async def change_password(request: web.Request) -> web.Response:
         return refused
     rounds = request.app[CONFIG]["security"]["bcrypt_rounds"]
     new_hash = await hash_password(data["newPassword"], rounds)
-    keep = request[AUTH].token_digest
+    keep = require_identity(request).token_digest
     await request.app[STORE].users.set_password(user["id"], new_hash, keep=keep)
     credentials_ended(request.app, user["id"], keep=keep)
     return web.Response(status=204)
@@ -115,7 +116,7 @@ async def list_tokens(request: web.Request) -> web.Response:
 )
 async def create_token(request: web.Request) -> web.Response:
     user = require_user(request)
-    if request[AUTH].personal:
+    if require_identity(request).personal:
         raise Forbidden("a personal access token cannot create tokens; sign in")
     data = await read_json(request, TokenCreateSchema())
     expires = None

@@ -8,7 +8,7 @@ from aiohttp_session import get_session
 from schemas.users import AuthResultSchema, SignInSchema, SignUpSchema
 
 from ..errors import BadRequest, Forbidden, Unauthorized
-from ..keys import AUTH, CONFIG, STORE
+from ..keys import CONFIG, STORE
 from ..services.revoke import credentials_ended
 from ..timeutil import iso
 from ..web.auth import (
@@ -16,6 +16,7 @@ from ..web.auth import (
     hash_password,
     is_admin,
     issue_token,
+    require_identity,
     require_user,
     validate_password,
 )
@@ -109,7 +110,7 @@ async def sign_in(request: web.Request) -> web.Response:
 )
 async def sign_out(request: web.Request) -> web.Response:
     user = require_user(request)
-    identity = request[AUTH]
+    identity = require_identity(request)
     if identity.token_digest is not None:
         await request.app[STORE].users.revoke_token(identity.token_digest)
         credentials_ended(request.app, user["id"], {identity.token_digest})

@@ -24,12 +24,19 @@ from schemas.chat import (
 
 from ..config import Config
 from ..errors import Forbidden, NotFound
-from ..keys import AUTH, CONFIG, STORE
+from ..keys import CONFIG, STORE
 from ..notify.mail import MAILER
 from ..tasks import BACKGROUND
 from ..timeutil import iso
 from ..web import present
-from ..web.auth import bot_key_ok, current_user, require_bot, require_user, token_digest
+from ..web.auth import (
+    bot_key_ok,
+    current_user,
+    require_bot,
+    require_identity,
+    require_user,
+    token_digest,
+)
 from ..web.openapi import doc
 from ..web.rest import json_response, read_json, read_query
 
@@ -126,7 +133,7 @@ async def _mail_link(
 )
 async def verify(request: web.Request) -> web.Response:
     user = require_user(request)
-    identity = request[AUTH]
+    identity = require_identity(request)
     # A link lets the bot act as the user, so it is granted as a credential is: by the
     # user in a signed-in session, never by a personal access token a script holds.
     if identity.personal or identity.via not in ("cookie", "bearer"):

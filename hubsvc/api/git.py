@@ -199,7 +199,7 @@ async def tree(request: web.Request) -> web.Response:
     "`isBinary` and `encoding`. `return=1` serves any size, streamed from git "
     "with its Content-Length.",
 )
-async def file(request: web.Request) -> web.Response:
+async def file(request: web.Request) -> web.StreamResponse:
     repo = await load_repo(request)
     query = read_query(request, FileQuerySchema())
     oid = await _resolve(request, repo, query.get("branch"))

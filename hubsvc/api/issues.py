@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
-from marshmallow import Schema
+from marshmallow import Schema, validate
 
 from schemas.common import PageQuerySchema
 from schemas.issues import (
@@ -121,7 +121,8 @@ def list_query(request: web.Request, schema: type[Schema]) -> dict[str, Any]:
     raw = {k: v for k, v in raw.items() if k in known}
     if lenient:
         for key in ("state", "sort", "direction"):
-            if raw.get(key) not in (None, *schema().fields[key].validate.choices):
+            choices = cast(validate.OneOf, schema().fields[key].validate).choices
+            if raw.get(key) not in (None, *choices):
                 raw.pop(key)
     query = load(schema(), raw)
     for key in ("assignee", "author"):

@@ -351,9 +351,8 @@ async def merge_pull(request: web.Request) -> web.Response:
         await asyncio.shield(store.issues.release_merge(item["id"]))
         raise
     ref = f"refs/heads/{item['base']}"
-    push = await request.app[REPO_FILES].run(
-        repo["id"], lambda g: push_data(g, ref, heads.base, new, [])
-    )
+    assert heads.base is not None  # merge() answers 409 when the base is gone
+    push = await request.app[REPO_FILES].run(repo["id"], push_data, ref, heads.base, new, [])
     row = await store.issues.mark_merged(
         item["id"],
         user["id"],

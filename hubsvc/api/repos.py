@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from aiohttp import web
 
 from schemas.common import PageQuerySchema
@@ -43,7 +45,9 @@ def _viewer_id(request: web.Request) -> int:
     return user["id"] if user else 0
 
 
-async def _create_on_disk(request: web.Request, row: dict, make) -> dict:
+async def _create_on_disk(
+    request: web.Request, row: dict, make: Callable[[], Awaitable[None]]
+) -> dict:
     """Run the disk step of a create; if it fails the row goes too, so nothing dangles."""
     try:
         await make()

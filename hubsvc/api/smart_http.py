@@ -21,17 +21,11 @@ from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..git.files import REPO_FILES
 from ..git.protocol import SERVICES, advertise, parse_ref_updates, serve_rpc
 from ..git.slots import git_slot
+from ..identity import Identity
 from ..keys import AUTH, CONFIG, STORE
 from ..services.pushes import record_push
 from ..tasks import BACKGROUND
-from ..web.auth import (
-    BASIC_CACHE,
-    Identity,
-    check_password,
-    current_user,
-    password_problem,
-    user_for_token,
-)
+from ..web.auth import BASIC_CACHE, check_password, current_user, password_problem, user_for_token
 from ..web.openapi import doc
 from ..web.permissions import load_repo
 from ..web.ratelimit import SIGN_IN_LIMITER, sign_in_key

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from schemas.users import (
@@ -158,7 +158,7 @@ async def post_preferences(request: web.Request) -> web.Response:
     return json_response({"preferences": present.preferences(updated)})
 
 
-async def _read_capped(part, limit: int) -> bytes:
+async def _read_capped(part: BodyPartReader, limit: int) -> bytes:
     data = bytearray()
     while chunk := await part.read_chunk(65536):
         data += chunk
@@ -178,7 +178,7 @@ async def _avatar_bytes(request: web.Request, limit: int) -> bytes:
                 part = await reader.next()
                 if part is None:
                     raise BadRequest("avatar: multipart field 'avatar' is required")
-                if getattr(part, "name", None) == "avatar":
+                if isinstance(part, BodyPartReader) and part.name == "avatar":
                     return await _read_capped(part, limit)
                 await part.release()
         except (ValueError, HttpProcessingError):  # no boundary, bad part headers, …

@@ -11,9 +11,9 @@ from schemas.events import WsQuerySchema
 
 from ..clients import client_ip
 from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
-from ..keys import AUTH, CONFIG, STORE
-from ..notify.hub import HUB, Client
-from ..web.auth import allowed_origin, current_user, user_for_token
+from ..keys import CONFIG, STORE
+from ..notify.hub import HUB, Client, Hub
+from ..web.auth import allowed_origin, current_user, require_identity, user_for_token
 from ..web.openapi import doc
 from ..web.permissions import role_of
 from ..web.rest import json_depth, parse_json
@@ -33,7 +33,7 @@ async def _ws_user(request: web.Request) -> tuple[dict[str, Any], bytes | None]:
     user = current_user(request)
     if user is None:
         raise Unauthorized("authentication required")
-    identity = request[AUTH]
+    identity = require_identity(request)
     if identity.via == "cookie" and not allowed_origin(request):
         raise Forbidden("cross-origin WebSocket refused")
     return user, identity.token_digest
@@ -121,7 +121,7 @@ def _cursor(value: object) -> int | None:
     return int(text)
 
 
-async def _heartbeat(hub, client: Client, interval: float) -> None:
+async def _heartbeat(hub: Hub, client: Client, interval: float) -> None:
     """Ping every interval; a client silent for two intervals is dropped."""
     loop = asyncio.get_running_loop()
     while True:
@@ -137,7 +137,7 @@ async def _heartbeat(hub, client: Client, interval: float) -> None:
             return
 
 
-async def _handle(request: web.Request, hub, client: Client, text: str) -> None:
+async def _handle(request: web.Request, hub: Hub, client: Client, text: str) -> None:
     try:
         # Depth-limited like request bodies: a deeply nested message gets an error
         # message and the socket stays open, as for any malformed one.
@@ -154,13 +154,14 @@ async def _handle(request: web.Request, hub, client: Client, text: str) -> None:
     elif kind == "pong":
         pass
     elif kind == "resume":
+        error: str | None
         try:
             after = _cursor(message.get("after"))
         except ApiError as exc:
             after, error = None, exc.message
         else:
             error = "after: must be an event id" if after is None else None
-        if error:
+        if error or after is None:
             hub.send(client, {"type": "error", "error": error})
             return
         hub.resume(client, after)

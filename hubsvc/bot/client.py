@@ -41,7 +41,7 @@ def segment(value: str) -> str:
 def _retry_after(body: dict[str, Any], headers: Any) -> int | None:
     for raw in (body.get("retryAfter"), headers.get("Retry-After")):
         try:
-            return max(1, int(float(raw)))
+            return max(1, int(float(raw)))  # type: ignore[arg-type]  # None: TypeError, next
         except (TypeError, ValueError):
             continue
     return None

@@ -127,8 +127,8 @@ def slash_command(
         await answer(interaction, command, kwargs)
 
     # discord.py reads the parameters from the callback's signature.
-    callback.__signature__ = inspect.Signature(
-        [  # type: ignore[attr-defined]
+    callback.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
             inspect.Parameter(
                 "interaction",
                 inspect.Parameter.POSITIONAL_OR_KEYWORD,

@@ -29,6 +29,13 @@ class Event:
     # and never a reason to e-mail or message anyone.
     inbound: bool = False
 
+    @property
+    def repo_number(self) -> int:
+        """repo_id as a number; an event of no repository has none (ValueError)."""
+        if self.repo_id is None:
+            raise ValueError("the event names no repository")
+        return int(self.repo_id)
+
     def to_dict(self) -> dict[str, Any]:
         """The event as JSON-ready data."""
         return {

@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
 
-from ..errors import Conflict, NotFound
+from ..errors import BadRequest, Conflict, NotFound
 from .objects import _HEADS, _OID_RE, _SHORT_OID_RE, _TAGS, T, _iso, _ref_name, _text, _valid_branch
-from .process import _run_git
+from .process import GitError, _git_status, _run_git
 
 R = TypeVar("R", bound="RepoBase")
 
@@ -233,3 +233,27 @@ class RepoBase:
         if oid is None:
             raise NotFound("branch not found")
         return oid.encode("ascii")
+
+    def expand_oid(self, rev: str) -> str | None:
+        """The commit a 7-39 hex prefix names; None when none does; 400 when several do."""
+        prefix = rev.lower() if isinstance(rev, str) else ""
+        if _OID_RE.fullmatch(prefix):
+            return prefix if self._commit_or_none(prefix.encode("ascii")) else None
+        if not _SHORT_OID_RE.fullmatch(prefix):
+            return None
+        # cat-file answers "ambiguous" for the bare prefix; ^{commit} lets git prefer
+        # the one commit among objects of other types, as `git show abc1234` does.
+        code, out, _ = _git_status(
+            str(self.path),
+            "cat-file",
+            "--batch-check",
+            stdin=f"{prefix}\n{prefix}^{{commit}}\n".encode(),
+        )
+        if code != 0:
+            raise GitError("git cat-file failed")
+        bare, peeled = out.decode("ascii", "replace").splitlines()[:2]
+        if not peeled.endswith("missing"):
+            return peeled.split()[0]
+        if bare.endswith("ambiguous"):
+            raise BadRequest(f"short commit id {prefix} is ambiguous: give more characters")
+        return None

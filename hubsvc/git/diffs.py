@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import subprocess
 from typing import Any
 
 from dulwich.diff_tree import (
@@ -21,8 +20,7 @@ from dulwich.patch import unified_diff
 
 from ..errors import NotFound
 from .base import _locked
-from .objects import BINARY_SNIFF, DIFF_MAX_BLOB, PATCH_LIMIT, _commit_item, _is_binary, check_oid
-from .process import _git_env
+from .objects import DIFF_MAX_BLOB, PATCH_LIMIT, _commit_item, _is_binary, check_oid
 from .trees import TreeMixin
 
 
@@ -102,7 +100,7 @@ class DiffMixin(TreeMixin):
                     self._store, old_tree, commit.tree, rename_detector=RenameDetector(self._store)
                 )
             )
-        changes.sort(key=lambda c: (c.new or c.old).path)
+        changes.sort(key=lambda c: (c.new or c.old).path)  # type: ignore[union-attr]  # one side is there
         budget = max_bytes if max_bytes is not None else len(changes) * PATCH_LIMIT
         files = []
         for change in changes[:max_files]:
@@ -137,6 +135,7 @@ class DiffMixin(TreeMixin):
             CHANGE_RENAME: "renamed",
         }.get(kind, "added")
         entry = new or old
+        assert entry is not None  # a change has one side at least
         if self._too_large(old, packs) or self._too_large(new, packs):
             # Never loaded: the first bytes are enough to tell binary from text.
             binary = any(_is_binary(self._entry_head(e)) for e in (old, new))
@@ -173,22 +172,3 @@ class DiffMixin(TreeMixin):
         if entry is None or S_ISGITLINK(entry.mode):
             return b""
         return self.blob_head(entry.sha.decode("ascii"))
-
-    def blob_head(self, oid: str, size: int = BINARY_SNIFF) -> bytes:
-        """The first bytes of a blob, read by git without ever holding the whole of it."""
-        proc = subprocess.Popen(
-            ["git", f"--git-dir={self.path}", "cat-file", "blob", check_oid(oid)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=_git_env(),
-        )
-        try:
-            assert proc.stdout is not None
-            head = b""
-            while len(head) < size and (chunk := proc.stdout.read(size - len(head))):
-                head += chunk
-            return head
-        finally:
-            proc.kill()
-            proc.communicate()

@@ -130,6 +130,7 @@ async def advertise(
         stderr=asyncio.subprocess.PIPE,
         env=_env(request),
     )
+    assert proc.stdout is not None  # a PIPE
     resp = web.StreamResponse(
         headers={
             "Content-Type": f"application/x-{service}-advertisement",
@@ -199,6 +200,7 @@ async def stream_blob(
             "HOME": os.environ.get("HOME", "/"),
         },
     )
+    assert proc.stdout is not None  # a PIPE
     resp = web.StreamResponse(headers=headers)
     resp.content_length = size
     try:
@@ -329,6 +331,7 @@ async def serve_rpc(
         stderr=asyncio.subprocess.PIPE,
         env=_env(request, env),
     )
+    assert proc.stdout is not None and proc.stdin is not None  # both are PIPEs
     head, framer = bytearray(), Framer()
     feeder = asyncio.ensure_future(_feed(request, proc.stdin, limit, head))
     resp = web.StreamResponse(
@@ -343,8 +346,9 @@ async def serve_rpc(
             # git answers only once it has read what it needs; a body that fails on the
             # way in (too large, bad gzip) must end things before any 200 goes out.
             await asyncio.wait({first_read, feeder}, return_when=asyncio.FIRST_COMPLETED)
-            if feeder.done() and feeder.exception() is not None:
-                raise feeder.exception()
+            failed = feeder.exception() if feeder.done() else None
+            if failed is not None:
+                raise failed
             first = await first_read
             await resp.prepare(request)
             if first:
@@ -401,7 +405,7 @@ async def serve_rpc(
     return resp, code
 
 
-def _sideband(request: web.Request, head: bytes) -> bool:
+def _sideband(request: web.Request, head: bytes | bytearray) -> bool:
     """Whether the client multiplexes the answer (protocol v2 always does)."""
     return b"side-band" in head or "version=2" in request.headers.get("Git-Protocol", "")
 

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import IO
 
-from ..errors import BadRequest, NotFound
+from ..errors import NotFound
 from .base import RepoBase
 from .objects import (
     _LOG_FORMAT,
-    _OID_RE,
-    _SHORT_OID_RE,
     DIFF_MAX_BLOB,
     PATCH_LIMIT,
     RANGE_COMMITS,
@@ -26,30 +24,6 @@ class RangeMixin(RepoBase):
     """A range base...head, each answer bounded while git's output is read."""
 
     # -- abbreviated oids and comparing two commits (pull requests, compare) -----
-
-    def expand_oid(self, rev: str) -> str | None:
-        """The commit a 7-39 hex prefix names; None when none does; 400 when several do."""
-        prefix = rev.lower() if isinstance(rev, str) else ""
-        if _OID_RE.fullmatch(prefix):
-            return prefix if self._commit_or_none(prefix.encode("ascii")) else None
-        if not _SHORT_OID_RE.fullmatch(prefix):
-            return None
-        # cat-file answers "ambiguous" for the bare prefix; ^{commit} lets git prefer
-        # the one commit among objects of other types, as `git show abc1234` does.
-        code, out, _ = _git_status(
-            str(self.path),
-            "cat-file",
-            "--batch-check",
-            stdin=f"{prefix}\n{prefix}^{{commit}}\n".encode(),
-        )
-        if code != 0:
-            raise GitError("git cat-file failed")
-        bare, peeled = out.decode("ascii", "replace").splitlines()[:2]
-        if not peeled.endswith("missing"):
-            return peeled.split()[0]
-        if bare.endswith("ambiguous"):
-            raise BadRequest(f"short commit id {prefix} is ambiguous: give more characters")
-        return None
 
     def merge_base(self, base: str, head: str) -> str | None:
         """The best common ancestor of two commits, None for unrelated histories."""
@@ -276,8 +250,8 @@ def _parse_raw_numstat(out: bytes) -> list[dict]:
                 raw.append((status, tokens[i + 1], tokens[i + 1], oids))
                 i += 2
         elif token:
-            added, deleted, path = token.split(b"\t", 2)
-            stats.append((added.decode(), deleted.decode()))
+            plus, minus, path = token.split(b"\t", 2)
+            stats.append((plus.decode(), minus.decode()))
             i += 1 if path else 3  # a rename's paths follow as two more tokens
         else:
             i += 1

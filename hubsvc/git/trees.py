@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import stat
+import subprocess
 import zlib
 from typing import Any
 
@@ -12,8 +13,17 @@ from dulwich.pack import Pack
 
 from ..errors import NotFound
 from .base import RepoBase, _locked
-from .objects import _as_text, _content_type, _entry_type, _inflate_head, _packed_size, clean_path
-from .process import _git_status
+from .objects import (
+    BINARY_SNIFF,
+    _as_text,
+    _content_type,
+    _entry_type,
+    _inflate_head,
+    _packed_size,
+    check_oid,
+    clean_path,
+)
+from .process import _git_env, _git_status
 
 
 class TreeMixin(RepoBase):
@@ -172,3 +182,22 @@ class TreeMixin(RepoBase):
             except KeyError:
                 raise NotFound("path not found") from None
         return mode, sha
+
+    def blob_head(self, oid: str, size: int = BINARY_SNIFF) -> bytes:
+        """The first bytes of a blob, read by git without ever holding the whole of it."""
+        proc = subprocess.Popen(
+            ["git", f"--git-dir={self.path}", "cat-file", "blob", check_oid(oid)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=_git_env(),
+        )
+        try:
+            assert proc.stdout is not None
+            head = b""
+            while len(head) < size and (chunk := proc.stdout.read(size - len(head))):
+                head += chunk
+            return head
+        finally:
+            proc.kill()
+            proc.communicate()

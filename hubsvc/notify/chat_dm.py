@@ -61,7 +61,7 @@ class ChatNotifier:
         notices = [
             {
                 "user_id": user["id"],
-                "repo_id": int(event.repo_id),
+                "repo_id": event.repo_number,
                 "type": event.type,
                 "number": item["number"],
                 "title": item["title"],
@@ -109,7 +109,7 @@ async def take(app: web.Application, limit: int) -> tuple[list[dict[str, Any]], 
     (not even when the user switches on again or links another account).
     """
     store, site = app[STORE], app[CONFIG].base_url
-    after, found = 0, []
+    after, found = 0, list[dict[str, Any]]()
     while True:
         rows, more = await store.chat_notices.pending(after, limit - len(found))
         gone = [r["id"] for r in rows if not deliverable(r)]

@@ -30,6 +30,8 @@ class EmailNotifier:
 
     async def on_event(self, event: Event) -> None:
         item, people = await concerned(self.app[STORE], event, "email")
+        if item is None:
+            return  # it names nobody
         owner, name = event.repository["owner"], event.repository["name"]
         repo = f"{owner}/{name}"
         messages = []

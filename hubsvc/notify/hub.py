@@ -57,7 +57,7 @@ class Client:
         self.resumer: asyncio.Task | None = None
         self.last_seen = asyncio.get_running_loop().time()
 
-    def offer(self, text: str) -> bool:
+    def offer(self, text: str | None) -> bool:
         """Queue a message without waiting; False when the client has fallen behind."""
         try:
             self.queue.put_nowait(text)
@@ -91,7 +91,7 @@ def _wants(client: Client, event: Event, audience: Audience) -> bool:
     """Whether a client watches or subscribed to the event's repository and may read it."""
     return (
         client.web
-        and (client.user_id in audience.watchers or int(event.repo_id) in client.subscriptions)
+        and (client.user_id in audience.watchers or event.repo_number in client.subscriptions)
         and audience.may_read(client.user_id, event)
     )
 
@@ -264,7 +264,7 @@ class Hub:
 
     def _targets(self, event: Event, audience: Audience) -> set[Client]:
         """The live clients an event goes to: watchers and subscribers who may read it."""
-        repo_id = int(event.repo_id)
+        repo_id = event.repo_number
         targets: set[Client] = set(self.by_repo.get(repo_id, ()))
         for user_id in audience.watchers:
             targets |= self.by_user.get(user_id, set())

@@ -99,7 +99,8 @@ def forbidden_kind(address: Address) -> str | None:
     inner = embedded_ipv4(address)
     if inner is None:
         return _kind(address)
-    if address.ipv4_mapped is not None:  # the same address spelled in IPv6
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        # the same address spelled in IPv6
         return _kind(inner)
     # A tunnel or translator ends at the IPv4 address: both must be public.
     return _kind(inner) or _kind(address)
@@ -145,7 +146,7 @@ async def resolve(host: str, port: int) -> list[Address]:
         )
     except (TimeoutError, OSError, UnicodeError):
         raise Refused(f"{host} could not be resolved") from None
-    return [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
+    return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
 
 
 async def check_url(rules: HostRules, url: str) -> None:

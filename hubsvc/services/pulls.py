@@ -175,7 +175,7 @@ async def _on_event(app: web.Application, event: Event) -> None:
     if event.type != "push" or not event.data.get("ref", "").startswith("refs/heads/"):
         return
     branch = event.data["ref"][len("refs/heads/") :]
-    for pull in await app[STORE].issues.open_pulls_touching(int(event.repo_id), branch):
+    for pull in await app[STORE].issues.open_pulls_touching(event.repo_number, branch):
         try:
             await refresh(app, pull)
         except Exception:

@@ -9,6 +9,7 @@ import shutil
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -74,7 +75,7 @@ def push_data(git: GitRepo, ref: str, old: str, new: str, others: list[str]) -> 
     """A push event's data for one ref update, as GitHub describes one."""
     created, deleted = old == ZERO, new == ZERO
     forced = not created and not deleted and not git.is_ancestor(old, new)
-    commits, total = [], 0
+    commits, total = list[dict[str, Any]](), 0
     if ref.startswith("refs/heads/") and not deleted:
         # A new branch brings only what no other branch had; an update what old lacked.
         exclude = others if created else [old]

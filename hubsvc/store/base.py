@@ -4,27 +4,37 @@ from __future__ import annotations
 
 import copy
 import functools
+import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, cast, overload
 
 from .engines.sqlite import Database
 from .log import append_events
 
 
-def reads(fn: Callable[..., Any]) -> Callable[..., Any]:
+class StoreMethod(Protocol):
+    """An awaitable store method; `.sync` is the plain function for use inside a transaction."""
+
+    sync: Callable[..., Any]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def reads(fn: Callable[..., Any]) -> StoreMethod:
     """Make `def f(self, conn, ...)` an awaitable method run on a read connection."""
 
     @functools.wraps(fn)
     async def method(self: Table, *args: Any, **kwargs: Any) -> Any:
         return await self.db.read(functools.partial(fn, self), *args, **kwargs)
 
-    method.sync = fn  # lets a write transaction reuse the same query
-    return method
+    made = cast(StoreMethod, method)
+    made.sync = fn  # lets a write transaction reuse the same query
+    return made
 
 
-def writes(fn: Callable[..., Any]) -> Callable[..., Any]:
+def writes(fn: Callable[..., Any]) -> StoreMethod:
     """Make `def f(self, conn, ...)` an awaitable method run in one write transaction.
 
     With `emit=`, a function of the result giving the events the change makes, those
@@ -49,8 +59,9 @@ def writes(fn: Callable[..., Any]) -> Callable[..., Any]:
             await self.db.paced()
         return result
 
-    method.sync = fn
-    return method
+    made = cast(StoreMethod, method)
+    made.sync = fn
+    return made
 
 
 class Table:
@@ -60,7 +71,11 @@ class Table:
         self.db = db
 
 
-def row_dict(row: Any) -> dict[str, Any] | None:
+@overload
+def row_dict(row: None) -> None: ...
+@overload
+def row_dict(row: sqlite3.Row) -> dict[str, Any]: ...
+def row_dict(row: sqlite3.Row | None) -> dict[str, Any] | None:
     """A sqlite3.Row as a plain dict (None stays None)."""
     return dict(row) if row is not None else None
 
@@ -74,7 +89,7 @@ def cached_until_write(ttl: float = 2.0, size: int = 4096) -> Callable[..., Any]
     process (the admin commands) goes unseen. Callers get a copy they may change.
     """
 
-    def decorate(method: Callable[..., Any]) -> Callable[..., Any]:
+    def decorate(method: Callable[..., Any]) -> StoreMethod:
         attribute = f"_cache_{method.__name__}"
 
         @functools.wraps(method)
@@ -82,7 +97,7 @@ def cached_until_write(ttl: float = 2.0, size: int = 4096) -> Callable[..., Any]
             cache = self.__dict__.get(attribute)
             generation = self.db.generation
             if cache is None or cache[0] != generation:
-                cache = (generation, OrderedDict())
+                cache = (generation, OrderedDict[tuple[Any, ...], tuple[Any, float]]())
                 setattr(self, attribute, cache)
             entries = cache[1]
             hit = entries.get(args)
@@ -97,7 +112,8 @@ def cached_until_write(ttl: float = 2.0, size: int = 4096) -> Callable[..., Any]
                     entries.popitem(last=False)
             return copy.copy(result)
 
-        wrapper.sync = getattr(method, "sync", None)
-        return wrapper
+        made = cast(StoreMethod, wrapper)
+        made.sync = getattr(method, "sync", method)
+        return made
 
     return decorate

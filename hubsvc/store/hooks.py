@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 from ..errors import Conflict
 from ..events.shape import Event
@@ -30,7 +31,11 @@ def cursor_name(hook_id: int) -> str:
     return f"hook:{hook_id}"
 
 
-def _hook(row: Any) -> dict[str, Any] | None:
+@overload
+def _hook(row: None) -> None: ...
+@overload
+def _hook(row: sqlite3.Row) -> dict[str, Any]: ...
+def _hook(row: sqlite3.Row | None) -> dict[str, Any] | None:
     if row is None:
         return None
     hook = dict(row)

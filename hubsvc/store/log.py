@@ -32,7 +32,7 @@ def append_events(conn: sqlite3.Connection, events: list[Event]) -> list[Event]:
                 event.type,
                 event.data.get("action"),
                 repo_id,
-                (event.actor or {}).get("id") and int(event.actor["id"]),
+                int(event.actor["id"]) if event.actor and event.actor.get("id") else None,
                 json.dumps(payload, separators=(",", ":")),
                 event.createdAt,
                 int(public),

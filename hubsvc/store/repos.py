@@ -6,13 +6,12 @@ import functools
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from ..errors import Conflict, NotFound
 from ..timeutil import now_iso
 from .access import VISIBLE, Audience
-from .base import Table, cached_until_write, reads, row_dict, writes
+from .base import StoreMethod, Table, cached_until_write, reads, row_dict, writes
 
 # Columns of a repository row joined with its owner, its parent and the viewer's
 # relation to it (bound as :viewer; 0 for anonymous).
@@ -59,7 +58,7 @@ AUDIENCE_CACHE = 10000
 AUDIENCE_SECONDS = 60.0
 
 
-def changes_audience(method: Callable[..., Any]) -> Callable[..., Any]:
+def changes_audience(method: StoreMethod) -> StoreMethod:
     """After the write commits, forget the cached audience of its repository (first arg)."""
 
     @functools.wraps(method)
@@ -69,8 +68,9 @@ def changes_audience(method: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             self.forget_audience(repo_id)
 
-    wrapper.sync = method.sync
-    return wrapper
+    made = cast(StoreMethod, wrapper)
+    made.sync = method.sync
+    return made
 
 
 class RepoStore(Table):

@@ -55,7 +55,7 @@ def full_name_query(text: str) -> tuple[str, str, str] | None:
     """For text that is one `owner/name`: the owner's key, a name-only query, the plain one."""
     match = _FULL_NAME.fullmatch(text)
     name = match and match_query(match.group(2))
-    if not name:
+    if not name or match is None:
         return None
     return match.group(1).lower(), "name : " + name, match_query(text) or ""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from typing import Any
+from typing import Any, overload
 
 from ..errors import Conflict
 from ..timeutil import now_iso
@@ -23,6 +23,10 @@ MAX_PERSONAL_TOKENS = 100
 ACTIVE_ADMIN = "is_admin = 1 AND disabled = 0 AND is_ghost = 0"
 
 
+@overload
+def _user(row: None) -> None: ...
+@overload
+def _user(row: sqlite3.Row) -> dict[str, Any]: ...
 def _user(row: sqlite3.Row | None) -> dict[str, Any] | None:
     user = row_dict(row)
     if user is not None:
@@ -364,7 +368,7 @@ class UserStore(Table):
     @reads
     def live_digests(self, conn, digests: list[bytes]) -> set[bytes]:
         """The digests among these that still authenticate someone."""
-        now, live = int(time.time()), set()
+        now, live = int(time.time()), set[bytes]()
         for start in range(0, len(digests), 500):
             chunk = digests[start : start + 500]
             marks = ",".join("?" * len(chunk))

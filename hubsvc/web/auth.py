@@ -10,15 +10,16 @@ import secrets
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import bcrypt
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from aiohttp_session import get_session
 
 from ..errors import BadRequest, Forbidden, Unauthorized
+from ..identity import Identity
 from ..keys import AUTH, CONFIG, STORE
 from .botscope import bot_may
 
@@ -107,20 +108,6 @@ def is_personal_token(token: str) -> bool:
 def cookie_key(secret: str) -> bytes:
     """The 32 raw bytes aiohttp-session turns into its Fernet key, derived from the configured secret."""
     return hashlib.sha256(b"hubsvc-session:" + secret.encode()).digest()
-
-
-@dataclass
-class Identity:
-    """Who made a request and with which credential."""
-
-    user: dict[str, Any]
-    via: str  # "bearer", "cookie", "basic", "bot"
-    token_digest: bytes | None = None
-    personal: bool = False  # authenticated by a personal access token
-
-    @property
-    def id(self) -> int:
-        return self.user["id"]
 
 
 class TokenCache:
@@ -228,7 +215,7 @@ def allowed_origin(request: web.Request) -> bool:
 
 
 @web.middleware
-async def auth_middleware(request: web.Request, handler):
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Resolve a bearer token, the session cookie or the chat bot key; bad ones are 401."""
     header = request.headers.get("Authorization", "")
     identity = None
@@ -305,6 +292,14 @@ def current_user(request: web.Request) -> dict[str, Any] | None:
     """The signed-in user, or None."""
     identity = request.get(AUTH)
     return identity.user if identity else None
+
+
+def require_identity(request: web.Request) -> Identity:
+    """The request's credential, or 401."""
+    identity = request.get(AUTH)
+    if identity is None:
+        raise Unauthorized("authentication required")
+    return identity
 
 
 def require_user(request: web.Request) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import asyncio
 import time
 
 from aiohttp import StreamReader, web
+from aiohttp.typedefs import Handler
 
 from ..errors import BodyTimeout
 from ..keys import CONFIG
@@ -43,7 +44,7 @@ class BodyWatch:
 
 
 @web.middleware
-async def body_deadline(request: web.Request, handler):
+async def body_deadline(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Watch the body of every request that has one for idle gaps (server.body_timeout_seconds)."""
     if not request.body_exists or request.content.is_eof():
         return await handler(request)

@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from marshmallow import ValidationError
 
 from ..errors import ApiError, BodyTimeout, DatabaseBusy, DiskFull, validation_message
@@ -121,7 +122,7 @@ _REASONS = {
 
 
 @web.middleware
-async def error_middleware(request: web.Request, handler):
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Render ApiError, ValidationError, HTTPException and crashes as JSON errors."""
     try:
         return await handler(request)
@@ -178,7 +179,7 @@ def _fault_response(request: web.Request, exc: Exception) -> web.Response:
             detail,
             rid,
         )
-        error = exc if isinstance(exc, DiskFull) else DiskFull(str(exc))
+        error: ApiError = exc if isinstance(exc, DiskFull) else DiskFull(str(exc))
     else:
         waited = getattr(exc, "waited", 0.0)
         log.warning(

@@ -7,6 +7,7 @@ import json
 import logging
 import time as _time
 
+from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
 from ..clients import client_ip
@@ -73,10 +74,10 @@ class _Clock:
         return f"{self.text},{int((now - second) * 1000):03d}"
 
 
-def _client(request) -> str | None:
+def _client(request: web.BaseRequest) -> str | None:
     """The client address as the rate limits see it: X-Forwarded-For only from a trusted proxy."""
     try:
-        return client_ip(request) or request.remote
+        return client_ip(request) or request.remote  # type: ignore[arg-type]  # caught below
     except (AttributeError, KeyError):  # a request that never reached the application
         return request.remote
 
@@ -86,7 +87,7 @@ class AccessLogger(AbstractAccessLogger):
 
     json_lines = False
 
-    def log(self, request, response, time: float) -> None:
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         entry = {
             "remote": _client(request),
             "method": request.method,
@@ -114,6 +115,7 @@ class AccessLogger(AbstractAccessLogger):
             # The same line the logging module would write, without building a LogRecord
             # for it: on a small request the access line cost as much as the request.
             line = f"{_CLOCK.now()} INFO {self.logger.name} [{request_id_var.get()}] {message}\n"
+            assert handler.lock is not None  # a StreamHandler always has one
             with handler.lock:
                 handler.stream.write(line)
                 handler.flush()

@@ -49,7 +49,7 @@ def doc(
     """Attach the OpenAPI operation of a handler, next to its definition."""
 
     def attach(handler: Callable) -> Callable:
-        handler.__apidoc__ = {
+        handler.__apidoc__ = {  # type: ignore[attr-defined]  # read back by build_spec
             "summary": summary,
             "body": body,
             "query": query,

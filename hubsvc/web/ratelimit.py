@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from ..clients import client_group
 from .auth import BASIC_CACHE, CHAT_LINK_PATHS, bot_key_ok, user_for_token
@@ -161,7 +162,7 @@ def too_many(
 
 
 @web.middleware
-async def rate_limit_middleware(request: web.Request, handler):
+async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Spend a token per request; the headers go on every answer, streamed ones included."""
     limiter = request.app.get(LIMITER)
     if (
@@ -177,7 +178,16 @@ async def rate_limit_middleware(request: web.Request, handler):
     if not allowed:
         return too_many(request, wait, headers)
     request[RATE_HEADERS] = headers
-    return await handler(request)
+    if not key.startswith("chat:"):
+        return await handler(request)
+    response = await handler(request)
+    if response.status == 401:
+        # A chat id that turned out not to be linked got a bucket of its own above; made-
+        # up ids would each get a fresh one, so they also spend the bot key's shared one.
+        allowed, tokens, wait = limiter.take("bot")
+        if not allowed:
+            return too_many(request, wait, _headers(limiter, tokens))
+    return response
 
 
 async def add_rate_headers(request: web.Request, response: web.StreamResponse) -> None:

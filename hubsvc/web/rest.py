@@ -60,9 +60,11 @@ def too_deep(data: Any, limit: int) -> bool:
 
 def parse_json(raw: bytes | str, max_depth: int = DEFAULT_JSON_DEPTH) -> Any:
     """JSON text as data; malformed, or nested deeper than max_depth → 400."""
-    brackets = (b"[", b"{") if isinstance(raw, bytes) else ("[", "{")
     # Fewer brackets than the limit cannot nest past it: most bodies skip the walk.
-    deep_possible = raw.count(brackets[0]) + raw.count(brackets[1]) > max_depth
+    if isinstance(raw, bytes):
+        deep_possible = raw.count(b"[") + raw.count(b"{") > max_depth
+    else:
+        deep_possible = raw.count("[") + raw.count("{") > max_depth
     try:
         data = json.loads(raw)
     except RecursionError:
