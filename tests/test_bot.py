@@ -24,8 +24,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from hubsvc.bot import commands, discord_front
+from hubsvc.bot.calls import Field, Reply
 from hubsvc.bot.client import ApiClient
-from hubsvc.bot.commands import COMMANDS, Field, Reply, run_command
+from hubsvc.bot.commands import COMMANDS, run_command
 from hubsvc.bot.console import parse_line
 from hubsvc.notify.messages import FORK_GREEN, GRAY, GREEN, PURPLE, PUSH_BLUE, RED
 

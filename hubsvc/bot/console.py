@@ -15,8 +15,9 @@ import shlex
 import sys
 from typing import Any, TextIO
 
+from .calls import Reply, UsageError
 from .client import ApiClient
-from .commands import COMMANDS, Reply, UsageError, run_command
+from .commands import COMMANDS, run_command
 
 
 def parse_line(line: str) -> tuple[str, dict[str, Any]]:

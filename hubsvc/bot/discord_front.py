@@ -21,8 +21,9 @@ import aiohttp
 import discord
 from discord import app_commands
 
+from .calls import MAX_PAGE, Command, Reply
 from .client import ApiClient
-from .commands import COMMANDS, MAX_PAGE, Command, Reply, run_command
+from .commands import COMMANDS, run_command
 from .notices import Pump, Undeliverable, notice_reply
 
 log = logging.getLogger("hubsvc.bot")

@@ -16,8 +16,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .calls import Reply
 from .client import ApiClient, ServiceError, Unreachable
-from .commands import Reply
 
 log = logging.getLogger("hubsvc.bot.notices")
 
