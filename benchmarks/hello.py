@@ -6,7 +6,7 @@ It runs the way run.py runs hubsvc: `web.run_app` in one process, the same defau
 event loop, the JSON body built the same way as hubsvc's `rest.json_response`. By
 default it logs every request exactly as hubsvc does (`--access-log hubsvc`): the same
 `setup_logging()` handler, format and request-id filter, and the same `AccessLogger`
-class, imported from hubsvc.logs, so one formatted line per request reaches stderr in
+class, imported from hubsvc.web.logs, so one formatted line per request reaches stderr in
 both processes and the ratio measures the service's own work, not the logging cost.
 `--access-log off` turns the access log off, to see what logging costs.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for hubsvc.logs
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for hubsvc.web.logs
 
 from hubsvc.web.logs import AccessLogger, setup_logging
 
