@@ -246,3 +246,17 @@ async def test_anonymous_and_unproven_git_count_per_address(aiohttp_client, tmp_
         resp = await client.get(url, headers=headers)
         assert resp.status == 401 and resp.headers["RateLimit-Limit"] == "5"
     assert (await client.get(url, headers=_basic("ci", "wrong password"))).status == 429
+
+
+async def test_a_fetch_past_the_git_budget_prints_why(aiohttp_client, tmp_path):
+    client, user = await _git_app(
+        aiohttp_client, tmp_path, burst=100, git_burst=4, git_per_minute=1
+    )
+    auth = ["-c", f"http.extraHeader=Authorization: {_basic('ci', user.token)['Authorization']}"]
+    url = remote(client, None, "ci", "app")
+    work = tmp_path / "w"
+    await git(*auth, "clone", "-q", url, str(work))  # three requests (protocol v2)
+    # The refs take the last token; the POST after them is refused inside git's protocol.
+    code, _, err = await git(*auth, "fetch", "origin", cwd=work, check=False)
+    assert code != 0 and "remote error: too many requests" in err, err
+    assert "429" not in err and "expected" not in err, err

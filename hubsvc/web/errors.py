@@ -61,18 +61,22 @@ def error_response(
     )
 
 
-def _git_push(request: web.Request) -> bool:
-    """True for a push's POST from git itself."""
+def _git_rpc(request: web.Request) -> str | None:
+    """The service of a POST from git itself (git-receive-pack, git-upload-pack), else None."""
     match = GIT_PATH.match(request.path)
-    return (
+    if (
         request.method == "POST"
         and match is not None
-        and match[1] == "git-receive-pack"
+        and match[1] != "info/refs"
         and request.headers.get("User-Agent", "").startswith("git/")
-    )
+    ):
+        return match[1]
+    return None
 
 
-def push_refusal(message: str, headers: dict[str, str] | None = None) -> web.Response:
+def push_refusal(
+    message: str, headers: dict[str, str] | None = None, sideband: bool = True
+) -> web.Response:
     """A refused push as git reads it: a 200 whose answer is git's fatal-error packet."""
     # git prints no body of a failed POST, only "RPC failed; HTTP 507" and then, having
     # sent nothing, "Everything up-to-date". Inside the protocol the reason reaches its
@@ -81,7 +85,7 @@ def push_refusal(message: str, headers: dict[str, str] | None = None) -> web.Res
     kept = {k: v for k, v in (headers or {}).items() if k.lower() == "connection"}
     return web.Response(
         status=200,
-        body=error_packet(message, sideband=True),
+        body=error_packet(message, sideband=sideband),
         content_type="application/x-git-receive-pack-result",
         headers={"Cache-Control": "no-cache, max-age=0, must-revalidate", **kept},
     )
@@ -95,11 +99,19 @@ def error_answer(
     **extra: Any,
 ) -> web.Response:
     """error_response in the form this client reads: git's own packet, plain text or JSON."""
-    if status not in GIT_HANDLES and _git_push(request):
+    service = _git_rpc(request) if status not in GIT_HANDLES else None
+    if service is not None:
+        push = service == "git-receive-pack"
         log.info(
-            "refused a push (%s): %s [request %s]", status, message, request.get(REQUEST_ID, "-")
+            "refused a %s (%s): %s [request %s]",
+            "push" if push else "fetch",
+            status,
+            message,
+            request.get(REQUEST_ID, "-"),
         )
-        return push_refusal(message, headers)
+        # A fetch reads an ERR packet before any band is set up: git prints
+        # "remote error: <message>" (protocol v0 and v2 alike).
+        return push_refusal(message, headers, sideband=push)
     return error_response(
         status, message, headers, GIT_PATH.match(request.path) is not None, **extra
     )
