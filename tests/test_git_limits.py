@@ -4,6 +4,7 @@ killed git processes, and sign-ins that never wait behind git reads."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import subprocess
 import threading
@@ -196,6 +197,11 @@ def test_server_memory_stays_bounded_while_a_range_of_huge_lines_is_diffed(tmp_p
             status, data = text(api + f"/pulls/{number}.{kind}")
             assert status == 406 and b"16 MiB" in data, (status, data[:200])
             grown[kind] = _rss_mib(pid)[1] - start
+        # At once, from several clients: each holds a chunk, not 16 MiB of text.
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(text, [api + f"/pulls/{number}.diff"] * 6))
+        assert [status for status, _ in answers] == [406] * 6
+        grown["6 parallel .diff"] = _rss_mib(pid)[1] - start
     assert max(grown.values()) < 50, f"peak RSS grew by {grown} MiB"
     for listed in (compare["files"], files["files"]):
         # As a commit's diff answers a side over 4 MiB: no patch, and it says so.

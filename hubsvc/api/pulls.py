@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import tempfile
 
 from aiohttp import web
 
@@ -25,6 +26,7 @@ from schemas.issues import (
 from ..errors import ApiError, BadRequest, Conflict, Forbidden, NotFound
 from ..git.files import REPO_FILES
 from ..git.objects import RANGE_COMMITS, RANGE_FILES
+from ..git.ranges import TEXT_CHUNK
 from ..keys import CONFIG, STORE
 from ..services import pulls
 from ..services.publish import event
@@ -161,6 +163,7 @@ async def create_pull(request: web.Request) -> web.Response:
 
 # Reviewing: the range a pull request proposes, as GitHub shows it.
 
+TEXT_IN_MEMORY = 256 << 10  # bytes of a .diff/.patch kept in memory before the spool file
 DIFF_TEXT_LIMIT = 16 << 20  # bytes of .diff/.patch text served; larger ranges are 406
 
 
@@ -193,17 +196,29 @@ async def _range(request: web.Request, repo: dict, item: dict) -> tuple[str, str
     "one mail per commit of the head that the base lacks, oldest first. A merged "
     "pull request shows the range it merged.",
 )
-async def pull_text(request: web.Request) -> web.Response:
+async def pull_text(request: web.Request) -> web.StreamResponse:
     repo = await load_repo(request)
     item = await load_issue(request, repo, True)
     base, head = await _range(request, repo, item)
     kind = request.match_info["kind"]
-    text = await request.app[REPO_FILES].run(
-        repo["id"], lambda g: g.range_text(base, head, kind, DIFF_TEXT_LIMIT)
-    )
-    if text is None:
-        raise ApiError("the diff is larger than 16 MiB: fetch the branches with git", 406)
-    return web.Response(body=text, content_type="text/plain", charset="utf-8")
+    files = request.app[REPO_FILES]
+    # Spooled to disk past a small size: parallel requests for large ranges hold a chunk
+    # of memory each, not the whole text (up to 16 MiB) until it is sent.
+    with tempfile.SpooledTemporaryFile(TEXT_IN_MEMORY, dir=str(files.spool)) as spool:
+        fits = await files.run(
+            repo["id"], lambda g: g.range_text(base, head, kind, DIFF_TEXT_LIMIT, spool)
+        )
+        if not fits:
+            raise ApiError("the diff is larger than 16 MiB: fetch the branches with git", 406)
+        size = spool.tell()
+        spool.seek(0)
+        resp = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
+        resp.content_length = size
+        await resp.prepare(request)
+        while chunk := await asyncio.to_thread(spool.read, TEXT_CHUNK):
+            await resp.write(chunk)
+        await resp.write_eof()
+        return resp
 
 
 @routes.get(PULLS + "/{number}/files")

@@ -19,6 +19,8 @@ from .objects import (
 )
 from .process import GitError, _bounded_lines, _git_reader, _git_status, _run_git
 
+TEXT_CHUNK = 64 << 10  # bytes of .diff/.patch text copied at a time
+
 
 class RangeMixin(RepoBase):
     """A range base...head, each answer bounded while git's output is read."""
@@ -184,10 +186,11 @@ class RangeMixin(RepoBase):
             if kind == "blob"
         }
 
-    def range_text(self, base: str, head: str, kind: str, limit: int) -> bytes | None:
-        """The range as `git diff` (kind "diff") or `git format-patch` text; None past limit bytes.
+    def range_text(self, base: str, head: str, kind: str, limit: int, into: IO[bytes]) -> bool:
+        """Write the range as `git diff` (kind "diff") or `git format-patch` text into `into`.
 
-        git is ended as soon as its output passes limit, so no more than that is ever held.
+        False, with git ended at once, when the text passes limit bytes; it is copied in
+        chunks, so memory holds one chunk whatever the size (`into` may be a file).
         """
         if kind == "diff":
             start = self.merge_base(base, head)
@@ -217,9 +220,12 @@ class RangeMixin(RepoBase):
                 "^" + check_oid(base),
                 "--",
             ]
+        written = 0
         with _git_reader(str(self.path), *args) as out:
-            text = out.read(limit + 1)
-        return text if len(text) <= limit else None
+            while written <= limit and (chunk := out.read(min(TEXT_CHUNK, limit + 1 - written))):
+                into.write(chunk)
+                written += len(chunk)
+        return written <= limit
 
 
 _STATUS = {
