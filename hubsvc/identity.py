@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
+
+
+class Grant(NamedTuple):
+    """What a scoped personal access token may do: its scopes and, if limited, repositories."""
+
+    scopes: frozenset[str]
+    repositories: frozenset[str] | None  # lowercase "owner/name"; None: every one
 
 
 @dataclass
@@ -14,6 +21,7 @@ class Identity:
     via: str  # "bearer", "cookie", "basic", "bot"
     token_digest: bytes | None = None
     personal: bool = False  # authenticated by a personal access token
+    grant: Grant | None = None  # a scoped personal access token's limits (None: none)
 
     @property
     def id(self) -> int:

@@ -8,6 +8,7 @@ from datetime import UTC
 from marshmallow import ValidationError, fields, validate, validates
 
 from hubsvc.web.auth import password_problem
+from hubsvc.web.scopes import SCOPES
 
 from .common import Base, Bool, Email, Int, List, Nested, PageQuerySchema, Str, UserSummarySchema
 
@@ -145,6 +146,15 @@ class PasswordChangeSchema(Base):
     )
 
 
+_SCOPES_DOC = (
+    "repo, issues, statuses, org, user as :read or :write, and admin; null: every scope "
+    "the owner has (tokens made before scopes existed too)"
+)
+_REPO_NAME = validate.Regexp(
+    r"^[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}$", error="must be owner/name"
+)
+
+
 class TokenSchema(Base):
     id = Str(required=True)
     name = Str(required=True)
@@ -152,6 +162,13 @@ class TokenSchema(Base):
     expiresAt = Str(required=True, allow_none=True, metadata={"description": "null: never expires"})
     lastUsedAt = Str(
         required=True, allow_none=True, metadata={"description": "updated at most once a minute"}
+    )
+    scopes = List(Str(), required=True, allow_none=True, metadata={"description": _SCOPES_DOC})
+    repositories = List(
+        Str(),
+        required=True,
+        allow_none=True,
+        metadata={"description": "owner/name it is limited to; null: every one"},
     )
 
 
@@ -167,6 +184,20 @@ class TokenCreateSchema(Base):
         allow_none=True,
         default_timezone=UTC,
         metadata={"description": "ISO 8601 time in the future; null or absent: never"},
+    )
+    scopes = List(
+        Str(validate=validate.OneOf(SCOPES)),
+        load_default=None,
+        allow_none=True,
+        validate=validate.Length(min=1, max=len(SCOPES)),
+        metadata={"description": _SCOPES_DOC},
+    )
+    repositories = List(
+        Str(validate=_REPO_NAME),
+        load_default=None,
+        allow_none=True,
+        validate=validate.Length(min=1, max=100),
+        metadata={"description": "owner/name the token is limited to (at most 100)"},
     )
 
 

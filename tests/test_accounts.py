@@ -45,8 +45,17 @@ async def test_personal_token_lifecycle(client, alice, bob):
     created = await new_pat(client, alice, "deploy", expiresAt="2999-01-01T00:00:00Z")
     secret, token = created["secret"], created["token"]
     assert secret.startswith("hubsvc_pat_") and len(secret) >= 11 + 43
-    assert set(token) == {"id", "name", "createdAt", "expiresAt", "lastUsedAt"}
+    assert set(token) == {
+        "id",
+        "name",
+        "createdAt",
+        "expiresAt",
+        "lastUsedAt",
+        "scopes",
+        "repositories",
+    }
     assert token["expiresAt"] == "2999-01-01T00:00:00Z" and token["lastUsedAt"] is None
+    assert token["scopes"] is None and token["repositories"] is None  # every scope
     never = (await new_pat(client, alice, "forever"))["token"]
     assert never["expiresAt"] is None
     # A bearer like any other; lastUsedAt is recorded, the secret never shown again.

@@ -113,7 +113,12 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
         "currentPassword": PASSWORD,
         "newPassword": "another horse",
     },
-    ("POST", "/api/users/me/tokens"): {"name": "ci", "expiresAt": "2099-01-01T00:00:00Z"},
+    ("POST", "/api/users/me/tokens"): {
+        "name": "ci",
+        "expiresAt": "2099-01-01T00:00:00Z",
+        "scopes": ["repo:read"],
+        "repositories": ["alice/proj"],
+    },
     ("POST", "/api/admin/users"): {
         "email": "made@example.com",
         "username": "made",

@@ -86,6 +86,8 @@ def _token_json(row: dict) -> dict:
         "createdAt": row["created_at"],
         "expiresAt": iso(row["expires_at"]) if row["expires_at"] is not None else None,
         "lastUsedAt": row["last_used_at"],
+        "scopes": row["scopes"],
+        "repositories": row["repositories"],
     }
 
 
@@ -112,7 +114,14 @@ async def list_tokens(request: web.Request) -> web.Response:
     "password git sends over HTTP (with the account's username). Only its "
     "SHA-256 is stored. Names are unique per user (409), at most "
     f"{MAX_PERSONAL_TOKENS} tokens per user (409). A personal access token "
-    "cannot create tokens (403), as on GitHub: a leaked one cannot breed more.",
+    "cannot create tokens (403), as on GitHub: a leaked one cannot breed more. "
+    "`scopes` limits what it may do, as GitHub's fine-grained tokens: `repo` (the "
+    "repository, its files and git: a `repo:read` token clones and cannot push), `issues` "
+    "(issues and pull requests), `statuses`, `org`, `user`, each `:read` or `:write` "
+    "(write includes read), and `admin`. A request outside them is 403 naming the scope. "
+    "Absent or null: every scope the owner has, as tokens made before scopes existed. "
+    "`repositories` (`owner/name`, at most 100) limits it to those; search, the feed and "
+    "the WebSocket, which span repositories, are then refused.",
 )
 async def create_token(request: web.Request) -> web.Response:
     user = require_user(request)
@@ -128,7 +137,12 @@ async def create_token(request: web.Request) -> web.Response:
             raise BadRequest("expiresAt: too far in the future")
     secret = new_personal_token()
     row = await request.app[STORE].users.add_personal_token(
-        user["id"], data["name"], token_digest(secret), expires
+        user["id"],
+        data["name"],
+        token_digest(secret),
+        expires,
+        data["scopes"],
+        data["repositories"],
     )
     return json_response({"token": _token_json(row), "secret": secret}, status=201)
 

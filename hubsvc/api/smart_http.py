@@ -21,7 +21,7 @@ from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..git.files import REPO_FILES
 from ..git.protocol import SERVICES, advertise, parse_ref_updates, serve_rpc
 from ..git.slots import git_slot
-from ..identity import Identity
+from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
 from ..services.pushes import record_push
 from ..tasks import BACKGROUND
@@ -29,6 +29,7 @@ from ..web.auth import BASIC_CACHE, check_password, current_user, password_probl
 from ..web.openapi import doc
 from ..web.permissions import load_repo
 from ..web.ratelimit import SIGN_IN_LIMITER, sign_in_key
+from ..web.scopes import check_grant
 
 log = logging.getLogger("hubsvc.git")
 routes = web.RouteTableDef()
@@ -43,8 +44,9 @@ def _challenge(message: str = "authentication required") -> ApiError:
     return error
 
 
-async def _basic_user(request: web.Request) -> dict | None:
-    """The user of an HTTP Basic header (password or token as the password), else None."""
+async def _basic_user(request: web.Request) -> tuple[dict, Grant | None] | None:
+    """The user of an HTTP Basic header (password or token as the password) and a scoped
+    token's grant, else None."""
     header = request.headers.get("Authorization", "")
     if header[:6].lower() != "basic ":
         return None
@@ -55,8 +57,8 @@ async def _basic_user(request: web.Request) -> dict | None:
     # A personal access token (or a sign-in token) works as the password, so scripts and
     # CI need not hold the account's password.
     found = await user_for_token(request.app, secret) if secret else None
-    if found is not None and found[0]["username"].lower() == username.lower():
-        return found[0]
+    if found is not None and found.user["username"].lower() == username.lower():
+        return found.user, found.grant
     # bcrypt costs a quarter second, and git makes several requests per operation: a
     # verified pair is remembered under a digest (never in clear) with the password hash
     # it matched, and honoured only while the account still has that hash, so a password
@@ -66,7 +68,7 @@ async def _basic_user(request: web.Request) -> dict | None:
     user = await request.app[STORE].users.by_login(username) if username else None
     hit = cache.get(digest)
     if hit is not None and user is not None and hit[0]["password_hash"] == user["password_hash"]:
-        return _enabled(user)
+        return _enabled(user), None
     limiter = request.app.get(SIGN_IN_LIMITER)
     if limiter is not None:
         allowed, _, _ = limiter.take(sign_in_key(request, username, user))
@@ -81,7 +83,7 @@ async def _basic_user(request: web.Request) -> dict | None:
     ):
         raise _challenge("invalid credentials")
     cache.put(digest, user, int(time.time()) + 300)
-    return _enabled(user)
+    return _enabled(user), None
 
 
 def _enabled(user: dict) -> dict:
@@ -93,9 +95,16 @@ def _enabled(user: dict) -> dict:
 
 async def _git_repo(request: web.Request, need: str) -> dict:
     """The repository of a git URL, with GitHub's rules for who gets a challenge."""
-    user = current_user(request) or await _basic_user(request)
-    if user is not None and request.get(AUTH) is None:
-        request[AUTH] = Identity(user, "basic")
+    user = current_user(request)
+    if user is None:
+        basic = await _basic_user(request)
+        if basic is not None:
+            user, grant = basic
+            request[AUTH] = Identity(user, "basic", personal=grant is not None, grant=grant)
+    identity = request.get(AUTH)
+    if identity is not None and identity.grant is not None:
+        # A scoped token: a read-only one clones and cannot push.
+        check_grant(request, identity.grant, "repo:write" if need == "write" else "repo:read")
     name = request.match_info["name"]
     name = name[:-4] if name.lower().endswith(".git") else name
     try:

@@ -17,6 +17,7 @@ from ..web.auth import allowed_origin, current_user, require_identity, user_for_
 from ..web.openapi import doc
 from ..web.permissions import role_of
 from ..web.rest import json_depth, parse_json
+from ..web.scopes import check_grant
 
 routes = web.RouteTableDef()
 MAX_MESSAGE = 64 * 1024
@@ -29,7 +30,9 @@ async def _ws_user(request: web.Request) -> tuple[dict[str, Any], bytes | None]:
         found = await user_for_token(request.app, token)
         if found is None:
             raise Unauthorized("invalid or expired token")
-        return found
+        if found.grant is not None:
+            check_grant(request, found.grant)
+        return found.user, found.digest
     user = current_user(request)
     if user is None:
         raise Unauthorized("authentication required")

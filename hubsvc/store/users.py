@@ -8,6 +8,7 @@ import time
 from typing import Any, overload
 
 from ..errors import Conflict
+from ..identity import Grant
 from ..timeutil import now_iso
 from .base import Table, reads, row_dict, writes
 
@@ -44,7 +45,22 @@ def _pat(row: sqlite3.Row) -> dict[str, Any]:
         "created_at": row["created_at"],
         "expires_at": row["expires_at"],
         "last_used_at": row["last_used_at"],
+        "scopes": json.loads(row["scopes"]) if row["scopes"] is not None else None,
+        "repositories": (
+            json.loads(row["repositories"]) if row["repositories"] is not None else None
+        ),
     }
+
+
+def _grant(scopes: str | None, repositories: str | None) -> Grant | None:
+    """A scoped token's grant from its stored JSON (None: an unscoped token)."""
+    if scopes is None:
+        return None
+    repos = json.loads(repositories) if repositories is not None else None
+    return Grant(
+        frozenset(json.loads(scopes)),
+        frozenset(r.lower() for r in repos) if repos is not None else None,
+    )
 
 
 class UserStore(Table):
@@ -389,7 +405,14 @@ class UserStore(Table):
 
     @writes
     def add_personal_token(
-        self, conn, user_id: int, name: str, digest: bytes, expires_at: int | None
+        self,
+        conn,
+        user_id: int,
+        name: str,
+        digest: bytes,
+        expires_at: int | None,
+        scopes: list[str] | None = None,
+        repositories: list[str] | None = None,
     ) -> dict[str, Any]:
         """Record a personal access token; 409 for a name in use or one token too many."""
         count = conn.execute(
@@ -399,9 +422,18 @@ class UserStore(Table):
             raise Conflict(f"a user may hold at most {MAX_PERSONAL_TOKENS} personal access tokens")
         try:
             cur = conn.execute(
-                "INSERT INTO personal_tokens (user_id, name, hash, created_at, expires_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (user_id, name, digest, now_iso(), expires_at),
+                "INSERT INTO personal_tokens"
+                " (user_id, name, hash, created_at, expires_at, scopes, repositories)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    user_id,
+                    name,
+                    digest,
+                    now_iso(),
+                    expires_at,
+                    None if scopes is None else json.dumps(sorted(set(scopes))),
+                    None if repositories is None else json.dumps(repositories),
+                ),
             )
         except sqlite3.IntegrityError:
             raise Conflict("a personal access token with this name exists") from None
@@ -427,10 +459,13 @@ class UserStore(Table):
         return bytes(row[0]) if row else None
 
     @reads
-    def personal_token_owner(self, conn, digest: bytes) -> tuple[dict[str, Any], int] | None:
-        """The user of a live personal access token and its expiry (NEVER for none)."""
+    def personal_token_owner(
+        self, conn, digest: bytes
+    ) -> tuple[dict[str, Any], int, Grant | None] | None:
+        """The user of a live personal access token, its expiry (NEVER for none), its grant."""
         row = conn.execute(
-            f"SELECT p.expires_at AS token_expires, {_U_COLUMNS}"
+            "SELECT p.expires_at AS token_expires, p.scopes AS token_scopes,"
+            f" p.repositories AS token_repositories, {_U_COLUMNS}"
             " FROM personal_tokens p JOIN users u ON u.id = p.user_id"
             " WHERE p.hash = ? AND (p.expires_at IS NULL OR p.expires_at > ?)"
             " AND u.disabled = 0",
@@ -440,7 +475,8 @@ class UserStore(Table):
             return None
         user = _user(row)
         expires = user.pop("token_expires")
-        return user, NEVER if expires is None else expires
+        grant = _grant(user.pop("token_scopes"), user.pop("token_repositories"))
+        return user, NEVER if expires is None else expires, grant
 
     @writes
     def touch_personal_token(self, conn, digest: bytes) -> None:

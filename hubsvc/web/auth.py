@@ -10,7 +10,7 @@ import secrets
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import bcrypt
@@ -19,9 +19,10 @@ from aiohttp.typedefs import Handler
 from aiohttp_session import get_session
 
 from ..errors import BadRequest, Forbidden, Unauthorized
-from ..identity import Identity
+from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
 from .botscope import bot_may
+from .scopes import check_grant
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # bcrypt reads only the first 72 bytes (bcrypt 5 refuses longer ones outright), so a
@@ -117,21 +118,25 @@ class TokenCache:
     def __init__(self, ttl: float = 5.0, size: int = 10000) -> None:
         self.ttl = ttl
         self.size = size
-        self._tokens: OrderedDict[bytes, tuple[dict[str, Any], int, float]] = OrderedDict()
+        self._tokens: OrderedDict[bytes, tuple[dict[str, Any], int, Grant | None, float]] = (
+            OrderedDict()
+        )
 
-    def get(self, digest: bytes) -> tuple[dict[str, Any], int] | None:
+    def get(self, digest: bytes) -> tuple[dict[str, Any], int, Grant | None] | None:
         hit = self._tokens.get(digest)
         if hit is None:
             return None
-        user, expires, cached_at = hit
+        user, expires, grant, cached_at = hit
         now = time.time()
         if now - cached_at > self.ttl or expires <= now:
             del self._tokens[digest]
             return None
-        return user, expires
+        return user, expires, grant
 
-    def put(self, digest: bytes, user: dict[str, Any], expires: int) -> None:
-        self._tokens[digest] = (user, expires, time.time())
+    def put(
+        self, digest: bytes, user: dict[str, Any], expires: int, grant: Grant | None = None
+    ) -> None:
+        self._tokens[digest] = (user, expires, grant, time.time())
         self._tokens.move_to_end(digest)
         while len(self._tokens) > self.size:
             self._tokens.popitem(last=False)
@@ -141,7 +146,7 @@ class TokenCache:
 
     def forget_user(self, user_id: int) -> None:
         """Drop every cached token of a user, after their account changed."""
-        for digest in [d for d, (u, _, _) in self._tokens.items() if u["id"] == user_id]:
+        for digest in [d for d, (u, _, _, _) in self._tokens.items() if u["id"] == user_id]:
             del self._tokens[digest]
 
 
@@ -152,7 +157,15 @@ BASIC_CACHE = web.AppKey("basic_cache", TokenCache)
 PAT_TOUCHED = web.AppKey("pat_touched", dict)
 
 
-async def user_for_token(app: web.Application, token: str) -> tuple[dict[str, Any], bytes] | None:
+class TokenHit(NamedTuple):
+    """A live token: its user, its digest and, for a scoped personal token, its grant."""
+
+    user: dict[str, Any]
+    digest: bytes
+    grant: Grant | None
+
+
+async def user_for_token(app: web.Application, token: str) -> TokenHit | None:
     """The user of a live token, from the cache or the database."""
     digest = token_digest(token)
     personal = is_personal_token(token)
@@ -169,7 +182,7 @@ async def user_for_token(app: web.Application, token: str) -> tuple[dict[str, An
         hit = found
     if personal:
         await _touch(app, digest)
-    return hit[0], digest
+    return TokenHit(hit[0], digest, hit[2] if len(hit) > 2 else None)
 
 
 async def _touch(app: web.Application, digest: bytes) -> None:
@@ -223,7 +236,9 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         found = await user_for_token(request.app, header[7:].strip())
         if found is None:
             raise Unauthorized("invalid or expired token")
-        identity = Identity(found[0], "bearer", found[1], is_personal_token(header[7:].strip()))
+        identity = Identity(
+            found.user, "bearer", found.digest, is_personal_token(header[7:].strip()), found.grant
+        )
     elif "session" in request.cookies:
         session = await get_session(request)
         token = session.get("token")
@@ -232,13 +247,15 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
             if found is None:
                 session.invalidate()
                 raise Unauthorized("invalid or expired session")
-            identity = Identity(found[0], "cookie", found[1])
+            identity = Identity(found.user, "cookie", found.digest)
             if request.method not in SAFE_METHODS and not allowed_origin(request):
                 raise Forbidden("cross-origin request refused")
     if identity is None:
         identity = await _bot_identity(request)
         if identity is not None and not bot_may(request):
             raise Forbidden(BOT_SCOPE_REFUSAL)
+    elif identity.grant is not None:
+        check_grant(request, identity.grant)
     request[AUTH] = identity
     return await handler(request)
 
