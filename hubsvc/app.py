@@ -28,6 +28,7 @@ from .api import git as git_api
 from .api import hooks as hooks_api
 from .api import issues as issues_api
 from .api import meta as meta_api
+from .api import protection as protection_api
 from .api import pulls as pulls_api
 from .api import repos as repos_api
 from .api import search as search_api
@@ -298,6 +299,7 @@ def create_app(config: Config) -> web.Application:
         chat_notices_api,
         webhooks_api,
         hooks_api,
+        protection_api,
         ws_api,
         git_api,
         compare_api,

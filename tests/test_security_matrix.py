@@ -32,6 +32,9 @@ NEEDS_MORE_THAN_READ = {
     ("DELETE", PREFIX + "/issues/{number}/comments/{id}"),
     ("PATCH", PREFIX + "/pulls/{number}/comments/{id}"),
     ("DELETE", PREFIX + "/pulls/{number}/comments/{id}"),
+    # Branch protection is set by the repository's admins (readers may read it).
+    ("PUT", PREFIX + "/branches/{branch}/protection"),
+    ("DELETE", PREFIX + "/branches/{branch}/protection"),
     # Webhooks belong to the repository's admins, reading them included.
     *(
         (method, PREFIX + "/hooks" + tail)
@@ -99,6 +102,10 @@ async def world(client, alice, bob, tmp_path):
             headers=alice.headers,
         )
         assert resp.status == 201
+    resp = await client.put(
+        "/api/repositories/alice/secret/branches/main/protection", json={}, headers=alice.headers
+    )
+    assert resp.status == 200
     return {"reader": reader, "stranger": bob, "owner": alice, "oid": oid}
 
 
@@ -113,6 +120,7 @@ def _values(world, name: str, number: str) -> dict[str, str]:
         "kind": "diff",
         "spec": "main...feature",
         "deliveryId": "1",
+        "branch": "main",
     }
 
 

@@ -144,7 +144,14 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
         "active": False,
     },
 }
-PATH_VALUES = {"owner": "alice", "name": "proj", "username": "bob"}
+VALID[("PUT", "/api/repositories/{owner}/{name}/branches/{branch}/protection")] = {
+    "requiredStatusChecks": {"strict": True, "contexts": ["ci/test"]},
+    "requiredPullRequestReviews": {"requiredApprovingReviewCount": 1},
+    "enforceAdmins": False,
+    "allowForcePushes": False,
+    "allowDeletions": False,
+}
+PATH_VALUES = {"owner": "alice", "name": "proj", "username": "bob", "branch": "main"}
 # The JSON types a property of each declared type must refuse, with values a lenient
 # parser would take ("yes" and 1 as a boolean, "5" and 5.0 as an integer).
 JSON_VALUES: dict[str, list[Any]] = {
@@ -213,10 +220,15 @@ async def world(client, alice, bob, tmp_path):
 
 
 def _resolve(spec: dict, schema: dict) -> dict:
-    """The schema behind $ref and allOf: [one] (a nested schema with a description)."""
-    outer = {key: value for key, value in schema.items() if key not in ("$ref", "allOf")}
+    """The schema behind $ref and allOf: [one] (a nested schema with a description), and
+    anyOf: [$ref, {nullable}] (a nested schema that may be null)."""
+    outer = {key: value for key, value in schema.items() if key not in ("$ref", "allOf", "anyOf")}
     if len(schema.get("allOf", ())) == 1:
         schema = schema["allOf"][0]
+    choices = schema.get("anyOf", ())
+    if len(choices) == 2 and any(c.get("nullable") for c in choices):
+        outer["nullable"] = True
+        schema = next(c for c in choices if "$ref" in c)
     while "$ref" in schema:
         schema = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
     return {**schema, **outer}

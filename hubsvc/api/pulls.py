@@ -29,6 +29,7 @@ from ..git.objects import RANGE_COMMITS, RANGE_FILES
 from ..git.ranges import TEXT_CHUNK
 from ..keys import CONFIG, STORE
 from ..services import pulls
+from ..services.protection import merge_problems
 from ..services.publish import event
 from ..services.pushes import push_data
 from ..web import present
@@ -345,10 +346,12 @@ async def patch_pull(request: web.Request) -> web.Response:
     "Merge into the base branch: merge commit, squash, or fast-forward (write access)",
     body=MergeSchema,
     responses={200: PullEnvelopeSchema},
-    errors=(403, 404, 409),
+    errors=(403, 404, 405, 409),
     tag="pulls",
     description="409 when the pull request is not open, on a conflict, when a fast-forward "
-    "is impossible, or when the base branch moved during the merge.",
+    "is impossible, or when the base branch moved during the merge. 405 naming what is "
+    "missing when the base branch's protection is not met yet (approvals, required "
+    "status contexts, the head up to date with the base), as GitHub answers.",
 )
 async def merge_pull(request: web.Request) -> web.Response:
     user = require_user(request)
@@ -356,6 +359,13 @@ async def merge_pull(request: web.Request) -> web.Response:
     item = await load_issue(request, repo, True)
     data = await read_json(request, MergeSchema())
     store = request.app[STORE]
+    if item["state"] == "open":
+        heads = await pulls.resolve_heads(request.app, item)
+        if heads.head is not None and heads.base is not None:
+            problems = await merge_problems(request.app, repo, item, heads.base, heads.head)
+            if problems:
+                # GitHub answers 405 to a merge its branch protection does not allow yet.
+                raise ApiError("; ".join(problems), 405)
     # The claim is taken in the database, so exactly one merge (or a close) wins even
     # when several processes serve the same pull request.
     if not await store.issues.claim_merge(item["id"]):

@@ -23,6 +23,7 @@ from ..git.protocol import SERVICES, advertise, parse_ref_updates, serve_rpc
 from ..git.slots import git_slot
 from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
+from ..services.protection import hook_rules
 from ..services.pushes import record_push
 from ..tasks import BACKGROUND
 from ..web.auth import BASIC_CACHE, check_password, current_user, password_problem, user_for_token
@@ -294,6 +295,9 @@ async def _receive(request: web.Request, repo: dict) -> web.StreamResponse:
             env={
                 "HUBSVC_PUSH_LOG": str(spool),
                 "HUBSVC_MAX_OBJECT_BYTES": str(config["git"]["max_object_bytes"]),
+                "HUBSVC_PROTECTED": hook_rules(
+                    await request.app[STORE].protection.rules(repo["id"]), repo.get("role")
+                ),
             },
         )
     finally:

@@ -49,12 +49,46 @@ if [ -n "$HUBSVC_PUSH_LOG" ]; then cat > "$HUBSVC_PUSH_LOG"; else cat > /dev/nul
 # Runs in git's quarantine: the pushed objects are visible, no ref has moved yet, and a
 # non-zero exit refuses the whole push. What it prints reaches the pusher as "remote: ".
 _PRE_RECEIVE = """#!/bin/sh
-# Written by hubsvc: refuses a push that brings a file larger than
+# Written by hubsvc: refuses a push that breaks a protected branch's rule (lines of
+# "pattern<TAB>rules" in $HUBSVC_PROTECTED) or brings a file larger than
 # $HUBSVC_MAX_OBJECT_BYTES bytes (the server's [git] max_object_bytes).
-limit="$HUBSVC_MAX_OBJECT_BYTES"
-if [ -z "$limit" ]; then cat > /dev/null; exit 0; fi
 zero=0000000000000000000000000000000000000000
-news=$(while read -r old new ref; do [ "$new" = "$zero" ] || echo "$new"; done)
+updates=$(cat)
+if [ -n "$HUBSVC_PROTECTED" ]; then
+  bad=0
+  while read -r old new ref; do
+    case "$ref" in refs/heads/*) branch=${ref#refs/heads/} ;; *) continue ;; esac
+    while IFS='	' read -r pattern rules; do
+      [ -n "$pattern" ] || continue
+      case "$branch" in $pattern) ;; *) continue ;; esac
+      if [ "$new" = "$zero" ]; then
+        case "$rules" in *no-delete*)
+          echo "$branch is protected: it cannot be deleted (rule $pattern)"; bad=1 ;;
+        esac
+        continue
+      fi
+      case "$rules" in *require-pr*)
+        echo "$branch is protected: changes must go through a pull request (rule $pattern)"
+        bad=1; continue ;;
+      esac
+      if [ "$old" != "$zero" ]; then
+        case "$rules" in *no-force*)
+          git merge-base --is-ancestor "$old" "$new" ||
+            { echo "$branch is protected: force-pushes are not allowed (rule $pattern)"; bad=1; } ;;
+        esac
+      fi
+    done <<RULES
+$HUBSVC_PROTECTED
+RULES
+  done <<UPDATES
+$updates
+UPDATES
+  [ "$bad" = 0 ] || exit 1
+fi
+limit="$HUBSVC_MAX_OBJECT_BYTES"
+[ -n "$limit" ] || exit 0
+news=$(printf '%s\\n' "$updates" | while read -r old new ref; do
+  [ -z "$new" ] || [ "$new" = "$zero" ] || echo "$new"; done)
 [ -n "$news" ] || exit 0
 # A failing rev-list feeds cat-file a name it reports missing, which refuses the push.
 { printf '%s\\n' "$news" | git rev-list --objects --stdin --not --all || echo hubsvc-failed; } |

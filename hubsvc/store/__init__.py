@@ -11,6 +11,7 @@ from .events import EventStore
 from .hooks import HookStore
 from .issues import IssueStore
 from .outbox import MailStore, OutboxStore
+from .protection import ProtectionStore
 from .repos import RepoStore
 from .search import SearchStore
 from .upkeep import UpkeepStore
@@ -33,6 +34,7 @@ class Store:
         self.outbox = OutboxStore(self.db)
         self.events = EventStore(self.db)
         self.hooks = HookStore(self.db)
+        self.protection = ProtectionStore(self.db)
         self.mail = MailStore(self.db)
         self.upkeep = UpkeepStore(self.db)
 

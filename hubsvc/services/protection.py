@@ -1,0 +1,48 @@
+"""Protected branches at work: the rules git's hook enforces, and what a merge still needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from ..git.files import REPO_FILES
+from ..keys import STORE
+from ..web.permissions import allows
+
+
+def exempt(rule: dict[str, Any], role: str | None) -> bool:
+    """Whether the repository's admins pass this rule's pull request, review and status parts."""
+    return not rule["enforce_admins"] and allows(role, "admin")
+
+
+def hook_rules(rules: list[dict[str, Any]], role: str | None) -> str:
+    """The rules as git's pre-receive hook reads them: "pattern<TAB>words" per line."""
+    lines = []
+    for rule in rules:
+        words = []
+        if rule["require_pr"] and not exempt(rule, role):
+            words.append("require-pr")
+        if not rule["allow_force_pushes"]:
+            words.append("no-force")
+        if not rule["allow_deletions"]:
+            words.append("no-delete")
+        if words:
+            lines.append(f"{rule['pattern']}\t{' '.join(words)}")
+    return "\n".join(lines)
+
+
+async def merge_problems(
+    app: web.Application, repo: dict[str, Any], pull: dict[str, Any], base_oid: str, head_oid: str
+) -> list[str]:
+    """What the base branch's rules still need before this pull request may merge."""
+    problems: list[str] = []
+    for rule in await app[STORE].protection.for_branch(repo["id"], pull["base"]):
+        if exempt(rule, repo.get("role")):
+            continue
+        where = f"{pull['base']} is protected (rule {rule['pattern']})"
+        if rule["strict"] and not await app[REPO_FILES].run(
+            repo["id"], lambda g: g.is_ancestor(base_oid, head_oid)
+        ):
+            problems.append(f"{where}: the head is not up to date with {pull['base']}")
+    return problems
