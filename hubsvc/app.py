@@ -33,6 +33,7 @@ from .api import pulls as pulls_api
 from .api import repos as repos_api
 from .api import search as search_api
 from .api import smart_http
+from .api import statuses as statuses_api
 from .api import users as users_api
 from .api import webhooks as webhooks_api
 from .api import ws as ws_api
@@ -300,6 +301,7 @@ def create_app(config: Config) -> web.Application:
         webhooks_api,
         hooks_api,
         protection_api,
+        statuses_api,
         ws_api,
         git_api,
         compare_api,

@@ -26,7 +26,10 @@ class WsQuerySchema(Base):
 
 class EventSchema(Base):
     id = Str(required=True, metadata={"description": "the log id: increasing in commit order"})
-    type = Str(required=True, metadata={"enum": ["issue", "pull_request", "push", "star", "fork"]})
+    type = Str(
+        required=True,
+        metadata={"enum": ["issue", "pull_request", "push", "star", "fork", "status"]},
+    )
     repository = Nested(RepoRefSchema, required=True)
     actor = Nested(UserSummarySchema, required=True, allow_none=True)
     data = Dict(

@@ -55,6 +55,12 @@ class PullSchema(IssueSchema):
     headRepository = Nested(RepoRefSchema, allow_none=True, required=True)
     headSha = Str(allow_none=True)
     baseSha = Str(allow_none=True)
+    status = Str(
+        allow_none=True,
+        metadata={
+            "description": "the head commit's combined status (pending, success, failure); null: none"
+        },
+    )
     merged = Bool(required=True)
     mergeable = Bool(
         allow_none=True,

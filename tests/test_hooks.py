@@ -98,7 +98,8 @@ async def test_hook_crud_shape_and_secret_never_shown(client, alice, receiver):
         "disabledReason",
     }
     assert hook["format"] == "discord" and hook["active"] is True and hook["hasSecret"] is True
-    assert hook["events"] == ["issue", "pull_request", "push", "star", "fork"]
+    # Every event type by default, as GitHub's "send me everything".
+    assert hook["events"] == ["issue", "pull_request", "push", "star", "fork", "status"]
     assert hook["branches"] is None and hook["lastDelivery"] is None
     resp = await client.patch(
         f"{HOOKS_URL}/{hook['id']}",

@@ -32,6 +32,8 @@ NEEDS_MORE_THAN_READ = {
     ("DELETE", PREFIX + "/issues/{number}/comments/{id}"),
     ("PATCH", PREFIX + "/pulls/{number}/comments/{id}"),
     ("DELETE", PREFIX + "/pulls/{number}/comments/{id}"),
+    # CI statuses are posted by writers.
+    ("POST", PREFIX + "/statuses/{sha}"),
     # Branch protection is set by the repository's admins (readers may read it).
     ("PUT", PREFIX + "/branches/{branch}/protection"),
     ("DELETE", PREFIX + "/branches/{branch}/protection"),
@@ -121,6 +123,8 @@ def _values(world, name: str, number: str) -> dict[str, str]:
         "spec": "main...feature",
         "deliveryId": "1",
         "branch": "main",
+        "ref": "main",
+        "sha": world["oid"],
     }
 
 

@@ -151,7 +151,20 @@ VALID[("PUT", "/api/repositories/{owner}/{name}/branches/{branch}/protection")] 
     "allowForcePushes": False,
     "allowDeletions": False,
 }
-PATH_VALUES = {"owner": "alice", "name": "proj", "username": "bob", "branch": "main"}
+VALID[("POST", "/api/repositories/{owner}/{name}/statuses/{sha}")] = {
+    "state": "success",
+    "context": "ci/test",
+    "targetUrl": "https://ci.example/1",
+    "target_url": "https://ci.example/1",
+    "description": "passed",
+}
+PATH_VALUES = {
+    "owner": "alice",
+    "name": "proj",
+    "username": "bob",
+    "branch": "main",
+    "sha": "0" * 40,
+}
 # The JSON types a property of each declared type must refuse, with values a lenient
 # parser would take ("yes" and 1 as a boolean, "5" and 5.0 as an integer).
 JSON_VALUES: dict[str, list[Any]] = {

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..timeutil import now_iso
 
-EVENT_TYPES = ("issue", "pull_request", "push", "star", "fork")
+EVENT_TYPES = ("issue", "pull_request", "push", "star", "fork", "status")
 
 
 @dataclass(frozen=True)

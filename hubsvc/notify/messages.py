@@ -143,6 +143,21 @@ def _fork(msg: Message, event: Event, site: SiteUrl) -> None:
     msg.fields = [("Repository", msg.repo, True), ("Forker", _who(forker), True)]
 
 
+STATUS_COLOURS = {"success": GREEN, "failure": RED, "error": RED, "pending": YELLOW}
+
+
+def _status(msg: Message, event: Event, site: SiteUrl) -> None:
+    data = event.data
+    state, context = str(data.get("state", "")), one_line(str(data.get("context", "")))
+    sha = str(data.get("sha", ""))
+    msg.headline = f"{context}: {state} on {sha[:7]}"
+    msg.text = one_line(str(data.get("description") or ""))
+    if _OID.match(sha):
+        msg.url = site.commit(event.repository["owner"], event.repository["name"], sha)
+    msg.colour = STATUS_COLOURS.get(state, GRAY)
+    msg.fields = [("Repository", msg.repo, True), ("State", state, True)]
+
+
 def message(event: Event, urls: str) -> Message:
     """The neutral message of an event; links are built here, never taken from the data."""
     site = SiteUrl.of(urls)
@@ -164,6 +179,8 @@ def message(event: Event, urls: str) -> Message:
         _push(msg, event, site)
     elif event.type == "star":
         _star(msg, event)
+    elif event.type == "status":
+        _status(msg, event, site)
     else:
         _fork(msg, event, site)
     if event.inbound:

@@ -37,10 +37,19 @@ async def merge_problems(
 ) -> list[str]:
     """What the base branch's rules still need before this pull request may merge."""
     problems: list[str] = []
+    latest: dict[str, str] | None = None
     for rule in await app[STORE].protection.for_branch(repo["id"], pull["base"]):
         if exempt(rule, repo.get("role")):
             continue
         where = f"{pull['base']} is protected (rule {rule['pattern']})"
+        if rule["contexts"]:
+            if latest is None:
+                rows = await app[STORE].statuses.latest(repo["id"], head_oid)
+                latest = {r["context"]: r["state"] for r in rows}
+            for context in rule["contexts"]:
+                state = latest.get(context, "expected")
+                if state != "success":
+                    problems.append(f"{where}: required status {context} is {state}")
         if rule["strict"] and not await app[REPO_FILES].run(
             repo["id"], lambda g: g.is_ancestor(base_oid, head_oid)
         ):

@@ -14,6 +14,7 @@ from .outbox import MailStore, OutboxStore
 from .protection import ProtectionStore
 from .repos import RepoStore
 from .search import SearchStore
+from .statuses import StatusStore
 from .upkeep import UpkeepStore
 from .users import UserStore
 
@@ -35,6 +36,7 @@ class Store:
         self.events = EventStore(self.db)
         self.hooks = HookStore(self.db)
         self.protection = ProtectionStore(self.db)
+        self.statuses = StatusStore(self.db)
         self.mail = MailStore(self.db)
         self.upkeep = UpkeepStore(self.db)
 

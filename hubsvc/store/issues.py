@@ -10,8 +10,9 @@ from typing import Any
 from ..errors import Conflict
 from ..timeutil import now_iso
 from .base import Table, reads, writes
+from .statuses import COMBINED, LATEST
 
-ISSUE_SELECT = """
+ISSUE_SELECT = f"""
 SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
        i.comment_count, i.created_at, i.updated_at, i.closed_at, i.author_id,
        au.username AS author_username, au.name AS author_name, au.avatar_hash AS author_avatar_hash,
@@ -22,7 +23,9 @@ SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
        hr.visibility AS head_repo_visibility, br.visibility AS base_visibility,
        (hr.owner_id = i.author_id OR EXISTS (
            SELECT 1 FROM collaborators hw WHERE hw.repo_id = hr.id AND hw.user_id = i.author_id
-              AND hw.permission IN ('write', 'admin'))) AS author_writes_head
+              AND hw.permission IN ('write', 'admin'))) AS author_writes_head,
+       (SELECT {COMBINED} FROM commit_statuses s
+         WHERE s.repo_id = i.repo_id AND s.sha = p.head_oid AND {LATEST}) AS head_status
   FROM issues i
   JOIN repositories br ON br.id = i.repo_id
   LEFT JOIN users au ON au.id = i.author_id

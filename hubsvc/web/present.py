@@ -175,6 +175,8 @@ def pull(base_url: str, repo_row: dict[str, Any], row: dict[str, Any]) -> dict[s
             "mergedAt": row["merged_at"],
             "mergedBy": _person(base_url, row, "merger", "merged_by") if merged else None,
             "mergeCommit": row["merge_commit"],
+            # The combined status of the head's latest commit statuses (null: none yet).
+            "status": row.get("head_status"),
         }
     )
     return data
