@@ -31,6 +31,7 @@ from .api import meta as meta_api
 from .api import protection as protection_api
 from .api import pulls as pulls_api
 from .api import repos as repos_api
+from .api import reviews as reviews_api
 from .api import search as search_api
 from .api import smart_http
 from .api import statuses as statuses_api
@@ -301,6 +302,7 @@ def create_app(config: Config) -> web.Application:
         webhooks_api,
         hooks_api,
         protection_api,
+        reviews_api,
         statuses_api,
         ws_api,
         git_api,

@@ -158,6 +158,11 @@ VALID[("POST", "/api/repositories/{owner}/{name}/statuses/{sha}")] = {
     "target_url": "https://ci.example/1",
     "description": "passed",
 }
+VALID[("POST", "/api/repositories/{owner}/{name}/pulls/{number}/reviews")] = {
+    "event": "COMMENT",
+    "body": "b",
+    "comments": [{"path": "a.txt", "line": 1, "side": "RIGHT", "body": "c"}],
+}
 PATH_VALUES = {
     "owner": "alice",
     "name": "proj",

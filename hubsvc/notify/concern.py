@@ -25,6 +25,10 @@ def mentions(*texts: str | None) -> list[str]:
     return list(seen.values())[:MAX_MENTIONS]
 
 
+def _who(review: dict[str, Any]) -> str:
+    return str((review.get("user") or {}).get("username") or "someone")
+
+
 def reasons(event: Event) -> tuple[dict[str, Any] | None, dict[str, str]]:
     """The issue or pull request of an event, and {username: why} for whom to tell."""
     data = event.data
@@ -45,6 +49,14 @@ def reasons(event: Event) -> tuple[dict[str, Any] | None, dict[str, str]]:
     texts = [item.get("title"), item.get("body")] if action == "opened" else []
     if action == "commented":
         texts = [(data.get("comment") or {}).get("body")]
+    if action == "reviewed" and isinstance(data.get("review"), dict):
+        review, author = data["review"], (item.get("author") or {}).get("username")
+        verdict = {"APPROVED": "approved", "CHANGES_REQUESTED": "requested changes on"}.get(
+            review.get("state"), "reviewed"
+        )
+        if author:
+            why[author] = f"{_who(review)} {verdict} your pull request #{item['number']}"
+        texts = [review.get("body")]
     for name in mentions(*texts):
         why.setdefault(name, f"you were mentioned in {kind} #{item['number']}")
     return item, why

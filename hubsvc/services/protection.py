@@ -38,10 +38,21 @@ async def merge_problems(
     """What the base branch's rules still need before this pull request may merge."""
     problems: list[str] = []
     latest: dict[str, str] | None = None
+    approvals: int | None = None
     for rule in await app[STORE].protection.for_branch(repo["id"], pull["base"]):
         if exempt(rule, repo.get("role")):
             continue
         where = f"{pull['base']} is protected (rule {rule['pattern']})"
+        if rule["require_pr"] and rule["approvals"]:
+            if approvals is None:
+                approvals = len(
+                    await app[STORE].reviews.approvers(pull["id"], repo["id"], head_oid)
+                )
+            if approvals < rule["approvals"]:
+                problems.append(
+                    f"{where}: approvals {approvals} of {rule['approvals']} "
+                    "(from people with write access, on the current head)"
+                )
         if rule["contexts"]:
             if latest is None:
                 rows = await app[STORE].statuses.latest(repo["id"], head_oid)

@@ -13,6 +13,7 @@ from .issues import IssueStore
 from .outbox import MailStore, OutboxStore
 from .protection import ProtectionStore
 from .repos import RepoStore
+from .reviews import ReviewStore
 from .search import SearchStore
 from .statuses import StatusStore
 from .upkeep import UpkeepStore
@@ -37,6 +38,7 @@ class Store:
         self.hooks = HookStore(self.db)
         self.protection = ProtectionStore(self.db)
         self.statuses = StatusStore(self.db)
+        self.reviews = ReviewStore(self.db)
         self.mail = MailStore(self.db)
         self.upkeep = UpkeepStore(self.db)
 
