@@ -85,3 +85,15 @@ async def test_bad_scopes_are_refused(client, alice):
         resp = await client.post("/api/users/me/tokens", json=body, headers=alice.headers)
         assert resp.status == 400, body
         assert set(await resp.json()) == {"error"}
+
+
+async def test_a_statuses_token_can_neither_push_nor_read_issues(client, alice, tmp_path):
+    await create(client, alice, "proj", autoInit=True)
+    secret = (await new_pat(client, alice, "ci", scopes=["statuses:write"]))["secret"]
+    work = tmp_path / "work"
+    await git("clone", "-q", remote(client, alice, "alice", "proj"), str(work))
+    await git("commit", "-q", "--allow-empty", "-m", "from ci", cwd=work)
+    url = remote(client, alice, "alice", "proj", secret)
+    code, _, err = await git("push", url, "main", cwd=work, check=False)
+    assert code != 0 and "403" in err, err
+    await refused(await client.get(REPO + "/issues", headers=bearer(secret)), "issues:read")
