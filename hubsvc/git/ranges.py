@@ -19,6 +19,9 @@ from .objects import (
 )
 from .process import GitError, _bounded_lines, _git_reader, _git_status, _run_git
 
+# Renames found, and the text as git has it: no colour, no external diff or textconv
+# driver a repository's attributes could name.
+_DIFF_FLAGS = ("-M", "--no-color", "--no-ext-diff", "--no-textconv")
 TEXT_CHUNK = 64 << 10  # bytes of .diff/.patch text copied at a time
 
 
@@ -139,10 +142,7 @@ class RangeMixin(RepoBase):
                 "core.quotepath=false",
                 "diff",
                 "-p",
-                "-M",
-                "--no-color",
-                "--no-ext-diff",
-                "--no-textconv",
+                *_DIFF_FLAGS,
                 "--end-of-options",
                 start,
                 check_oid(head),
@@ -198,10 +198,7 @@ class RangeMixin(RepoBase):
                 raise NotFound("no common ancestor between base and head")
             args = [
                 "diff",
-                "-M",
-                "--no-color",
-                "--no-ext-diff",
-                "--no-textconv",
+                *_DIFF_FLAGS,
                 "--end-of-options",
                 start,
                 check_oid(head),
@@ -211,10 +208,7 @@ class RangeMixin(RepoBase):
             args = [
                 "format-patch",
                 "--stdout",
-                "-M",
-                "--no-color",
-                "--no-ext-diff",
-                "--no-textconv",
+                *_DIFF_FLAGS,
                 "--end-of-options",
                 check_oid(head),
                 "^" + check_oid(base),
