@@ -18,6 +18,7 @@ from .. import __version__
 from ..config import Config
 from ..datadir import private_dir, private_file, tighten
 from ..git.files import RepoFiles
+from ..store.engines.sqlite import in_use, integrity_problems, open_file, snapshot
 from ..store.repos import RepoStore
 from ..timeutil import now_iso
 from .check import _repository_folders, check_data
@@ -57,17 +58,12 @@ def backup(config: Config, dest: Path) -> None:
     # Repositories are copied after, from the snapshot's rows, so each one is at least
     # as new as the database rows that mention its commits.
     try:
-        live = sqlite3.connect(source_db, timeout=30)
+        snapshot(source_db, dest_db)
+        copy = open_file(dest_db)
         try:
-            copy = sqlite3.connect(dest_db, isolation_level=None)
-            try:
-                live.backup(copy)
-                copy.execute("PRAGMA journal_mode = DELETE")  # one self-contained file
-                rows = _repository_rows(copy)
-            finally:
-                copy.close()
+            rows = _repository_rows(copy)
         finally:
-            live.close()
+            copy.close()
     except sqlite3.Error as exc:
         raise CommandError(f"database backup failed: {exc}") from None
 
@@ -97,12 +93,12 @@ def backup(config: Config, dest: Path) -> None:
     for repo_id, _ in deleted:
         shutil.rmtree(dest_files.path(repo_id), ignore_errors=True)
 
-    copy = sqlite3.connect(dest_db, isolation_level=None)
+    copy = open_file(dest_db)
     try:
         if deleted:
             _drop_repository_rows(copy, [repo_id for repo_id, _ in deleted])
-        problems = [row[0] for row in copy.execute("PRAGMA integrity_check")]
-        if problems != ["ok"]:
+        problems = integrity_problems(copy, foreign_keys=False)
+        if problems:
             raise CommandError(f"the database copy fails its integrity check: {problems[0]}")
         schema = _schema_version(copy)
         count = copy.execute("SELECT COUNT(*) FROM repositories").fetchone()[0]
@@ -151,7 +147,7 @@ def _split_deleted(
     """Missing folders whose row the live database no longer has, and the others."""
     if not missing:
         return [], []
-    live = sqlite3.connect(source_db, timeout=30)
+    live = open_file(source_db, read_only=True)
     try:
         still = {
             row[0]
@@ -222,26 +218,6 @@ def _read_manifest(src: Path) -> dict[str, Any]:
     return manifest
 
 
-def _database_in_use(db: Path) -> bool:
-    """True when another process has the database open (the server, say)."""
-    if not db.exists():
-        return False
-    conn = sqlite3.connect(db, timeout=0, isolation_level=None)
-    try:
-        # In WAL mode every open connection holds a shared lock; an exclusive-mode
-        # write lock can only be taken when no other connection exists.
-        conn.execute("PRAGMA locking_mode = EXCLUSIVE")
-        conn.execute("BEGIN EXCLUSIVE")
-        conn.execute("ROLLBACK")
-        return False
-    except sqlite3.OperationalError as exc:
-        return "locked" in str(exc) or "busy" in str(exc)
-    except sqlite3.DatabaseError:
-        return False  # not a database at all, so no server has it open
-    finally:
-        conn.close()
-
-
 def restore(config: Config, src: Path, force: bool) -> None:
     """Put a backup in place as the data folder; the server must be stopped."""
     manifest = _read_manifest(src)
@@ -249,7 +225,7 @@ def restore(config: Config, src: Path, force: bool) -> None:
     if target.exists() and not target.is_dir():
         raise CommandError(f"{target} is not a directory")
     private_dir(target)
-    if _database_in_use(target / DB_NAME):
+    if in_use(target / DB_NAME):
         raise CommandError(f"{target / DB_NAME} is in use: stop the server first")
     present = [name for name in DATA_ENTRIES if (target / name).exists()]
     if present and not force:

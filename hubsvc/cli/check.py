@@ -11,6 +11,7 @@ from pathlib import Path
 from ..config import Config
 from ..datadir import too_open
 from ..git.files import RepoFiles
+from ..store.engines.sqlite import integrity_problems, open_file
 from .common import (
     DB_NAME,
     REPOS_NAME,
@@ -35,17 +36,9 @@ def check_data(data_dir: Path) -> tuple[list[str], dict[str, int]]:
     folders = _repository_folders(files.root)
     problems: list[str] = []
     try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        conn = open_file(db, read_only=True)
         try:
-            problems += [
-                f"database: {row[0]}"
-                for row in conn.execute("PRAGMA integrity_check")
-                if row[0] != "ok"
-            ]
-            problems += [
-                f"database: {table} row {rowid} references a missing {parent} row"
-                for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check")
-            ]
+            problems += [f"database: {problem}" for problem in integrity_problems(conn)]
             schema = _schema_version(conn)
             rows = _repository_rows(conn)
         finally:

@@ -312,3 +312,61 @@ class Database:
             return False
         self._ping_ok_at = time.monotonic()
         return True
+
+
+# -- the database file as a whole: backups, checks, and whether a server has it open --
+
+
+def open_file(path: Path, read_only: bool = False) -> sqlite3.Connection:
+    """A plain connection to a database file, for the command line's one-off work."""
+    if read_only:
+        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    return sqlite3.connect(path, timeout=30, isolation_level=None)
+
+
+def snapshot(source: Path, dest: Path) -> None:
+    """Copy one consistent snapshot of a live database into a new self-contained file.
+
+    The online backup runs in one read transaction; WAL lets the server keep writing.
+    """
+    live = sqlite3.connect(source, timeout=30)
+    try:
+        copy = sqlite3.connect(dest, isolation_level=None)
+        try:
+            live.backup(copy)
+            copy.execute("PRAGMA journal_mode = DELETE")  # one file, no -wal beside it
+        finally:
+            copy.close()
+    finally:
+        live.close()
+
+
+def integrity_problems(conn: sqlite3.Connection, foreign_keys: bool = True) -> list[str]:
+    """What SQLite's own checks find wrong in a database (nothing: an empty list)."""
+    problems = [row[0] for row in conn.execute("PRAGMA integrity_check") if row[0] != "ok"]
+    if foreign_keys:
+        problems += [
+            f"{table} row {rowid} references a missing {parent} row"
+            for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check")
+        ]
+    return problems
+
+
+def in_use(path: Path) -> bool:
+    """True when another process has the database open (the server, say)."""
+    if not path.exists():
+        return False
+    conn = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        # In WAL mode every open connection holds a shared lock; an exclusive-mode
+        # write lock can only be taken when no other connection exists.
+        conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+        conn.execute("BEGIN EXCLUSIVE")
+        conn.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError as exc:
+        return "locked" in str(exc) or "busy" in str(exc)
+    except sqlite3.DatabaseError:
+        return False  # not a database at all, so no server has it open
+    finally:
+        conn.close()
