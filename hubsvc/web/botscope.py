@@ -37,6 +37,8 @@ BOT_SCOPE: frozenset[tuple[str, str]] = frozenset(
             _REPO + "/forks",
             _REPO + "/stars",
             _REPO + "/compare/{spec}",
+            _REPO + "/commits/{ref}/statuses",
+            _REPO + "/commits/{ref}/status",
             _REPO + "/events",
             _REPO + "/issues",
             _ISSUE,
