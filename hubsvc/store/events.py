@@ -92,7 +92,7 @@ class EventStore(Table):
         A public-period event: while the viewer may read the repository now. A private-
         period one: only for the owner and collaborators granted before it happened.
         """
-        where = "e.repo_id = :repo" if repo_id is not None else "1"
+        where = "e.repo_id = :repo" if repo_id is not None else "1 = 1"
         rows = conn.execute(
             "SELECT e.* FROM events e JOIN repositories r ON r.id = e.repo_id"
             f" WHERE e.id > :cursor AND {where} AND CASE WHEN e.public = 1 THEN {VISIBLE}"

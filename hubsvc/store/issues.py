@@ -47,9 +47,9 @@ PULL_STATES = {
     "open": "i.state = 'open'",
     "closed": "i.state = 'closed' AND p.merged = 0",
     "merged": "p.merged = 1",
-    "all": "1",
+    "all": "1 = 1",
 }
-ISSUE_STATES = {"open": "i.state = 'open'", "closed": "i.state = 'closed'", "all": "1"}
+ISSUE_STATES = {"open": "i.state = 'open'", "closed": "i.state = 'closed'", "all": "1 = 1"}
 # A merge holds its claim for seconds; one older than this belongs to a dead process.
 MERGE_CLAIM_STALE = 600
 

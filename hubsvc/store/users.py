@@ -502,9 +502,9 @@ class UserStore(Table):
         """Repositories owned and starred, for the profile (public ones only)."""
         row = conn.execute(
             "SELECT (SELECT COUNT(*) FROM repositories WHERE owner_id = ?"
-            "        AND visibility = 'public') AS repositoryCount,"
+            "        AND visibility = 'public') AS \"repositoryCount\","
             " (SELECT COUNT(*) FROM stars s JOIN repositories r ON r.id = s.repo_id"
-            "   WHERE s.user_id = ? AND r.visibility = 'public') AS starCount",
+            "   WHERE s.user_id = ? AND r.visibility = 'public') AS \"starCount\"",
             (user_id, user_id),
         ).fetchone()
         return dict(row)

@@ -178,6 +178,7 @@ class PostgresSql:
     """What the store's queries take from PostgreSQL's dialect: tsvector search and quirks."""
 
     star_order = "s.seq"  # stars in the order they were given
+    optimize: str | None = None  # autovacuum keeps the planner's statistics
 
     @staticmethod
     def json_array_has_lower(column: str) -> str:

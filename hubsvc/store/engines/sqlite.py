@@ -161,6 +161,7 @@ class SqliteSql:
     """What the store's queries take from SQLite's dialect: FTS5 search and a few quirks."""
 
     star_order = "s.rowid"  # stars in the order they were given
+    optimize: str | None = "PRAGMA optimize"  # the planner's statistics, refreshed
 
     @staticmethod
     def json_array_has_lower(column: str) -> str:
