@@ -60,12 +60,17 @@ async def assignee_ids(request: web.Request, repo: dict, usernames: list[str]) -
 
 
 def check_edit(repo: dict, item: dict, user: dict, data: dict[str, Any]) -> None:
-    """Author or writers edit title, body, state; labels, assignees and base need write."""
-    writer = allows(repo["role"], "write")
-    if not writer and item["author_id"] != user["id"]:
-        raise Forbidden("only the author or a writer may edit this")
-    if not writer and any(k in data for k in ("labels", "assignees", "base")):
-        raise Forbidden("write access is required to change labels, assignees or base")
+    """Author or triagers edit title, body, state; labels and assignees need triage, base write.
+
+    Triage is GitHub's: manage issues and pull requests without pushing.
+    """
+    triager = allows(repo["role"], "triage")
+    if not triager and item["author_id"] != user["id"]:
+        raise Forbidden("only the author or someone with triage access may edit this")
+    if not triager and any(k in data for k in ("labels", "assignees")):
+        raise Forbidden("triage access is required to change labels or assignees")
+    if "base" in data and not allows(repo["role"], "write"):
+        raise Forbidden("write access is required to change the base")
 
 
 def state_action(before: dict, after: dict) -> str:
@@ -182,8 +187,8 @@ async def create_issue(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
     data = await read_json(request, IssueCreateSchema())
-    if (data["labels"] or data["assignees"]) and not allows(repo["role"], "write"):
-        raise Forbidden("write access is required to set labels or assignees")
+    if (data["labels"] or data["assignees"]) and not allows(repo["role"], "triage"):
+        raise Forbidden("triage access is required to set labels or assignees")
     ids = await assignee_ids(request, repo, data["assignees"])
     row = await request.app[STORE].issues.create(
         repo_id=repo["id"],

@@ -10,6 +10,7 @@ from .engines.sqlite import READ_TIMEOUT_MS, Database
 from .events import EventStore
 from .hooks import HookStore
 from .issues import IssueStore
+from .orgs import OrgStore
 from .outbox import MailStore, OutboxStore
 from .protection import ProtectionStore
 from .repos import RepoStore
@@ -29,6 +30,7 @@ class Store:
         self.db = Database(path, read_timeout_ms=read_timeout_ms, write_timeout_ms=write_timeout_ms)
         self.users = UserStore(self.db)
         self.repos = RepoStore(self.db)
+        self.orgs = OrgStore(self.db, grants_changed=self.repos.forget_audience)
         self.issues = IssueStore(self.db)
         self.search = SearchStore(self.db)
         self.chat = ChatStore(self.db)

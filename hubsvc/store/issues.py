@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import Conflict
 from ..timeutil import now_iso
+from .access import LEVELS, level
 from .base import Table, reads, writes
 from .statuses import COMBINED, LATEST
 
@@ -21,9 +22,7 @@ SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
        mu.username AS merger_username, mu.name AS merger_name, mu.avatar_hash AS merger_avatar_hash,
        hr.name AS head_repo_name, hu.username AS head_repo_owner,
        hr.visibility AS head_repo_visibility, br.visibility AS base_visibility,
-       (hr.owner_id = i.author_id OR EXISTS (
-           SELECT 1 FROM collaborators hw WHERE hw.repo_id = hr.id AND hw.user_id = i.author_id
-              AND hw.permission IN ('write', 'admin'))) AS author_writes_head,
+       COALESCE({level("hr", "i.author_id")} >= {LEVELS["write"]}, 0) AS author_writes_head,
        (SELECT {COMBINED} FROM commit_statuses s
          WHERE s.repo_id = i.repo_id AND s.sha = p.head_oid AND {LATEST}) AS head_status
   FROM issues i

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..timeutil import now_iso
+from .access import LEVELS, level
 from .base import Table, reads, writes
 
 _SELECT = (
@@ -79,9 +80,7 @@ class ReviewStore(Table):
             "  SELECT MAX(l.id) FROM reviews l WHERE l.issue_id = r.issue_id"
             "  AND l.user_id = r.user_id AND l.state != 'COMMENTED')"
             " AND r.state = 'APPROVED' AND r.commit_id = ?"
-            " AND (p.owner_id = r.user_id OR EXISTS (SELECT 1 FROM collaborators c"
-            "  WHERE c.repo_id = p.id AND c.user_id = r.user_id"
-            "  AND c.permission IN ('write', 'admin')))",
+            f" AND {level('p', 'r.user_id')} >= {LEVELS['write']}",
             (repo_id, issue_id, head_oid),
         ).fetchall()
         return [r[0] for r in rows]
