@@ -314,7 +314,7 @@ async def _recheck(request: web.Request, repo: dict) -> None:
     "Fork into the caller's namespace (or an organization's) with the full history",
     body=ForkSchema,
     responses={201: RepoEnvelopeSchema},
-    errors=(404, 409),
+    errors=(403, 404, 409),
     tag="forks",
     description="The parent's `fork` event carries `{forkee, forker}`; a private fork is "
     "`forkee: null` there, since the parent's readers, hooks and watchers may "

@@ -317,9 +317,10 @@ class UserStore(Table):
 
     @reads
     def listing(self, conn, limit: int, offset: int) -> tuple[list[dict[str, Any]], bool]:
-        """Every account but the ghost, oldest first."""
+        """Every account but the ghost and organizations, oldest first."""
         rows = conn.execute(
-            f"SELECT {USER_COLUMNS} FROM users WHERE is_ghost = 0 ORDER BY id LIMIT ? OFFSET ?",
+            f"SELECT {USER_COLUMNS} FROM users WHERE is_ghost = 0 AND is_org = 0"
+            " ORDER BY id LIMIT ? OFFSET ?",
             (limit + 1, offset),
         ).fetchall()
         return [_user(row) for row in rows[:limit]], len(rows) > limit
@@ -503,7 +504,9 @@ class UserStore(Table):
     @reads
     def count(self, conn) -> int:
         """How many accounts exist."""
-        return conn.execute("SELECT COUNT(*) FROM users WHERE is_ghost = 0").fetchone()[0]
+        return conn.execute(
+            "SELECT COUNT(*) FROM users WHERE is_ghost = 0 AND is_org = 0"
+        ).fetchone()[0]
 
     @reads
     def profile_counts(self, conn, user_id: int) -> dict[str, int]:
