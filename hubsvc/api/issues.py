@@ -22,6 +22,7 @@ from schemas.issues import (
 
 from ..errors import BadRequest, Forbidden, NotFound, Unprocessable
 from ..keys import CONFIG, STORE
+from ..services.protection import required_approvals, review_decision
 from ..services.publish import event
 from ..web import present
 from ..web.auth import current_user, require_user
@@ -246,8 +247,18 @@ async def pulls_for_caller(request: web.Request, repo: dict, rows: list[dict]) -
         else set()
     )
     base = request.app[CONFIG].base_url
+    required = await required_approvals(request.app, repo, {r["base"] for r in rows})
     return [
-        present.pull(base, repo, {**r, "head_visible": r["head_repo_id"] in readable}) for r in rows
+        present.pull(
+            base,
+            repo,
+            {
+                **r,
+                "head_visible": r["head_repo_id"] in readable,
+                "review_decision": review_decision(r, required[r["base"]]),
+            },
+        )
+        for r in rows
     ]
 
 

@@ -11,6 +11,7 @@ from ..errors import Conflict
 from ..timeutil import now_iso
 from .access import LEVELS, level
 from .base import Table, reads, writes
+from .reviews import writers_verdict
 from .statuses import COMBINED, LATEST
 
 ISSUE_SELECT = f"""
@@ -23,6 +24,10 @@ SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
        hr.name AS head_repo_name, hu.username AS head_repo_owner,
        hr.visibility AS head_repo_visibility, br.visibility AS base_visibility,
        COALESCE({level("hr", "i.author_id")} >= {LEVELS["write"]}, 0) AS author_writes_head,
+       (SELECT COUNT(*) FROM reviews v WHERE v.issue_id = i.id AND {writers_verdict("br")}
+          AND v.state = 'CHANGES_REQUESTED') AS changes_requested,
+       (SELECT COUNT(*) FROM reviews v WHERE v.issue_id = i.id AND {writers_verdict("br")}
+          AND v.state = 'APPROVED' AND v.commit_id = p.head_oid) AS approvals,
        (SELECT {COMBINED} FROM commit_statuses s
          WHERE s.repo_id = i.repo_id AND s.sha = p.head_oid AND {LATEST}) AS head_status
   FROM issues i

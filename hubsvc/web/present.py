@@ -179,6 +179,8 @@ def pull(base_url: str, repo_row: dict[str, Any], row: dict[str, Any]) -> dict[s
             "status": row.get("head_status"),
         }
     )
+    if "review_decision" in row:  # for the caller only: it depends on the rules now
+        data["reviewDecision"] = row["review_decision"]
     return data
 
 
