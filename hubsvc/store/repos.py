@@ -283,9 +283,10 @@ class RepoStore(Table):
             (json.dumps(refs_now), repo_id),
         )
         return conn.execute(
-            "INSERT INTO pushes_in_flight (repo_id, actor_id, started_at) VALUES (?, ?, ?)",
+            "INSERT INTO pushes_in_flight (repo_id, actor_id, started_at) VALUES (?, ?, ?)"
+            " RETURNING id",
             (repo_id, actor_id, now_iso()),
-        ).lastrowid
+        ).fetchone()[0]
 
     @writes
     def push_ended(self, conn, flight: int) -> None:
@@ -391,7 +392,8 @@ class RepoStore(Table):
         """Star or unstar (idempotent); returns (changed, starCount)."""
         if on:
             cur = conn.execute(
-                "INSERT OR IGNORE INTO stars (repo_id, user_id, created_at) VALUES (?, ?, ?)",
+                "INSERT INTO stars (repo_id, user_id, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT DO NOTHING",
                 (repo_id, user_id, now_iso()),
             )
         else:
@@ -417,7 +419,7 @@ class RepoStore(Table):
         rows = conn.execute(
             "SELECT u.id, u.username, u.name, u.avatar_hash FROM stars s"
             " JOIN users u ON u.id = s.user_id WHERE s.repo_id = ?"
-            " ORDER BY s.rowid DESC LIMIT ? OFFSET ?",
+            f" ORDER BY {self.db.sql.star_order} DESC LIMIT ? OFFSET ?",
             (repo_id, limit + 1, offset),
         )
         return _page([dict(r) for r in rows], limit)
