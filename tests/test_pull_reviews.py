@@ -181,4 +181,5 @@ async def test_review_decision_as_github_shows_it(client, alice, bob, tmp_path):
     (work / "a.txt").write_text("one\nTWO!\nthree\nfour\n")
     await git("commit", "-q", "-am", "louder", cwd=work)
     await git("push", "-q", remote(client, bob, "alice", "proj"), "feature", cwd=work)
+    await client.app[BUS].drain()  # the pull request learns its new head from the log
     assert await decision(client, bob) == "REVIEW_REQUIRED"

@@ -23,7 +23,8 @@ SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
        mu.username AS merger_username, mu.name AS merger_name, mu.avatar_hash AS merger_avatar_hash,
        hr.name AS head_repo_name, hu.username AS head_repo_owner,
        hr.visibility AS head_repo_visibility, br.visibility AS base_visibility,
-       COALESCE({level("hr", "i.author_id")} >= {LEVELS["write"]}, 0) AS author_writes_head,
+       CASE WHEN {level("hr", "i.author_id")} >= {LEVELS["write"]} THEN 1 ELSE 0 END
+         AS author_writes_head,
        (SELECT COUNT(*) FROM reviews v WHERE v.issue_id = i.id AND {writers_verdict("br")}
           AND v.state = 'CHANGES_REQUESTED') AS changes_requested,
        (SELECT COUNT(*) FROM reviews v WHERE v.issue_id = i.id AND {writers_verdict("br")}
