@@ -375,3 +375,21 @@ async def test_triage_and_maintain_as_github_has_them(client, alice, bob):
     # An owner of the organization is an owner of its repositories.
     resp = await client.patch(APP, json={"visibility": "public"}, headers=alice.headers)
     assert (await _ok(resp))["repo"]["visibility"] == "public"
+
+
+async def test_team_members_watch_and_plain_members_subscribe(client, alice, bob):
+    carol = await sign_up(client, "carol")
+    await make_org(client, alice, bob, carol)
+    await make_team(client, alice, "devs", "read", bob)
+    ws_bob, ws_carol = await connect(client, bob), await connect(client, carol)
+    await _ok(await client.post(f"{APP}/issues", json={"title": "a"}, headers=alice.headers), 201)
+    assert (await next_of(ws_bob, "notification"))["notification"]["data"]["issue"]["title"] == "a"
+    # The base read of a member doesn't make them watch every repository; they subscribe.
+    await nothing_for(ws_carol)
+    await ws_carol.send_json({"type": "subscribe", "repository": {"owner": "acme", "name": "app"}})
+    await next_of(ws_carol, "subscribed")
+    await _ok(await client.post(f"{APP}/issues", json={"title": "b"}, headers=alice.headers), 201)
+    note = (await next_of(ws_carol, "notification"))["notification"]
+    assert note["data"]["issue"]["title"] == "b"
+    for ws in (ws_bob, ws_carol):
+        await ws.close()

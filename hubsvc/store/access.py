@@ -30,10 +30,12 @@ def _level_of(column: str) -> str:
 
 
 def grants(repo: str, user: str | None = None) -> str:
-    """SQL rows (user_id, level, since) of the grants on repo (an alias of repositories).
+    """SQL rows (user_id, level, since, watch) of the grants on repo (an alias of repositories).
 
     With user (an SQL expression), only that user's. `since` is the newest event before
-    the grant began: a grant does not open the repository's private past.
+    the grant began: a grant does not open the repository's private past. watch: the
+    grant makes its holder a watcher (all but an organization member's base read, so a
+    large organization's members are not told of every repository's every event).
     """
     return grants_on(f"{repo}.id", f"{repo}.owner_id", user)
 
@@ -49,19 +51,20 @@ def grants_on(repo_id: str, owner_id: str, user: str | None = None) -> str:
         "CASE WHEN gtm.since_event > gtr.since_event THEN gtm.since_event ELSE gtr.since_event END"
     )
     return (
-        f"SELECT {owner_id} AS user_id, {OWNER} AS level, 0 AS since"
+        f"SELECT {owner_id} AS user_id, {OWNER} AS level, 0 AS since, 1 AS watch"
         f" FROM users gow WHERE gow.id = {owner_id} AND gow.is_org = 0{who('gow.id')}"
         " UNION ALL"
         f" SELECT gom.user_id, CASE WHEN gom.role = 'owner' THEN {OWNER} ELSE {MEMBER_BASE} END,"
-        f" gom.since_event FROM org_members gom WHERE gom.org_id = {owner_id}"
+        " gom.since_event, CASE WHEN gom.role = 'owner' THEN 1 ELSE 0 END"
+        f" FROM org_members gom WHERE gom.org_id = {owner_id}"
         f"{who('gom.user_id')}"
         " UNION ALL"
-        f" SELECT gtm.user_id, {_level_of('COALESCE(gtr.permission, gt.permission)')}, {team_since}"
+        f" SELECT gtm.user_id, {_level_of('COALESCE(gtr.permission, gt.permission)')}, {team_since}, 1"
         " FROM team_repos gtr JOIN teams gt ON gt.id = gtr.team_id"
         " JOIN team_members gtm ON gtm.team_id = gtr.team_id"
         f" WHERE gtr.repo_id = {repo_id}{who('gtm.user_id')}"
         " UNION ALL"
-        f" SELECT gc.user_id, {_level_of('gc.permission')}, gc.since_event FROM collaborators gc"
+        f" SELECT gc.user_id, {_level_of('gc.permission')}, gc.since_event, 1 FROM collaborators gc"
         f" WHERE gc.repo_id = {repo_id}{who('gc.user_id')}"
     )
 

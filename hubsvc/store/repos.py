@@ -432,14 +432,17 @@ class RepoStore(Table):
         if row is None:
             return None
         since: dict[int, int] = {}
-        for user_id, begun in conn.execute(
+        watching: set[int] = set()
+        for user_id, begun, watch in conn.execute(
             # Ids, not parameters: the fragment names the repository and its owner often.
-            f"SELECT g.user_id, MIN(g.since) FROM"
+            "SELECT g.user_id, MIN(g.since), MAX(g.watch) FROM"
             f" ({grants_on(str(int(repo_id)), str(int(row['owner_id'])))}) g GROUP BY g.user_id"
         ):
             since[user_id] = begun
+            if watch:
+                watching.add(user_id)
         stargazers = {
             r[0] for r in conn.execute("SELECT user_id FROM stars WHERE repo_id = ?", (repo_id,))
         }
         readers = None if row["visibility"] == "public" else set(since)
-        return Audience(readers, {*since, *stargazers}, since)
+        return Audience(readers, {*watching, *stargazers}, since)
