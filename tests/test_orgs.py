@@ -68,6 +68,10 @@ async def test_an_organization_with_two_teams(client, alice, bob):
     assert org["name"] == "acme" and org["description"] == "A"
     assert (org["memberCount"], org["teamCount"], org["role"]) == (4, 2, "member")
     assert (await _ok(await client.get(ORG)))["organization"]["role"] is None
+    mine = await _ok(await client.get("/api/orgs", headers=bob.headers))
+    assert [(o["name"], o["role"]) for o in mine["organizations"]] == [("acme", "member")]
+    assert (await _ok(await client.get("/api/orgs", headers=dave.headers)))["organizations"] == []
+    assert (await client.get("/api/orgs")).status == 401
     # The highest grant counts: org owner, team grants, member's base read, nothing.
     assert await permission(client, alice) == "owner"
     assert await permission(client, bob) == "write"

@@ -12,6 +12,7 @@ from schemas.orgs import (
     MembershipSchema,
     OrgCreateSchema,
     OrgEnvelopeSchema,
+    OrgListSchema,
     OrgMemberEnvelopeSchema,
     OrgMemberListSchema,
     OrgUpdateSchema,
@@ -98,6 +99,25 @@ async def create_org(request: web.Request) -> web.Response:
     await store.orgs.create(user["id"], data["name"], data["description"])
     org = await store.orgs.by_name(data["name"], user["id"])
     return json_response(_org_json(request, org), status=201)
+
+
+@routes.get("/api/orgs")
+@doc(
+    "The caller's organizations, by name",
+    query=PageQuerySchema,
+    responses={200: OrgListSchema},
+    errors=(401,),
+    tag="organizations",
+)
+async def my_orgs(request: web.Request) -> web.Response:
+    user = require_user(request)
+    page = read_query(request, PageQuerySchema())
+    store = request.app[STORE]
+    rows, more = await store.orgs.of_user(user["id"], page["limit"], page["offset"])
+    base = request.app[CONFIG].base_url
+    return json_response(
+        {"organizations": [present.organization(base, r) for r in rows], "hasMore": more}
+    )
 
 
 @routes.get(ORG)

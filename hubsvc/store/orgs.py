@@ -106,7 +106,10 @@ class OrgStore(Table):
         """Organizations a user belongs to, by name."""
         rows = conn.execute(
             "SELECT o.id, o.username, o.name, o.bio AS description, o.avatar_hash,"
-            " o.created_at, m.role FROM org_members m JOIN users o ON o.id = m.org_id"
+            " o.created_at, m.role,"
+            " (SELECT COUNT(*) FROM org_members c WHERE c.org_id = o.id) AS member_count,"
+            " (SELECT COUNT(*) FROM teams t WHERE t.org_id = o.id) AS team_count"
+            " FROM org_members m JOIN users o ON o.id = m.org_id"
             " WHERE m.user_id = ? ORDER BY o.username_key LIMIT ? OFFSET ?",
             (user_id, limit + 1, offset),
         ).fetchall()
