@@ -291,6 +291,15 @@ async def test_the_private_repository_is_404_outside_the_org_everywhere(
         201,
     )
     await _ok(await client.post(f"{APP}/fork", json={}, headers=bob.headers), 201)
+    # A private repository is not forked into another organization, whose members would
+    # read the copy; into its own, yes.
+    await _ok(await client.post("/api/orgs", json={"name": "other"}, headers=bob.headers), 201)
+    resp = await client.post(f"{APP}/fork", json={"owner": "other"}, headers=bob.headers)
+    assert resp.status == 422
+    resp = await client.post(
+        f"{APP}/fork", json={"owner": "acme", "name": "app2"}, headers=bob.headers
+    )
+    assert (await _ok(resp, 201))["repo"]["private"]
     outsiders = (None, dave)
     for who in outsiders:
         headers = who.headers if who else {}
@@ -324,7 +333,8 @@ async def test_the_private_repository_is_404_outside_the_org_everywhere(
     resp = await client.get(
         "/api/search", params={"q": "app", "type": "repositories"}, headers=bob.headers
     )
-    assert [r["fullName"] for r in (await _ok(resp))["results"]] == ["bob/app", "acme/app"]
+    found = {r["fullName"] for r in (await _ok(resp))["results"]}
+    assert found == {"acme/app2", "bob/app", "acme/app"}
     feed = await _ok(await client.get("/api/events", headers=bob.headers))
     assert any(e["repository"]["owner"] == "acme" for e in feed["events"])
     await git("clone", "-q", remote(client, bob, "acme", "app"), str(tmp_path / "m"))

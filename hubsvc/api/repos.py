@@ -20,7 +20,7 @@ from schemas.repos import (
     UserListSchema,
 )
 
-from ..errors import BadRequest, Forbidden, NotFound
+from ..errors import BadRequest, Forbidden, NotFound, Unprocessable
 from ..git.files import REPO_FILES
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB
@@ -158,7 +158,8 @@ async def get_repo(request: web.Request) -> web.Response:
 @doc(
     "Change name, description, visibility or default branch",
     description="The owner (and an organization's owners) change anything; maintainers "
-    "and admins the description and the default branch. A fork of a private repository stays private: making it public is 409. "
+    "and admins the description and the default branch. "
+    "A fork of a private repository stays private: making it public is 409. "
     "Making a repository public first deletes the git objects no ref reaches "
     "(a branch pushed and deleted while private), and its private-period events "
     "stay with those who could read it then (events carry `public`). "
@@ -314,9 +315,10 @@ async def _recheck(request: web.Request, repo: dict) -> None:
     "Fork into the caller's namespace (or an organization's) with the full history",
     body=ForkSchema,
     responses={201: RepoEnvelopeSchema},
-    errors=(403, 404, 409),
+    errors=(403, 404, 409, 422),
     tag="forks",
-    description="The parent's `fork` event carries `{forkee, forker}`; a private fork is "
+    description="`owner`: an organization the caller belongs to; a private repository is "
+    "forked only into the caller's account or its own organization (422). The parent's `fork` event carries `{forkee, forker}`; a private fork is "
     "`forkee: null` there, since the parent's readers, hooks and watchers may "
     "not read it.",
 )
@@ -325,6 +327,12 @@ async def fork_repo(request: web.Request) -> web.Response:
     source = await load_repo(request)
     data = await read_json(request, ForkSchema())
     owner_id, creator_admin = await owner_for(request, user, data.get("owner"))
+    private = source["visibility"] == "private" or bool(source["private_lineage"])
+    if private and owner_id not in (user["id"], source["owner_id"]):
+        # Its members would read a copy of what they may not read.
+        raise Unprocessable(
+            "owner: a private repository is forked only into your account or its own organization"
+        )
     store, files = request.app[STORE], request.app[REPO_FILES]
     row = await store.repos.create(
         admin_id=user["id"] if creator_admin else None,
@@ -335,7 +343,7 @@ async def fork_repo(request: web.Request) -> web.Response:
         visibility=source["visibility"],
         default_branch=source["default_branch"],
         parent_id=source["id"],
-        private_lineage=source["visibility"] == "private" or bool(source["private_lineage"]),
+        private_lineage=private,
     )
     await _create_on_disk(request, row, lambda: files.fork(source["id"], row["id"]))
     row["role"] = role_of(row, user)
