@@ -28,6 +28,7 @@ from .api import git as git_api
 from .api import hooks as hooks_api
 from .api import issues as issues_api
 from .api import meta as meta_api
+from .api import orgs as orgs_api
 from .api import protection as protection_api
 from .api import pulls as pulls_api
 from .api import repos as repos_api
@@ -296,6 +297,7 @@ def create_app(config: Config) -> web.Application:
         users_api,
         admin_api,
         repos_api,
+        orgs_api,
         issues_api,
         pulls_api,
         search_api,

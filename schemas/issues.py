@@ -61,6 +61,17 @@ class PullSchema(IssueSchema):
             "description": "the head commit's combined status (pending, success, failure); null: none"
         },
     )
+    reviewDecision = Str(
+        allow_none=True,
+        validate=validate.OneOf(["APPROVED", "CHANGES_REQUESTED", "REVIEW_REQUIRED"]),
+        metadata={
+            "description": "as GitHub's GraphQL: CHANGES_REQUESTED when a writer's latest "
+            "verdict asks for changes; APPROVED when writers' approvals of the current head "
+            "reach what the base branch's protection requires (at least one); "
+            "REVIEW_REQUIRED when protection requires approvals not yet given; else null. "
+            "Not in events (it depends on the rules when read)"
+        },
+    )
     merged = Bool(required=True)
     mergeable = Bool(
         allow_none=True,

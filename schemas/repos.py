@@ -68,7 +68,13 @@ class RepoSchema(Base):
         }
     )
     cloneUrl = Str(metadata={"description": "smart-HTTP clone URL for git"})
-    permission = Str(metadata={"description": "the caller's role: owner, admin, write, read"})
+    permission = Str(
+        metadata={
+            "description": "the caller's permission, the highest of their grants: owner "
+            "(the owner, or an owner of the owning organization), admin, maintain, write, "
+            "triage, read"
+        }
+    )
 
 
 class RepoEnvelopeSchema(Base):
@@ -86,8 +92,12 @@ class ForkListSchema(Base):
     hasMore = Bool(required=True)
 
 
+OWNER_DOC = {"description": "an organization the caller belongs to (default: the caller)"}
+
+
 class RepoCreateSchema(Base):
     name = Str(required=True, validate=repo_name, metadata=REPO_NAME_DOC)
+    owner = Str(validate=validate.Length(min=1, max=39), metadata=OWNER_DOC)
     description = Str(load_default="", validate=validate.Length(max=2000))
     visibility = Str(load_default="public", validate=VISIBILITY)
     defaultBranch = Str(load_default="main", validate=branch_name, metadata=BRANCH_DOC)
@@ -103,6 +113,7 @@ class RepoUpdateSchema(Base):
 
 class ForkSchema(Base):
     name = Str(validate=repo_name, metadata=REPO_NAME_DOC)
+    owner = Str(validate=validate.Length(min=1, max=39), metadata=OWNER_DOC)
     description = Str(validate=validate.Length(max=2000))
 
 

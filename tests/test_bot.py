@@ -458,6 +458,14 @@ async def test_fork_needs_a_link_and_names(service):
     assert is_sorry(await ask(url, BOB_CHAT, "fork", repository="ada/secret"), "wasn't found")
     reply = await ask(url, ADA_CHAT, "fork", repository="ada/secret", name="secret-2")
     assert reply.title == "Forked ada/secret" and reply.private
+    # An organization is an owner like any other: a member forks into it.
+    bob = service.users["bob"]
+    _call(service, bob, "POST", "/api/orgs", {"name": "bobs-team"}, 201)
+    reply = await ask(url, BOB_CHAT, "fork", repository="ada/tool", owner="bobs-team")
+    assert "bobs-team/tool" in reply.description
+    assert (await ask(url, NOBODY_CHAT, "repo", repository="bobs-team/tool")).fields
+    reply = await ask(url, BOB_CHAT, "fork", repository="ada/tool", owner="bobs-team")
+    assert is_sorry(reply, "bobs-team already has a repository named tool")
     reply = await ask(url, ADA_CHAT, "fork", repository="ada/tool", name="bad name!")
     assert is_sorry(reply, "The service couldn't do that", "name")
 

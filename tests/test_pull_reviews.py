@@ -150,3 +150,36 @@ async def test_the_author_is_told_of_a_review(aiohttp_client, tmp_path, smtp):
     [mail] = await _mails(smtp, 1)
     assert mail["To"] == "bob@example.com"
     assert "alice approved your pull request #1" in mail.get_content()
+
+
+async def decision(client, user) -> str | None:
+    resp = await client.get(REPO + "/pulls/1", headers=user.headers)
+    assert resp.status == 200
+    return (await resp.json())["pullRequest"]["reviewDecision"]
+
+
+async def test_review_decision_as_github_shows_it(client, alice, bob, tmp_path):
+    work = await setup(client, alice, bob, tmp_path)
+    carol = await sign_up(client, "carol")  # reads the public repository, doesn't write
+    assert await decision(client, bob) is None  # no rule, no verdict
+    resp = await client.put(
+        REPO + "/branches/main/protection",
+        json={"requiredPullRequestReviews": {"requiredApprovingReviewCount": 1}},
+        headers=alice.headers,
+    )
+    assert resp.status == 200
+    assert await decision(client, bob) == "REVIEW_REQUIRED"
+    # A reader's verdicts don't count; a writer's do, the latest one of each.
+    assert (await review(client, carol, event="REQUEST_CHANGES", body="no")).status == 201
+    assert await decision(client, bob) == "REVIEW_REQUIRED"
+    assert (await review(client, alice, event="REQUEST_CHANGES", body="no")).status == 201
+    assert await decision(client, bob) == "CHANGES_REQUESTED"
+    assert (await review(client, alice, event="APPROVE")).status == 201
+    listed = await (await client.get(REPO + "/pulls", headers=bob.headers)).json()
+    assert [p["reviewDecision"] for p in listed["pullRequests"]] == ["APPROVED"]
+    # A push makes the approval stale: review required again.
+    (work / "a.txt").write_text("one\nTWO!\nthree\nfour\n")
+    await git("commit", "-q", "-am", "louder", cwd=work)
+    await git("push", "-q", remote(client, bob, "alice", "proj"), "feature", cwd=work)
+    await client.app[BUS].drain()  # the pull request learns its new head from the log
+    assert await decision(client, bob) == "REVIEW_REQUIRED"

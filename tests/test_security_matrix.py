@@ -68,18 +68,33 @@ def concrete(path: str, values: dict[str, str]) -> str:
     return re.sub(r"{(\w+)}", lambda m: values[m.group(1)], path)
 
 
-@pytest.fixture
-async def world(client, alice, bob, tmp_path):
-    """alice/secret (private) with a commit, a branch, issue #1 and pull request #2."""
+@pytest.fixture(params=["user", "org"])
+async def world(request, client, alice, bob, tmp_path):
+    """<owner>/secret (private) with a commit, a branch, issue #1 and pull request #2.
+
+    The owner is alice, or her organization acme (with a team "readers" that reads it):
+    an organization's private repository is as closed to outsiders in every route.
+    """
     reader = await sign_up(client, "reader")
-    await create(client, alice, "secret", visibility="private", autoInit=True)
-    await client.put(
-        "/api/repositories/alice/secret/collaborators/reader",
-        json={"permission": "read"},
-        headers=alice.headers,
-    )
+    acme = await setup_org(client, alice)
+    owner = "alice" if request.param == "user" else "acme"
+    await create(client, alice, "secret", visibility="private", autoInit=True, owner=owner)
+    base = f"/api/repositories/{owner}/secret"
+    if owner == "alice":
+        resp = await client.put(
+            base + "/collaborators/reader", json={"permission": "read"}, headers=alice.headers
+        )
+    else:
+        resp = await client.put(acme + "/members/reader", json={}, headers=alice.headers)
+        assert resp.status == 201
+        resp = await client.put(acme + "/teams/readers/members/reader", headers=alice.headers)
+        assert resp.status == 201
+        resp = await client.put(
+            acme + "/teams/readers/repositories/secret", json={}, headers=alice.headers
+        )
+    assert resp.status == 201, await resp.text()
     work = tmp_path / "w"
-    await git("clone", "-q", remote(client, alice, "alice", "secret"), str(work))
+    await git("clone", "-q", remote(client, alice, owner, "secret"), str(work))
     await git("checkout", "-qb", "feature", cwd=work)
     (work / "f.txt").write_text("f\n")
     await git("add", "f.txt", cwd=work)
@@ -87,33 +102,51 @@ async def world(client, alice, bob, tmp_path):
     await git("push", "-q", "origin", "feature", cwd=work)
     oid = (await git("rev-parse", "HEAD", cwd=work))[1].strip()
     await client.post(
-        "/api/repositories/alice/secret/issues",
+        base + "/issues",
         json={"title": "private bug"},
         headers=alice.headers,
     )
     resp = await client.post(
-        "/api/repositories/alice/secret/pulls",
+        base + "/pulls",
         json={"title": "private pr", "head": "feature"},
         headers=alice.headers,
     )
     assert resp.status == 201
     for path in ("issues/1", "pulls/2"):  # comments 1 and 2, by the owner
         resp = await client.post(
-            f"/api/repositories/alice/secret/{path}/comments",
+            f"{base}/{path}/comments",
             json={"body": "c"},
             headers=alice.headers,
         )
         assert resp.status == 201
-    resp = await client.put(
-        "/api/repositories/alice/secret/branches/main/protection", json={}, headers=alice.headers
-    )
+    resp = await client.put(base + "/branches/main/protection", json={}, headers=alice.headers)
     assert resp.status == 200
-    return {"reader": reader, "stranger": bob, "owner": alice, "oid": oid}
+    return {
+        "reader": reader,
+        "stranger": bob,
+        "owner": alice,
+        "oid": oid,
+        "repo_owner": owner,
+        "base": base,
+    }
+
+
+async def setup_org(client, owner) -> str:
+    """The organization acme, owned by owner, with the team readers (read); its API path."""
+    resp = await client.post("/api/orgs", json={"name": "acme"}, headers=owner.headers)
+    assert resp.status == 201, await resp.text()
+    resp = await client.post(
+        "/api/orgs/acme/teams", json={"name": "readers"}, headers=owner.headers
+    )
+    assert resp.status == 201, await resp.text()
+    return "/api/orgs/acme"
 
 
 def _values(world, name: str, number: str) -> dict[str, str]:
     return {
-        "owner": "alice",
+        "owner": world["repo_owner"],
+        "org": "acme",
+        "team": "readers",
         "name": name,
         "number": number,
         "oid": world["oid"],
@@ -173,19 +206,20 @@ async def test_readers_see_everything_and_write_only_where_allowed(client, world
 
 async def test_writers_pass_where_readers_are_refused(client, world):
     owner = world["owner"]
-    await client.put(
-        "/api/repositories/alice/secret/collaborators/reader",
-        json={"permission": "write"},
-        headers=owner.headers,
-    )
+    base = world["base"]
+    if world["repo_owner"] == "alice":
+        resp = await client.put(
+            base + "/collaborators/reader", json={"permission": "write"}, headers=owner.headers
+        )
+    else:  # the team's grant raised from read to write holds at once
+        resp = await client.patch(
+            "/api/orgs/acme/teams/readers", json={"permission": "write"}, headers=owner.headers
+        )
+    assert resp.status == 200, await resp.text()
     reader = world["reader"]
-    merge = await client.post(
-        "/api/repositories/alice/secret/pulls/2/merge", json={}, headers=reader.headers
-    )
+    merge = await client.post(base + "/pulls/2/merge", json={}, headers=reader.headers)
     assert merge.status == 200
-    labels = await client.patch(
-        "/api/repositories/alice/secret/issues/1", json={"labels": ["x"]}, headers=reader.headers
-    )
+    labels = await client.patch(base + "/issues/1", json={"labels": ["x"]}, headers=reader.headers)
     assert labels.status == 200
     # Owner-only stays owner-only for writers.
     for method, path in (
@@ -194,9 +228,7 @@ async def test_writers_pass_where_readers_are_refused(client, world):
         ("DELETE", "/issues/1"),
         ("PUT", "/collaborators/bob"),
     ):
-        resp = await client.request(
-            method, f"/api/repositories/alice/secret{path}", json={}, headers=reader.headers
-        )
+        resp = await client.request(method, f"{base}{path}", json={}, headers=reader.headers)
         assert resp.status == 403, (method, path)
 
 
@@ -227,7 +259,7 @@ async def test_traversal_corpus_never_escapes(client, world):
     for bad in TRAVERSALS:
         for endpoint in ("tree", "file"):
             resp = await client.get(
-                f"/api/repositories/alice/secret/{endpoint}",
+                f"{world['base']}/{endpoint}",
                 params={"path": bad},
                 headers=owner.headers,
             )
@@ -235,7 +267,7 @@ async def test_traversal_corpus_never_escapes(client, world):
             assert resp.status in (400, 404), (endpoint, bad, resp.status)
             assert "root:" not in text and "[core]" not in text and "ref: refs" not in text
         resp = await client.get(
-            "/api/repositories/alice/secret/file",
+            f"{world['base']}/file",
             params={"path": bad, "return": "1"},
             headers=owner.headers,
         )
@@ -301,8 +333,9 @@ async def test_no_secret_reaches_the_logs(client, world, caplog):
         "/auth/sign-in", json={"username": "alice", "password": "wrong-" + owner.password}
     )
     await client.get("/api/users/me", headers={"Authorization": "Bearer " + owner.token + "x"})
-    await git("ls-remote", remote(client, owner, "alice", "secret"), check=False)
-    await git("ls-remote", remote(client, owner, "alice", "secret", owner.token), check=False)
+    where = world["repo_owner"]
+    await git("ls-remote", remote(client, owner, where, "secret"), check=False)
+    await git("ls-remote", remote(client, owner, where, "secret", owner.token), check=False)
     text = "\n".join(record.getMessage() for record in caplog.records)
     assert text  # something was logged (the access log at least)
     for secret in secrets:

@@ -57,6 +57,7 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
         "visibility": "private",
         "defaultBranch": "main",
         "autoInit": True,
+        "owner": "acme",
     },
     ("PATCH", "/api/repositories/{owner}/{name}"): {
         "name": "renamed",
@@ -65,7 +66,11 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
         "defaultBranch": "feature",
     },
     ("PUT", "/api/repositories/{owner}/{name}/collaborators/{username}"): {"permission": "admin"},
-    ("POST", "/api/repositories/{owner}/{name}/fork"): {"name": "forked", "description": "d"},
+    ("POST", "/api/repositories/{owner}/{name}/fork"): {
+        "name": "forked",
+        "description": "d",
+        "owner": "acme",
+    },
     ("POST", "/api/repositories/{owner}/{name}/issues"): {
         "title": "t",
         "body": "b",
@@ -163,7 +168,23 @@ VALID[("POST", "/api/repositories/{owner}/{name}/pulls/{number}/reviews")] = {
     "body": "b",
     "comments": [{"path": "a.txt", "line": 1, "side": "RIGHT", "body": "c"}],
 }
+VALID[("POST", "/api/orgs")] = {"name": "neworg", "description": "d"}
+VALID[("PATCH", "/api/orgs/{org}")] = {"description": "d", "displayName": "Acme"}
+VALID[("PUT", "/api/orgs/{org}/members/{username}")] = {"role": "member"}
+VALID[("POST", "/api/orgs/{org}/teams")] = {
+    "name": "other",
+    "description": "d",
+    "permission": "write",
+}
+VALID[("PATCH", "/api/orgs/{org}/teams/{team}")] = {
+    "name": "renamed",
+    "description": "d",
+    "permission": "write",
+}
+VALID[("PUT", "/api/orgs/{org}/teams/{team}/repositories/{name}")] = {"permission": "write"}
 PATH_VALUES = {
+    "org": "acme",
+    "team": "devs",
     "owner": "alice",
     "name": "proj",
     "username": "bob",
@@ -228,6 +249,10 @@ async def world(client, alice, bob, tmp_path):
         json={"token": token, "serviceUserId": alice.id},
     )
     assert resp.status == 200, await resp.text()
+    resp = await client.post("/api/orgs", json={"name": "acme"}, headers=alice.headers)
+    assert resp.status == 201, await resp.text()
+    resp = await client.post("/api/orgs/acme/teams", json={"name": "devs"}, headers=alice.headers)
+    assert resp.status == 201, await resp.text()
     resp = await client.post(
         "/api/repositories/alice/proj/hooks",
         headers=alice.headers,

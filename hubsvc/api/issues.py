@@ -22,6 +22,7 @@ from schemas.issues import (
 
 from ..errors import BadRequest, Forbidden, NotFound, Unprocessable
 from ..keys import CONFIG, STORE
+from ..services.protection import required_approvals, review_decision
 from ..services.publish import event
 from ..web import present
 from ..web.auth import current_user, require_user
@@ -60,12 +61,17 @@ async def assignee_ids(request: web.Request, repo: dict, usernames: list[str]) -
 
 
 def check_edit(repo: dict, item: dict, user: dict, data: dict[str, Any]) -> None:
-    """Author or writers edit title, body, state; labels, assignees and base need write."""
-    writer = allows(repo["role"], "write")
-    if not writer and item["author_id"] != user["id"]:
-        raise Forbidden("only the author or a writer may edit this")
-    if not writer and any(k in data for k in ("labels", "assignees", "base")):
-        raise Forbidden("write access is required to change labels, assignees or base")
+    """Author or triagers edit title, body, state; labels and assignees need triage, base write.
+
+    Triage is GitHub's: manage issues and pull requests without pushing.
+    """
+    triager = allows(repo["role"], "triage")
+    if not triager and item["author_id"] != user["id"]:
+        raise Forbidden("only the author or someone with triage access may edit this")
+    if not triager and any(k in data for k in ("labels", "assignees")):
+        raise Forbidden("triage access is required to change labels or assignees")
+    if "base" in data and not allows(repo["role"], "write"):
+        raise Forbidden("write access is required to change the base")
 
 
 def state_action(before: dict, after: dict) -> str:
@@ -182,8 +188,8 @@ async def create_issue(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
     data = await read_json(request, IssueCreateSchema())
-    if (data["labels"] or data["assignees"]) and not allows(repo["role"], "write"):
-        raise Forbidden("write access is required to set labels or assignees")
+    if (data["labels"] or data["assignees"]) and not allows(repo["role"], "triage"):
+        raise Forbidden("triage access is required to set labels or assignees")
     ids = await assignee_ids(request, repo, data["assignees"])
     row = await request.app[STORE].issues.create(
         repo_id=repo["id"],
@@ -241,8 +247,18 @@ async def pulls_for_caller(request: web.Request, repo: dict, rows: list[dict]) -
         else set()
     )
     base = request.app[CONFIG].base_url
+    required = await required_approvals(request.app, repo, {r["base"] for r in rows})
     return [
-        present.pull(base, repo, {**r, "head_visible": r["head_repo_id"] in readable}) for r in rows
+        present.pull(
+            base,
+            repo,
+            {
+                **r,
+                "head_visible": r["head_repo_id"] in readable,
+                "review_decision": review_decision(r, required[r["base"]]),
+            },
+        )
+        for r in rows
     ]
 
 

@@ -20,7 +20,7 @@ from schemas.repos import (
     UserListSchema,
 )
 
-from ..errors import BadRequest, Forbidden, NotFound
+from ..errors import BadRequest, Forbidden, NotFound, Unprocessable
 from ..git.files import REPO_FILES
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB
@@ -29,7 +29,7 @@ from ..web import present
 from ..web.auth import current_user, require_user
 from ..web.names import path_username
 from ..web.openapi import doc
-from ..web.permissions import allows, load_repo
+from ..web.permissions import allows, load_repo, role_of
 from ..web.rest import json_response, read_json, read_query
 
 routes = web.RouteTableDef()
@@ -58,25 +58,45 @@ async def _create_on_disk(
     return row
 
 
+async def owner_for(request: web.Request, user: dict, owner: str | None) -> tuple[int, bool]:
+    """Whose a new repository (or fork) is: the caller's, or an organization's they belong
+    to (GitHub's default: members may create); and whether the caller gets admin on it."""
+    if owner is None or owner.lower() == user["username"].lower():
+        return user["id"], False
+    org = await request.app[STORE].orgs.by_name(owner, user["id"])
+    if org is None:
+        raise Forbidden("owner: repositories are created for yourself or an organization")
+    if org["role"] is None:
+        raise Forbidden("owner: only the organization's members may create its repositories")
+    # As on GitHub, a member who creates one of the organization's repositories is its
+    # admin; owners are owners of every one already.
+    return org["id"], org["role"] != "owner"
+
+
 @routes.post("/api/repositories")
 @doc(
-    "Create a repository owned by the caller",
+    "Create a repository owned by the caller or by an organization",
     body=RepoCreateSchema,
     responses={201: RepoEnvelopeSchema},
-    errors=(409,),
+    errors=(403, 409),
     tag="repositories",
-    description="autoInit=true makes a first commit with a README.md on the default branch.",
+    description="autoInit=true makes a first commit with a README.md on the default branch. "
+    "With `owner`, an organization's (its members may create them, as GitHub's default is; "
+    "the member who does is the repository's admin).",
 )
 async def create_repo(request: web.Request) -> web.Response:
     user = require_user(request)
     data = await read_json(request, RepoCreateSchema())
+    owner_id, creator_admin = await owner_for(request, user, data.get("owner"))
     store, files = request.app[STORE], request.app[REPO_FILES]
     row = await store.repos.create(
-        owner_id=user["id"],
+        owner_id=owner_id,
         name=data["name"],
         description=data["description"],
         visibility=data["visibility"],
         default_branch=data["defaultBranch"],
+        admin_id=user["id"] if creator_admin else None,
+        viewer=user["id"],
     )
 
     async def make() -> None:
@@ -94,8 +114,9 @@ async def create_repo(request: web.Request) -> web.Response:
             )
 
     await _create_on_disk(request, row, make)
+    row["role"] = role_of(row, user)
     body = _repo_json(request, row)
-    return json_response({"repo": body, "isOwner": True}, status=201)
+    return json_response({"repo": body, "isOwner": body["isOwner"]}, status=201)
 
 
 @routes.get("/api/users/{username}/repositories")
@@ -135,8 +156,10 @@ async def get_repo(request: web.Request) -> web.Response:
 
 @routes.patch(REPO)
 @doc(
-    "Change name, description, visibility or default branch (owner only)",
-    description="A fork of a private repository stays private: making it public is 409. "
+    "Change name, description, visibility or default branch",
+    description="The owner (and an organization's owners) change anything; maintainers "
+    "and admins the description and the default branch. "
+    "A fork of a private repository stays private: making it public is 409. "
     "Making a repository public first deletes the git objects no ref reaches "
     "(a branch pushed and deleted while private), and its private-period events "
     "stay with those who could read it then (events carry `public`). "
@@ -152,8 +175,10 @@ async def get_repo(request: web.Request) -> web.Response:
 )
 async def patch_repo(request: web.Request) -> web.Response:
     require_user(request)
-    repo = await load_repo(request, "owner")
+    repo = await load_repo(request, "maintain")
     data = await read_json(request, RepoUpdateSchema())
+    if ("name" in data or "visibility" in data) and not allows(repo["role"], "owner"):
+        raise Forbidden("owner access is required to rename a repository or change its visibility")
     if "defaultBranch" in data:
         exists = await request.app[REPO_FILES].run(
             repo["id"],
@@ -226,7 +251,8 @@ async def list_collaborators(request: web.Request) -> web.Response:
 
 async def _target_user(request: web.Request) -> dict:
     user = await request.app[STORE].users.by_username(path_username(request))
-    if user is None or user["is_ghost"]:  # the ghost collaborates on nothing
+    # The ghost collaborates on nothing; an organization gives grants through teams.
+    if user is None or user["is_ghost"] or user["is_org"]:
         raise NotFound("user not found")
     return user
 
@@ -286,12 +312,13 @@ async def _recheck(request: web.Request, repo: dict) -> None:
 
 @routes.post(REPO + "/fork")
 @doc(
-    "Fork into the caller's namespace with the full history",
+    "Fork into the caller's namespace (or an organization's) with the full history",
     body=ForkSchema,
     responses={201: RepoEnvelopeSchema},
-    errors=(404, 409),
+    errors=(403, 404, 409, 422),
     tag="forks",
-    description="The parent's `fork` event carries `{forkee, forker}`; a private fork is "
+    description="`owner`: an organization the caller belongs to; a private repository is "
+    "forked only into the caller's account or its own organization (422). The parent's `fork` event carries `{forkee, forker}`; a private fork is "
     "`forkee: null` there, since the parent's readers, hooks and watchers may "
     "not read it.",
 )
@@ -299,24 +326,34 @@ async def fork_repo(request: web.Request) -> web.Response:
     user = require_user(request)
     source = await load_repo(request)
     data = await read_json(request, ForkSchema())
+    owner_id, creator_admin = await owner_for(request, user, data.get("owner"))
+    private = source["visibility"] == "private" or bool(source["private_lineage"])
+    if private and owner_id not in (user["id"], source["owner_id"]):
+        # Its members would read a copy of what they may not read.
+        raise Unprocessable(
+            "owner: a private repository is forked only into your account or its own organization"
+        )
     store, files = request.app[STORE], request.app[REPO_FILES]
     row = await store.repos.create(
-        owner_id=user["id"],
+        admin_id=user["id"] if creator_admin else None,
+        viewer=user["id"],
+        owner_id=owner_id,
         name=data.get("name") or source["name"],
         description=data.get("description", source["description"]),
         visibility=source["visibility"],
         default_branch=source["default_branch"],
         parent_id=source["id"],
-        private_lineage=source["visibility"] == "private" or bool(source["private_lineage"]),
+        private_lineage=private,
     )
     await _create_on_disk(request, row, lambda: files.fork(source["id"], row["id"]))
+    row["role"] = role_of(row, user)
     fork = _repo_json(request, row)
     # The fork is made when its files are: its event is written once they exist. The
     # event goes to every reader of the parent, its hooks and watchers, who need not be
     # able to read a private fork: then it names the forker only (forkee null).
     forkee = fork if fork["visibility"] == "public" else None
     await publish(request, source, "fork", {"forkee": forkee, "forker": fork["owner"]})
-    return json_response({"repo": fork, "isOwner": True}, status=201)
+    return json_response({"repo": fork, "isOwner": fork["isOwner"]}, status=201)
 
 
 @routes.get(REPO + "/forks")

@@ -220,7 +220,8 @@ async def search_command(call: Call, args: dict[str, Any]) -> Reply:
 
 async def fork_command(call: Call, args: dict[str, Any]) -> Reply:
     owner, name = repository(args["repository"])
-    body = {"name": args["name"]} if args["name"] else {}
+    # An organization is an owner like any other: the fork may go to one the user is in.
+    body = {key: args[key] for key in ("name", "owner") if args.get(key)}
     try:
         data = await call.api.request(
             "POST", f"{_repo_path(owner, name)}/fork", chat_id=call.chat_id, body=body
@@ -230,8 +231,9 @@ async def fork_command(call: Call, args: dict[str, Any]) -> Reply:
             return _sorry(f"Forking needs your account. {LINK_FIRST}")
         if exc.status == 409:
             taken = args["name"] or name
+            who = f"{args['owner']} already has" if args.get("owner") else "You already have"
             return _sorry(
-                f"You already have a repository named {taken}. Pick another name: "
+                f"{who} a repository named {taken}. Pick another name: "
                 f"/fork {owner}/{name} name:new-name"
             )
         return _error_reply(exc, f"Repository {owner}/{name}", True)
@@ -295,8 +297,12 @@ COMMANDS: dict[str, Command] = {
         ),
         Command(
             "fork",
-            "Fork a repository into your linked account",
-            (REPOSITORY, Param("name", "the fork's name (default: the repository's)")),
+            "Fork a repository into your linked account (or an organization of yours)",
+            (
+                REPOSITORY,
+                Param("name", "the fork's name (default: the repository's)"),
+                Param("owner", "an organization you belong to (default: you)"),
+            ),
             fork_command,
         ),
         Command(

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from ..git.files import REPO_FILES
 from ..keys import STORE
+from ..store.protection import matches
 from ..web.permissions import allows
 
 
@@ -66,3 +67,26 @@ async def merge_problems(
         ):
             problems.append(f"{where}: the head is not up to date with {pull['base']}")
     return problems
+
+
+async def required_approvals(
+    app: web.Application, repo: dict[str, Any], bases: set[str]
+) -> dict[str, int]:
+    """Approvals the protection rules of each base branch require (0: none)."""
+    rules = await app[STORE].protection.rules(repo["id"]) if bases else []
+    return {
+        base: max(
+            [r["approvals"] for r in rules if r["require_pr"] and matches(r["pattern"], base)],
+            default=0,
+        )
+        for base in bases
+    }
+
+
+def review_decision(row: dict[str, Any], required: int) -> str | None:
+    """GitHub's reviewDecision: writers' latest verdicts against what protection requires."""
+    if row["changes_requested"]:
+        return "CHANGES_REQUESTED"
+    if row["approvals"] and row["approvals"] >= required:
+        return "APPROVED"
+    return "REVIEW_REQUIRED" if required else None

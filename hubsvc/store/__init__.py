@@ -11,6 +11,7 @@ from .engines.sqlite import READ_TIMEOUT_MS
 from .events import EventStore
 from .hooks import HookStore
 from .issues import IssueStore
+from .orgs import OrgStore
 from .outbox import MailStore, OutboxStore
 from .protection import ProtectionStore
 from .repos import RepoStore
@@ -36,6 +37,7 @@ class Store:
         self.db = open_database(url, Path(path), read_timeout_ms, write_timeout_ms, pool_size)
         self.users = UserStore(self.db)
         self.repos = RepoStore(self.db)
+        self.orgs = OrgStore(self.db, grants_changed=self.repos.forget_audience)
         self.issues = IssueStore(self.db)
         self.search = SearchStore(self.db)
         self.chat = ChatStore(self.db)

@@ -1,4 +1,12 @@
-"""Who may read a repository and its events: SQL fragments and the audience of one."""
+"""Who may do what to a repository: the one place that computes it, and the audience of one.
+
+A user's permission on a repository is the highest of its grants: owning it, owning the
+organization that owns it, being a member of that organization (read, GitHub's default
+base permission), a team's grant and a collaborator's grant. Every check reads it from
+here: `visible` (lists, search, the feed), `read_then` (private-period events), `level`
+(the repository's `permission`, load_repo, reviews' approvers) and `Audience` (WebSocket,
+e-mail and chat fan-out).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +14,86 @@ from typing import NamedTuple
 
 from ..events.shape import Event
 
-VISIBLE = """(r.visibility = 'public' OR r.owner_id = :viewer OR EXISTS (
-    SELECT 1 FROM collaborators vc WHERE vc.repo_id = r.id AND vc.user_id = :viewer))"""
-# Who could read a private-period event e of r then, and may still: the owner, and
-# collaborators whose grant came before it (a grant does not open the private past).
-READ_THEN = """(r.owner_id = :viewer OR EXISTS (
-    SELECT 1 FROM collaborators tc WHERE tc.repo_id = r.id AND tc.user_id = :viewer
-    AND tc.since_event < e.id))"""
+# Levels as GitHub names them; owner is the owning user, or an owner of the owning org.
+LEVELS = {"read": 1, "triage": 2, "write": 3, "maintain": 4, "admin": 5, "owner": 6}
+ROLES = {number: name for name, number in LEVELS.items()}
+OWNER = LEVELS["owner"]
+MEMBER_BASE = LEVELS["read"]  # what every organization member holds on its repositories
+
+
+def _level_of(column: str) -> str:
+    """SQL turning a permission name column into its level."""
+    return (
+        f"CASE {column} WHEN 'read' THEN 1 WHEN 'triage' THEN 2 WHEN 'write' THEN 3"
+        " WHEN 'maintain' THEN 4 WHEN 'admin' THEN 5 ELSE 0 END"
+    )
+
+
+def grants(repo: str, user: str | None = None) -> str:
+    """SQL rows (user_id, level, since, watch) of the grants on repo (an alias of repositories).
+
+    With user (an SQL expression), only that user's. `since` is the newest event before
+    the grant began: a grant does not open the repository's private past. watch: the
+    grant makes its holder a watcher (all but an organization member's base read, so a
+    large organization's members are not told of every repository's every event).
+    """
+    return grants_on(f"{repo}.id", f"{repo}.owner_id", user)
+
+
+def grants_on(repo_id: str, owner_id: str, user: str | None = None) -> str:
+    """grants() of the repository repo_id owned by owner_id (SQL expressions)."""
+
+    def who(column: str) -> str:
+        return f" AND {column} = {user}" if user is not None else ""
+
+    # A team grant began when both the membership and the team's repository had.
+    team_since = (
+        "CASE WHEN gtm.since_event > gtr.since_event THEN gtm.since_event ELSE gtr.since_event END"
+    )
+    return (
+        f"SELECT {owner_id} AS user_id, {OWNER} AS level, 0 AS since, 1 AS watch"
+        f" FROM users gow WHERE gow.id = {owner_id} AND gow.is_org = 0{who('gow.id')}"
+        " UNION ALL"
+        f" SELECT gom.user_id, CASE WHEN gom.role = 'owner' THEN {OWNER} ELSE {MEMBER_BASE} END,"
+        " gom.since_event, CASE WHEN gom.role = 'owner' THEN 1 ELSE 0 END"
+        f" FROM org_members gom WHERE gom.org_id = {owner_id}"
+        f"{who('gom.user_id')}"
+        " UNION ALL"
+        f" SELECT gtm.user_id, {_level_of('COALESCE(gtr.permission, gt.permission)')}, {team_since}, 1"
+        " FROM team_repos gtr JOIN teams gt ON gt.id = gtr.team_id"
+        " JOIN team_members gtm ON gtm.team_id = gtr.team_id"
+        f" WHERE gtr.repo_id = {repo_id}{who('gtm.user_id')}"
+        " UNION ALL"
+        f" SELECT gc.user_id, {_level_of('gc.permission')}, gc.since_event, 1 FROM collaborators gc"
+        f" WHERE gc.repo_id = {repo_id}{who('gc.user_id')}"
+    )
+
+
+def level(repo: str, user: str) -> str:
+    """SQL: user's highest level on repo (NULL: no grant; a public repository still reads)."""
+    return f"(SELECT MAX(g.level) FROM ({grants(repo, user)}) g)"
+
+
+def visible(repo: str, user: str) -> str:
+    """SQL: whether user may read repo now."""
+    return f"({repo}.visibility = 'public' OR EXISTS ({grants(repo, user)}))"
+
+
+def read_then(repo: str, user: str, event: str) -> str:
+    """SQL: whether user could read event (a private-period one of repo) then, and may now."""
+    return f"EXISTS (SELECT 1 FROM ({grants(repo, user)}) g WHERE g.since < {event}.id)"
+
+
+# The viewer bound as :viewer, for the queries that name their parameters.
+VISIBLE = visible("r", ":viewer")
+READ_THEN = read_then("r", ":viewer", "e")
+
+
+def role_named(level_value: int | None, public: bool) -> str | None:
+    """A level as its role name; a public repository is read by anyone."""
+    if level_value:
+        return ROLES[int(level_value)]
+    return "read" if public else None
 
 
 class Audience(NamedTuple):
@@ -20,7 +101,7 @@ class Audience(NamedTuple):
 
     readers: set[int] | None  # None: it is public
     watchers: set[int]
-    # Owner and collaborators -> the newest event id before their grant (owner: 0).
+    # Everyone with a grant -> the newest event id before their grant (owner: 0).
     since: dict[int, int]
 
     def may_read(self, user_id: int, event: Event) -> bool:

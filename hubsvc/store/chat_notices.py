@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ..errors import BadRequest
-from .access import VISIBLE
+from .access import visible
 from .base import Table, reads, writes
 from .log import move_cursor
 
@@ -17,7 +17,7 @@ _PENDING = (
     "SELECT n.*, u.username, u.preferences, u.disabled,"
     " (SELECT l.chat_id FROM chat_links l WHERE l.user_id = n.user_id AND l.verified = 1"
     "  ORDER BY l.verified_at DESC, l.chat_id LIMIT 1) AS chat_id,"
-    f" o.username AS owner, r.name AS repo_name, {VISIBLE.replace(':viewer', 'n.user_id')}"
+    f" o.username AS owner, r.name AS repo_name, {visible('r', 'n.user_id')}"
     " AS readable"
     " FROM chat_notices n JOIN users u ON u.id = n.user_id"
     " JOIN repositories r ON r.id = n.repo_id JOIN users o ON o.id = r.owner_id"

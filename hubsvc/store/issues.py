@@ -8,8 +8,10 @@ from typing import Any
 
 from ..errors import Conflict
 from ..timeutil import now_iso
+from .access import LEVELS, level
 from .base import Table, reads, writes
 from .engines import Conn, Row
+from .reviews import writers_verdict
 from .statuses import COMBINED, LATEST
 
 ISSUE_SELECT = f"""
@@ -21,9 +23,12 @@ SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
        mu.username AS merger_username, mu.name AS merger_name, mu.avatar_hash AS merger_avatar_hash,
        hr.name AS head_repo_name, hu.username AS head_repo_owner,
        hr.visibility AS head_repo_visibility, br.visibility AS base_visibility,
-       (hr.owner_id = i.author_id OR EXISTS (
-           SELECT 1 FROM collaborators hw WHERE hw.repo_id = hr.id AND hw.user_id = i.author_id
-              AND hw.permission IN ('write', 'admin'))) AS author_writes_head,
+       CASE WHEN {level("hr", "i.author_id")} >= {LEVELS["write"]} THEN 1 ELSE 0 END
+         AS author_writes_head,
+       (SELECT COUNT(*) FROM reviews v WHERE v.issue_id = i.id AND {writers_verdict("br")}
+          AND v.state = 'CHANGES_REQUESTED') AS changes_requested,
+       (SELECT COUNT(*) FROM reviews v WHERE v.issue_id = i.id AND {writers_verdict("br")}
+          AND v.state = 'APPROVED' AND v.commit_id = p.head_oid) AS approvals,
        (SELECT {COMBINED} FROM commit_statuses s
          WHERE s.repo_id = i.repo_id AND s.sha = p.head_oid AND {LATEST}) AS head_status
   FROM issues i

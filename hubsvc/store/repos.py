@@ -10,27 +10,23 @@ from typing import Any, cast
 
 from ..errors import Conflict, NotFound
 from ..timeutil import now_iso
-from .access import VISIBLE, Audience
+from .access import VISIBLE, Audience, grants_on, level, visible
 from .base import StoreMethod, Table, cached_until_write, reads, row_dict, writes
 
 # Columns of a repository row joined with its owner, its parent and the viewer's
-# relation to it (bound as :viewer; 0 for anonymous).
-REPO_SELECT = """
+# relation to it (bound as :viewer; 0 for anonymous). access: the viewer's level (access.py).
+REPO_SELECT = f"""
 SELECT r.id, r.owner_id, r.name, r.description, r.visibility, r.default_branch,
        r.parent_id, r.star_count, r.created_at, r.updated_at, r.private_lineage,
        u.username AS owner_username, u.name AS owner_name, u.avatar_hash AS owner_avatar_hash,
+       u.is_org AS owner_is_org,
        p.name AS parent_name, pu.username AS parent_owner,
-       (p.visibility = 'public' OR p.owner_id = :viewer OR EXISTS (
-           SELECT 1 FROM collaborators pc WHERE pc.repo_id = p.id AND pc.user_id = :viewer)
-       ) AS parent_visible,
+       {visible("p", ":viewer")} AS parent_visible,
        -- Forks the viewer may read: a private fork is not counted for others.
-       (SELECT COUNT(*) FROM repositories f WHERE f.parent_id = r.id AND (
-           f.visibility = 'public' OR f.owner_id = :viewer OR EXISTS (
-               SELECT 1 FROM collaborators fc WHERE fc.repo_id = f.id AND fc.user_id = :viewer))
+       (SELECT COUNT(*) FROM repositories f WHERE f.parent_id = r.id AND {visible("f", ":viewer")}
        ) AS fork_count,
        EXISTS (SELECT 1 FROM stars s WHERE s.repo_id = r.id AND s.user_id = :viewer) AS starred,
-       (SELECT c.permission FROM collaborators c
-         WHERE c.repo_id = r.id AND c.user_id = :viewer) AS collaborator
+       {level("r", ":viewer")} AS access
   FROM repositories r
   JOIN users u ON u.id = r.owner_id
   LEFT JOIN repositories p ON p.id = r.parent_id
@@ -118,11 +114,16 @@ class RepoStore(Table):
         default_branch: str,
         parent_id: int | None = None,
         private_lineage: bool = False,
+        admin_id: int | None = None,
+        viewer: int = 0,
     ) -> dict[str, Any]:
-        """Insert a repository; 409 when the owner has one of that name."""
+        """Insert a repository; 409 when the owner has one of that name.
+
+        admin_id: a collaborator with admin from the start (who made an organization's).
+        """
         self._check_free(conn, owner_id, name)
         now = now_iso()
-        cur = conn.execute(
+        repo_id = conn.execute(
             "INSERT INTO repositories (owner_id, name, name_key, description, visibility,"
             " default_branch, parent_id, private_lineage, created_at, updated_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
@@ -138,8 +139,13 @@ class RepoStore(Table):
                 now,
                 now,
             ),
-        )
-        repo_id = cur.fetchone()[0]
+        ).fetchone()[0]
+        if admin_id is not None:
+            conn.execute(
+                "INSERT INTO collaborators (repo_id, user_id, permission, created_at, since_event)"
+                " VALUES (?, ?, 'admin', ?, 0)",
+                (repo_id, admin_id, now),
+            )
         # A new repository takes the name for good: an older rename's redirect ends here.
         conn.execute(
             "DELETE FROM repo_redirects WHERE owner_id = ? AND name_key = ?",
@@ -149,7 +155,7 @@ class RepoStore(Table):
             conn.execute(
                 "UPDATE repositories SET fork_count = fork_count + 1 WHERE id = ?", (parent_id,)
             )
-        return self.by_id.sync(self, conn, repo_id, owner_id)
+        return self.by_id.sync(self, conn, repo_id, viewer or owner_id)
 
     def _check_free(self, conn, owner_id: int, name: str, exclude: int | None = None) -> None:
         row = conn.execute(
@@ -225,9 +231,9 @@ class RepoStore(Table):
             return set()
         marks = ", ".join("?" for _ in ids)
         rows = conn.execute(
-            f"SELECT r.id FROM repositories r WHERE r.id IN ({marks})"
-            f" AND {VISIBLE.replace(':viewer', '?')}",
-            (*ids, viewer, viewer),
+            "SELECT r.id FROM repositories r, (SELECT CAST(? AS BIGINT) AS id) v"
+            f" WHERE r.id IN ({marks}) AND {visible('r', 'v.id')}",
+            (viewer, *ids),
         )
         return {row["id"] for row in rows}
 
@@ -425,15 +431,18 @@ class RepoStore(Table):
         ).fetchone()
         if row is None:
             return None
-        since = {
-            r[0]: r[1]
-            for r in conn.execute(
-                "SELECT user_id, since_event FROM collaborators WHERE repo_id = ?", (repo_id,)
-            )
-        }
-        since[row["owner_id"]] = 0
+        since: dict[int, int] = {}
+        watching: set[int] = set()
+        for user_id, begun, watch in conn.execute(
+            # Ids, not parameters: the fragment names the repository and its owner often.
+            "SELECT g.user_id, MIN(g.since), MAX(g.watch) FROM"
+            f" ({grants_on(str(int(repo_id)), str(int(row['owner_id'])))}) g GROUP BY g.user_id"
+        ):
+            since[user_id] = begun
+            if watch:
+                watching.add(user_id)
         stargazers = {
             r[0] for r in conn.execute("SELECT user_id FROM stars WHERE repo_id = ?", (repo_id,))
         }
         readers = None if row["visibility"] == "public" else set(since)
-        return Audience(readers, {*since, *stargazers}, since)
+        return Audience(readers, {*watching, *stargazers}, since)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..timeutil import now_iso
+from .access import LEVELS, level
 from .base import Table, reads, writes
 
 _SELECT = (
@@ -22,6 +23,15 @@ def _comments(conn: Any, review_ids: list[int]) -> dict[int, list[dict[str, Any]
         ):
             found[row["review_id"]].append(dict(row))
     return found
+
+
+def writers_verdict(repo: str) -> str:
+    """SQL: review v is its author's latest verdict (not a comment) and they write to repo."""
+    return (
+        "v.state != 'COMMENTED' AND v.id = (SELECT MAX(l.id) FROM reviews l"
+        " WHERE l.issue_id = v.issue_id AND l.user_id = v.user_id AND l.state != 'COMMENTED')"
+        f" AND {level(repo, 'v.user_id')} >= {LEVELS['write']}"
+    )
 
 
 class ReviewStore(Table):
@@ -75,14 +85,9 @@ class ReviewStore(Table):
     def approvers(self, conn, issue_id: int, repo_id: int, head_oid: str) -> list[int]:
         """Writers whose latest verdict on the pull request approves its current head."""
         rows = conn.execute(
-            "SELECT r.user_id FROM reviews r JOIN repositories p ON p.id = ?"
-            " WHERE r.issue_id = ? AND r.state != 'COMMENTED' AND r.id = ("
-            "  SELECT MAX(l.id) FROM reviews l WHERE l.issue_id = r.issue_id"
-            "  AND l.user_id = r.user_id AND l.state != 'COMMENTED')"
-            " AND r.state = 'APPROVED' AND r.commit_id = ?"
-            " AND (p.owner_id = r.user_id OR EXISTS (SELECT 1 FROM collaborators c"
-            "  WHERE c.repo_id = p.id AND c.user_id = r.user_id"
-            "  AND c.permission IN ('write', 'admin')))",
+            "SELECT v.user_id FROM reviews v JOIN repositories p ON p.id = ?"
+            f" WHERE v.issue_id = ? AND {writers_verdict('p')}"
+            " AND v.state = 'APPROVED' AND v.commit_id = ?",
             (repo_id, issue_id, head_oid),
         ).fetchall()
         return [r[0] for r in rows]

@@ -14,7 +14,7 @@ from .engines import Row
 
 USER_COLUMNS = (
     "id, username, email, name, password_hash, is_admin, bio, location, website, "
-    "preferences, avatar_hash, created_at, updated_at, disabled, is_ghost"
+    "preferences, avatar_hash, created_at, updated_at, disabled, is_ghost, is_org"
 )
 _U_COLUMNS = ", ".join("u." + c.strip() for c in USER_COLUMNS.split(","))
 # A personal access token without an expiry, as an epoch for the token cache.
@@ -35,6 +35,7 @@ def _user(row: Row | None) -> dict[str, Any] | None:
         user["is_admin"] = bool(user["is_admin"])
         user["disabled"] = bool(user["disabled"])
         user["is_ghost"] = bool(user["is_ghost"])
+        user["is_org"] = bool(user["is_org"])
     return user
 
 
@@ -134,24 +135,27 @@ class UserStore(Table):
 
     @reads
     def by_usernames(self, conn, usernames: list[str]) -> dict[str, dict[str, Any]]:
-        """Users by lower-cased username, for the names that exist (never the ghost)."""
+        """People by lower-cased username, for the names that exist (never the ghost or an org)."""
         keys = sorted({u.lower() for u in usernames})
         if not keys:
             return {}
         marks = ",".join("?" * len(keys))
         rows = conn.execute(
-            f"SELECT {USER_COLUMNS} FROM users WHERE username_key IN ({marks}) AND is_ghost = 0",
+            f"SELECT {USER_COLUMNS} FROM users WHERE username_key IN ({marks})"
+            " AND is_ghost = 0 AND is_org = 0",
             keys,
         )
         return {row["username"].lower(): _user(row) for row in rows}
 
     @reads
     def by_login(self, conn, login: str) -> dict[str, Any] | None:
-        """One user by e-mail or username."""
+        """One user by e-mail or username; never an organization, which cannot sign in."""
         column = "email_key" if "@" in login else "username_key"
         key = login.casefold() if "@" in login else login.lower()
         return _user(
-            conn.execute(f"SELECT {USER_COLUMNS} FROM users WHERE {column} = ?", (key,)).fetchone()
+            conn.execute(
+                f"SELECT {USER_COLUMNS} FROM users WHERE {column} = ? AND is_org = 0", (key,)
+            ).fetchone()
         )
 
     @writes
@@ -275,6 +279,17 @@ class UserStore(Table):
         """Delete an account: its issues, comments and merges go to the ghost, its
         repositories go with it (their ids are returned, for the folders on disk)."""
         self._keep_an_admin(conn, user_id)
+        sole = conn.execute(
+            "SELECT o.username FROM org_members m JOIN users o ON o.id = m.org_id"
+            " WHERE m.user_id = ? AND m.role = 'owner' AND NOT EXISTS (SELECT 1 FROM"
+            " org_members k WHERE k.org_id = m.org_id AND k.role = 'owner' AND k.user_id != ?)"
+            " ORDER BY o.username_key LIMIT 1",
+            (user_id, user_id),
+        ).fetchone()
+        if sole is not None:
+            raise Conflict(
+                f"the last owner of the organization {sole[0]} can't go: make another owner first"
+            )
         ghost = conn.execute(
             "SELECT id FROM users WHERE is_ghost = 1 ORDER BY id LIMIT 1"
         ).fetchone()[0]
@@ -308,9 +323,10 @@ class UserStore(Table):
 
     @reads
     def listing(self, conn, limit: int, offset: int) -> tuple[list[dict[str, Any]], bool]:
-        """Every account but the ghost, oldest first."""
+        """Every account but the ghost and organizations, oldest first."""
         rows = conn.execute(
-            f"SELECT {USER_COLUMNS} FROM users WHERE is_ghost = 0 ORDER BY id LIMIT ? OFFSET ?",
+            f"SELECT {USER_COLUMNS} FROM users WHERE is_ghost = 0 AND is_org = 0"
+            " ORDER BY id LIMIT ? OFFSET ?",
             (limit + 1, offset),
         ).fetchall()
         return [_user(row) for row in rows[:limit]], len(rows) > limit
@@ -495,7 +511,9 @@ class UserStore(Table):
     @reads
     def count(self, conn) -> int:
         """How many accounts exist."""
-        return conn.execute("SELECT COUNT(*) FROM users WHERE is_ghost = 0").fetchone()[0]
+        return conn.execute(
+            "SELECT COUNT(*) FROM users WHERE is_ghost = 0 AND is_org = 0"
+        ).fetchone()[0]
 
     @reads
     def profile_counts(self, conn, user_id: int) -> dict[str, int]:

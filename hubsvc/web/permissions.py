@@ -9,19 +9,19 @@ from aiohttp import web
 
 from ..errors import Forbidden, NotFound
 from ..keys import STORE
+from ..store.access import LEVELS, role_named
 from .auth import current_user
 from .names import path_username
 
-LEVELS = {"read": 1, "write": 2, "admin": 3, "owner": 4}
-
 
 def role_of(repo: dict[str, Any], user: dict[str, Any] | None) -> str | None:
-    """owner, admin, write or read; None when the user may not even read."""
-    if user is not None and repo["owner_id"] == user["id"]:
-        return "owner"
-    if user is not None and repo.get("collaborator"):
-        return repo["collaborator"]
-    return "read" if repo["visibility"] == "public" else None
+    """owner, admin, maintain, write, triage or read; None when the user may not even read.
+
+    repo["access"] is the viewer's level as store/access computes it, the one place.
+    """
+    return role_named(
+        repo.get("access") if user is not None else None, repo["visibility"] == "public"
+    )
 
 
 def allows(role: str | None, need: str) -> bool:

@@ -179,6 +179,8 @@ def pull(base_url: str, repo_row: dict[str, Any], row: dict[str, Any]) -> dict[s
             "status": row.get("head_status"),
         }
     )
+    if "review_decision" in row:  # for the caller only: it depends on the rules now
+        data["reviewDecision"] = row["review_decision"]
     return data
 
 
@@ -190,4 +192,49 @@ def comment(base_url: str, row: dict[str, Any]) -> dict[str, Any]:
         "author": _person(base_url, row, "author", "author_id"),
         "createdAt": row["created_at"],
         "updatedAt": row["updated_at"],
+    }
+
+
+def organization(base_url: str, row: dict[str, Any]) -> dict[str, Any]:
+    """The organization object; role is the caller's (owner, member or None)."""
+    return {
+        "id": str(row["id"]),
+        "name": row["username"],
+        "displayName": row["name"],
+        "description": row["description"],
+        "avatarUrl": avatar_url(base_url, row),
+        "createdAt": row["created_at"],
+        "memberCount": row["member_count"],
+        "teamCount": row["team_count"],
+        "role": row["role"],
+        "url": user_url(base_url, row["username"]),
+    }
+
+
+def org_member(base_url: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A member of an organization: a user summary and their role."""
+    return {**user_summary(base_url, row), "role": row["role"]}
+
+
+def team(org_name: str, row: dict[str, Any]) -> dict[str, Any]:
+    """The team object."""
+    return {
+        "id": str(row["id"]),
+        "name": row["name"],
+        "description": row["description"],
+        "permission": row["permission"],
+        "organization": org_name,
+        "memberCount": row["member_count"],
+        "repositoryCount": row["repo_count"],
+        "createdAt": row["created_at"],
+    }
+
+
+def team_repo(org_name: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A team's repository and the permission the team holds on it."""
+    return {
+        "name": row["name"],
+        "fullName": f"{org_name}/{row['name']}",
+        "visibility": row["visibility"],
+        "permission": row["permission"],
     }
