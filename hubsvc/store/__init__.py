@@ -10,6 +10,7 @@ from .engines.sqlite import READ_TIMEOUT_MS, Database
 from .events import EventStore
 from .hooks import HookStore
 from .issues import IssueStore
+from .leases import LeaseStore
 from .outbox import MailStore, OutboxStore
 from .protection import ProtectionStore
 from .repos import RepoStore
@@ -41,6 +42,7 @@ class Store:
         self.reviews = ReviewStore(self.db)
         self.mail = MailStore(self.db)
         self.upkeep = UpkeepStore(self.db)
+        self.leases = LeaseStore(self.db)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""
