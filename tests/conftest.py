@@ -15,7 +15,7 @@ from hubsvc.app import create_app
 from hubsvc.config import load_config
 from hubsvc.keys import BUS
 
-from .servers import postgres_url, redis_url  # noqa: F401 - fixtures for every test module
+from .servers import postgres_url, redis_url, shared_redis  # noqa: F401 - fixtures for every test module
 
 _names = itertools.count(1)
 

@@ -221,6 +221,9 @@ class Leader:
             now = time.time()
             try:
                 got = await self.store.leases.beat(self.holder, LEASE, now, self.ttl)
+                if not got and await self._holder_died():
+                    now = time.time()
+                    got = await self.store.leases.beat(self.holder, LEASE, now, self.ttl)
             except Exception:
                 log.exception("renewing the jobs lease failed")
                 got = None
@@ -234,6 +237,16 @@ class Leader:
                 if self.running:
                     log.warning("lost the jobs lease: stopping the jobs that run once")
                     await self._stop_jobs()
+
+    async def _holder_died(self) -> bool:
+        """Whether the lease's holder was a process of this host that exited (then its
+        rows are dropped: no need to wait for its lease to run out)."""
+        lease = await self.store.leases.get(LEASE)
+        if lease is None or not dead_here(lease["holder"]):
+            return False
+        log.info("the jobs lease holder %s exited: taking over", lease["holder"])
+        await self.store.leases.forget([lease["holder"]])
+        return True
 
     async def _start_jobs(self) -> None:
         log.info("took the jobs lease (%s): running the jobs that run once", self.holder)

@@ -149,7 +149,7 @@ def clean_quarantines(root: Path, older_than: float = 3600) -> int:
     return removed
 
 
-RECONCILE_SECONDS = 10.0  # how often the lease holder looks for pushes dead processes left
+RECONCILE_SECONDS = 5.0  # how often the lease holder looks for pushes dead processes left
 QUARANTINE_SECONDS = 3600.0
 
 
@@ -158,6 +158,7 @@ async def push_journal_ctx(app: web.Application) -> AsyncIterator[None]:
     every RECONCILE_SECONDS; clear stale quarantines at start and hourly."""
 
     async def reconcile_now() -> None:
+        await app[LEADER].forget_dead()  # a process of this host that exited is gone now
         await reconcile(app)
 
     async def clean() -> None:
