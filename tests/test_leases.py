@@ -199,7 +199,7 @@ async def test_three_processes_send_each_delivery_once_in_order_across_a_kill(
         await _stop(*servers)
 
 
-async def test_three_processes_mail_each_notification_once(tmp_path, smtp, shared_redis):  # noqa: F811
+async def test_three_processes_mail_each_notification_once(tmp_path, smtp, shared_redis):
     data = tmp_path / "data"
     servers = several(
         data,

@@ -168,7 +168,8 @@ class OutboxStore(Table):
         """Record an inbound request's signature; False when it was seen before (a replay)."""
         conn.execute("DELETE FROM webhook_inbound_seen WHERE seen_at < ?", (forget_before,))
         cur = conn.execute(
-            "INSERT OR IGNORE INTO webhook_inbound_seen (signature, seen_at) VALUES (?, ?)",
+            "INSERT INTO webhook_inbound_seen (signature, seen_at) VALUES (?, ?)"
+            " ON CONFLICT DO NOTHING",
             (signature_digest, now),
         )
         return cur.rowcount == 1
