@@ -26,8 +26,8 @@ from .test_chat_link import Inbox, smtp  # noqa: F401 - the aiosmtpd fixture
 TAKEOVER_SECONDS = 10  # the bound for another process to take the work over
 
 
-async def test_a_lease_is_held_renewed_and_taken_over_only_once_expired(tmp_path):
-    store = Store(tmp_path / "hubsvc.db")
+async def test_a_lease_is_held_renewed_and_taken_over_only_once_expired(tmp_path, database_url):
+    store = Store(tmp_path / "hubsvc.db", url=database_url)
     await store.open()
     try:
         leases, now = store.leases, time.time()
