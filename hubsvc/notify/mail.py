@@ -133,7 +133,7 @@ class Mailer:
             left.cancel()
         await asyncio.gather(task, return_exceptions=True)
         self._stopping = False
-        if pending:  # cut off mid-attempt: it may have arrived, it is not sent again
+        if pending:  # cut off mid-attempt: released, sent again under the same id
             await self.app[STORE].mail.settle_abandoned(time.time(), self.app[LEADER].holder)
 
     def tick(self) -> None:

@@ -195,7 +195,7 @@ class WebhookSender:
         for left in pending:
             left.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        if pending:  # cut off mid-attempt: it may have arrived, it is not sent again
+        if pending:  # cut off mid-attempt: released, sent again under the same id
             await self.app[STORE].outbox.settle_abandoned(time.time(), self.app[LEADER].holder)
 
     async def on_event(self, event: Event) -> None:
@@ -241,7 +241,7 @@ class WebhookSender:
                 wait = row["next_attempt_at"] - time.time()
                 if row["claimed_by"] is not None:
                     # Another process's attempt: the last holder finishing its send, or
-                    # left by a process that died mid-way (then settled as in doubt).
+                    # left by a process that died mid-way (then released, to be sent again).
                     if await outbox.settle_abandoned(time.time()):
                         continue
                     wait = 1.0
@@ -402,7 +402,7 @@ class HookWorkers:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            if pending:  # cut off mid-attempt: it may have arrived, it is not sent again
+            if pending:  # cut off mid-attempt: released, sent again under the same id
                 await self.app[STORE].hooks.settle_abandoned(
                     None, time.time(), self.app[LEADER].holder
                 )
@@ -516,7 +516,7 @@ class HookWorkers:
                 return None, None
             if row["claimed_by"] is not None:
                 # Another process's attempt (a ping, or the last holder finishing its
-                # send; one that died is settled as in doubt): the rest waits for it.
+                # send; one that died is released, to be sent again): the rest waits for it.
                 if await store.settle_abandoned(hook["id"], time.time()):
                     return time.time(), None
                 return time.time() + 1, None

@@ -277,11 +277,11 @@ class HookStore(Table):
         self, conn, hook_id: int | None, now: float, mine: str | None = None
     ) -> int:
         """Deliveries claimed by a process that is gone (or by mine, which gave up on its
-        sends mid-way): failed, in doubt, not sent again. Of one hook, or of all."""
+        sends mid-way): released: it may have arrived, and is sent again (at least once). Of one hook, or of all."""
         which = " AND hook_id = ?" if hook_id is not None else ""
         also = " OR claimed_by = ?" if mine is not None else ""
         return conn.execute(
-            "UPDATE hook_deliveries SET status = 'failed', attempts = attempts + 1,"
+            "UPDATE hook_deliveries SET attempts = attempts + 1,"
             " last_error = ?, claimed_by = NULL WHERE status = 'pending'"
             + which
             + f" AND claimed_by IS NOT NULL AND ({gone('hook_deliveries.claimed_by')}{also})",

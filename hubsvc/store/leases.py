@@ -116,6 +116,6 @@ class LeaseStore(Table):
 
 
 IN_DOUBT = (
-    "the process sending this stopped during the attempt: it may have arrived, so it is"
-    " not sent again automatically (redeliver it to send it again)"
+    "the process sending this stopped during the attempt; it is sent again under the same"
+    " delivery id (it may have arrived: receivers drop repeats by that id)"
 )

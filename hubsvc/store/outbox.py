@@ -74,10 +74,10 @@ class OutboxStore(Table):
     @writes
     def settle_abandoned(self, conn, now: float, mine: str | None = None) -> int:
         """Deliveries claimed by a process that is gone (or by mine, which gave up on
-        its sends mid-way): failed, in doubt, not sent again."""
+        its sends mid-way): released: it may have arrived, and is sent again (at least once)."""
         also = " OR claimed_by = ?" if mine is not None else ""
         return conn.execute(
-            "UPDATE webhook_deliveries SET status = 'failed', attempts = attempts + 1,"
+            "UPDATE webhook_deliveries SET attempts = attempts + 1,"
             " last_error = ?, claimed_by = NULL WHERE status = 'pending'"
             f" AND claimed_by IS NOT NULL AND ({gone('webhook_deliveries.claimed_by')}{also})",
             (IN_DOUBT, now) + ((mine,) if mine is not None else ()),
@@ -232,11 +232,11 @@ class MailStore(Table):
     @writes
     def settle_abandoned(self, conn, now: float, mine: str | None = None) -> int:
         """Messages claimed by a process that is gone (or by mine, which gave up on
-        its sends mid-way): failed, in doubt, not sent again."""
+        its sends mid-way): released: it may have arrived, and is sent again (at least once)."""
         also = " OR claimed_by = ?" if mine is not None else ""
         return conn.execute(
-            "UPDATE mail_deliveries SET status = 'failed', attempts = attempts + 1,"
-            " last_error = ?, message = NULL, claimed_by = NULL WHERE status = 'pending'"
+            "UPDATE mail_deliveries SET attempts = attempts + 1,"
+            " last_error = ?, claimed_by = NULL WHERE status = 'pending'"
             f" AND claimed_by IS NOT NULL AND ({gone('mail_deliveries.claimed_by')}{also})",
             (IN_DOUBT, now) + ((mine,) if mine is not None else ()),
         ).rowcount
