@@ -48,6 +48,7 @@ from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
 from .notify.chat_dm import CHAT_NOTICES, Doorbell, chat_dm_ctx, wake_polls
 from .notify.email import email_ctx
 from .notify.hub import HUB, Hub, close_sockets, hub_ctx
+from .notify.leader import LEADER, Job, Leader
 from .notify.mail import MAILER, Mailer, mail_ctx
 from .notify.webhook import HOOKS, WEBHOOK, HookWorkers, WebhookSender, hooks_ctx, webhook_ctx
 from .services.maintenance import maintenance_ctx
@@ -129,45 +130,58 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     await store.close()
 
 
-async def _prune_events(app: web.Application) -> None:
-    """Drop events past events.retention_days, at start and then hourly."""
-    days = app[CONFIG]["events"]["retention_days"]
-    while True:
-        try:
-            await app[STORE].events.prune(iso(time.time() - days * 86400))
-        except Exception:
-            log.exception("pruning old events failed")
-        await asyncio.sleep(3600)
-
-
+PRUNE_EVENTS_SECONDS = 3600
 UPKEEP_SECONDS = 3600
 
 
+async def _prune_events(app: web.Application) -> None:
+    """Drop events past events.retention_days."""
+    days = app[CONFIG]["events"]["retention_days"]
+    await app[STORE].events.prune(iso(time.time() - days * 86400))
+
+
 async def _upkeep(app: web.Application) -> None:
-    """Hourly: prune finished deliveries, stale chat notices and expired sessions; optimize."""
+    """Prune finished deliveries, stale chat notices, expired sessions and the heartbeats
+    of gone processes; optimize."""
     days = app[CONFIG]["events"]["retention_days"]
     store = app[STORE]
-    while True:
-        await asyncio.sleep(UPKEEP_SECONDS)
-        try:
-            before = iso(time.time() - days * 86400)
-            await store.upkeep.prune_deliveries(before)
-            await store.upkeep.prune_chat_notices(before)
-            await store.upkeep.prune_sessions(int(time.time()))
-            await store.upkeep.optimize()
-        except Exception:
-            log.exception("database upkeep failed")
+    before = iso(time.time() - days * 86400)
+    await store.upkeep.prune_deliveries(before)
+    await store.upkeep.prune_chat_notices(before)
+    await store.upkeep.prune_sessions(int(time.time()))
+    await store.leases.prune(time.time() - 86400)
+    await store.upkeep.optimize()
+
+
+async def _events_tick(app: web.Application) -> None:
+    """The lease holder's poll: events other processes committed wake its consumers."""
+    app[BUS].log_grew(await app[STORE].events.last_id())
 
 
 async def _bus_ctx(app: web.Application) -> AsyncIterator[None]:
-    loop = asyncio.get_running_loop()
-    pruner = loop.create_task(_prune_events(app))
-    upkeep = loop.create_task(_upkeep(app))
+    leader = app[LEADER]
+    # On the lease holder: events pruned at start and hourly, upkeep hourly after start.
+    leader.add(leader.every("event pruning", PRUNE_EVENTS_SECONDS, lambda: _prune_events(app)))
+    leader.add(leader.every("database upkeep", UPKEEP_SECONDS, lambda: _upkeep(app), now=False))
+    leader.add(Job("event log", _nothing, _nothing, lambda: _events_tick(app)))
     yield
-    pruner.cancel()
-    upkeep.cancel()
     await app[BACKGROUND].close()
     await app[BUS].close()
+
+
+async def _nothing() -> None:
+    pass
+
+
+async def _leader_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Last to start, first to stop: take part in the jobs lease once every job is known."""
+    leader = app[LEADER]
+    await leader.start()
+    yield
+    # Requests have finished by now; let what they started reach the queues first.
+    await app[BACKGROUND].close()
+    await app[BUS].drain()
+    await leader.stop()
 
 
 async def _mark_shutdown(app: web.Application) -> None:
@@ -245,6 +259,7 @@ def create_app(config: Config) -> web.Application:
         pool_size=config["database"]["pool_size"],
     )
     app[BUS] = EventBus()
+    app[LEADER] = Leader(app[STORE])
     app[BACKGROUND] = Background()
     app[TOKEN_CACHE] = TokenCache()
     app[PAT_TOUCHED] = {}
@@ -283,6 +298,7 @@ def create_app(config: Config) -> web.Application:
             hub_ctx,
             push_journal_ctx,
             maintenance_ctx,
+            _leader_ctx,
         ]
     )
     app.on_shutdown.extend([_mark_shutdown, close_sockets, wake_polls])

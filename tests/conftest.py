@@ -16,7 +16,13 @@ from hubsvc.app import create_app
 from hubsvc.config import load_config
 from hubsvc.keys import BUS
 
-from .servers import fresh_postgres_database, postgres_server, postgres_url, redis_url  # noqa: F401 - fixtures for every test module
+from .servers import (  # noqa: F401 - fixtures for every test module
+    fresh_postgres_database,
+    postgres_server,
+    postgres_url,
+    redis_url,
+    shared_redis,
+)
 
 _names = itertools.count(1)
 

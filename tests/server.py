@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -129,3 +130,32 @@ def seed_owner(server: ServerProcess, repo: str = "proj") -> tuple[dict[str, str
     headers = {"Authorization": f"Bearer {body['token']}"}
     assert server.request("POST", "/api/repositories", {"name": repo}, headers)[0] == 201
     return headers, server.url.replace("http://", "http://owner:12345678@") + f"/owner/{repo}.git"
+
+
+def several(
+    data_dir: Path,
+    count: int,
+    settings: dict[str, dict] | None = None,
+    redis: tuple[str, str] | None = None,
+) -> list[ServerProcess]:
+    """count servers over ONE data folder (one SQLite file), not started yet.
+
+    With redis (url, prefix), each gets [redis] url and prefix: several processes on one
+    data folder share their events, limits and caches through it.
+    """
+    merged = {section: dict(values) for section, values in (settings or {}).items()}
+    if redis is not None:
+        merged.setdefault("redis", {}).update(url=redis[0], prefix=redis[1])
+    return [ServerProcess(data_dir, merged) for _ in range(count)]
+
+
+def lease_holder(data_dir: Path, name: str = "jobs") -> tuple[str, int] | None:
+    """(holder id, pid) of a lease as the database has it now, None when nobody holds it."""
+    conn = sqlite3.connect(f"file:{Path(data_dir) / 'hubsvc.db'}?mode=ro", uri=True, timeout=5)
+    try:
+        row = conn.execute("SELECT holder FROM leases WHERE name = ?", (name,)).fetchone()
+    finally:
+        conn.close()
+    if row is None:
+        return None
+    return row[0], int(row[0].split(":")[1])

@@ -91,10 +91,7 @@ def postgres_url() -> Iterator[str]:
     yield from fresh_postgres_database(postgres_server(), migrated=False)
 
 
-@pytest.fixture
-def redis_url() -> Iterator[tuple[str, str]]:
-    """(url, prefix): the Redis server and a key prefix no other test uses; its keys deleted after."""
-    url = redis_server()
+def _redis_prefix(url: str) -> Iterator[tuple[str, str]]:
     prefix = "hubsvc-test-" + uuid.uuid4().hex[:12]
     yield url, prefix
     import redis
@@ -105,3 +102,22 @@ def redis_url() -> Iterator[tuple[str, str]]:
             client.delete(key)
     finally:
         client.close()
+
+
+@pytest.fixture
+def redis_url() -> Iterator[tuple[str, str]]:
+    """(url, prefix): the Redis server and a key prefix no other test uses; its keys deleted after."""
+    yield from _redis_prefix(redis_server())
+
+
+@pytest.fixture
+def shared_redis() -> Iterator[tuple[str, str] | None]:
+    """redis_url when HUBSVC_TEST_REDIS_URL is set, else None: for tests of several server
+    processes on one data folder, which run without Redis as long as a second process
+    is allowed to start without it (when one is refused, this fixture must skip instead).
+    """
+    url = os.environ.get(REDIS_ENV, "")
+    if not url:
+        yield None
+        return
+    yield from _redis_prefix(url)

@@ -332,6 +332,8 @@ def _snapshot(db_path) -> dict[str, list]:
             for row in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
             )
+            # Renewed every two seconds by the server itself, whatever the requests do.
+            if row[0] != "leases"
         ]
         return {
             table: sorted(conn.execute(f'SELECT * FROM "{table}"').fetchall(), key=repr)

@@ -23,6 +23,7 @@ from ..git.protocol import SERVICES, advertise, parse_ref_updates, serve_rpc
 from ..git.slots import git_slot
 from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
+from ..notify.leader import LEADER
 from ..services.protection import hook_rules
 from ..services.pushes import record_push
 from ..tasks import BACKGROUND
@@ -256,7 +257,7 @@ async def _receive(request: web.Request, repo: dict) -> web.StreamResponse:
         # whatever landed (pushes.reconcile).
         refs_now = await files.run(repo["id"], lambda g: g.head_oids())
         flight = await request.app[STORE].repos.push_started(
-            repo["id"], actor and actor["id"], refs_now
+            repo["id"], actor and actor["id"], refs_now, request.app[LEADER].holder
         )
     except BaseException:
         # Refused before git ran (a full disk, a busy database): no file may stay behind.

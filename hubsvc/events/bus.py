@@ -139,6 +139,18 @@ class EventBus:
             sub.idle.clear()
             sub.wake.set()
 
+    def log_grew(self, head: int) -> None:
+        """Other processes committed events up to head: every subscriber reads the log."""
+        if head <= self.last_id:
+            return
+        self.last_id = head
+        for sub in self._subscribers:
+            if sub.cursor < head:
+                sub.pending.clear()  # what is pending is in the log too, after the cursor
+                sub.reading = True
+                sub.idle.clear()
+                sub.wake.set()
+
     def subscribe(
         self, handler: Handler, name: str = "", after: int | None = None, pace: int | None = None
     ) -> Callable[[], None]:

@@ -22,8 +22,10 @@ from ..events.shape import Event
 from ..keys import BUS, CONFIG, STORE
 from ..links import SiteUrl
 from .concern import concerned, wants
+from .leader import LEADER, consumer
 
 CURSOR = "chat-notify"
+RECHECK = 1.0
 
 
 class Doorbell:
@@ -132,7 +134,9 @@ async def poll(app: web.Application, limit: int, wait: float) -> tuple[list[dict
         if notices or more or left <= 0 or bell.closed:
             return notices, more
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(rung.wait(), left)
+            # The lease holder queues the notices, maybe in another process whose
+            # doorbell this one does not hear: look again every RECHECK seconds too.
+            await asyncio.wait_for(rung.wait(), min(left, RECHECK))
 
 
 async def chat_dm_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -145,10 +149,9 @@ async def chat_dm_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
         await events.set_cursor(CURSOR, app[BUS].last_id)
         return
-    cursor = await events.start_cursor(CURSOR, head)
-    unsubscribe = app[BUS].subscribe(ChatNotifier(app).on_event, name=CURSOR, after=cursor)
+    # On the lease holder only: each event is turned into notices once, not per process.
+    app[LEADER].add(consumer(app, CURSOR, ChatNotifier(app).on_event))
     yield
-    unsubscribe()
 
 
 async def wake_polls(app: web.Application) -> None:

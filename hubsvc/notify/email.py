@@ -14,8 +14,9 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from ..events.shape import Event
-from ..keys import BUS, CONFIG, STORE
+from ..keys import CONFIG, STORE
 from .concern import concerned
+from .leader import LEADER, consumer
 from .mail import MAILER
 
 log = logging.getLogger("hubsvc.notify.email")
@@ -56,8 +57,6 @@ class EmailNotifier:
 
 
 async def email_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Read the log for e-mail notifications, from where the last run stopped."""
-    cursor = await app[STORE].events.start_cursor(CURSOR, app[BUS].last_id)
-    unsubscribe = app[BUS].subscribe(EmailNotifier(app).on_event, name=CURSOR, after=cursor)
+    """Read the log for e-mail notifications on the lease holder, from where it stopped."""
+    app[LEADER].add(consumer(app, CURSOR, EmailNotifier(app).on_event))
     yield
-    unsubscribe()

@@ -18,11 +18,13 @@ from aiohttp import web
 
 from ..config import Config, starttls_mode
 from ..keys import CONFIG, STORE
+from .leader import LEADER, Job
 
 log = logging.getLogger("hubsvc.mail")
 
 SMTP_TIMEOUT = 30  # seconds for connecting and for each SMTP command
 IMPLICIT_TLS_PORT = 465  # RFC 8314 submission over TLS from the first byte
+SETTLE_SECONDS = 5.0  # how often the holder looks for messages a dead process left claimed
 
 
 def build_message(config: Config, to: str, subject: str, body: str) -> EmailMessage:
@@ -112,15 +114,31 @@ class Mailer:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._inflight: set[int] = set()
+        self._stopping = False
 
-    async def start(self) -> None:
-        if self.app[CONFIG]["mail"]["smtp_host"]:
+    async def begin(self) -> None:
+        """Send what is due, and retry, from the queue (on the lease holder)."""
+        if self.app[CONFIG]["mail"]["smtp_host"] and self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+    async def end(self) -> None:
+        """Stop looking at the queue (an attempt under way in it finishes first)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stopping = True
+        self._wake.set()
+        _, pending = await asyncio.wait({task}, timeout=SMTP_TIMEOUT + 2)
+        for left in pending:
+            left.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        self._stopping = False
+        if pending:  # cut off mid-attempt: released, sent again under the same id
+            await self.app[STORE].mail.settle_abandoned(time.time(), self.app[LEADER].holder)
+
+    def tick(self) -> None:
+        """The lease holder's poll: look at the queue (any process may queue into it)."""
+        self._wake.set()
 
     async def send(self, to: str, subject: str, body: str) -> None:
         """Queue a message and make its first attempt now (no SMTP host: the outbox folder)."""
@@ -147,11 +165,15 @@ class Mailer:
             await self.attempt({"id": mail_id, "recipient": to, "message": raw, "attempts": 0})
 
     async def attempt(self, row: dict) -> str:
-        """One try at a queued message; records the outcome."""
+        """One try at a queued message, claimed first so no other process sends it too;
+        records the outcome. Any process may try the messages it queued itself."""
         if row["id"] in self._inflight:
             return "pending"
         self._inflight.add(row["id"])
+        holder = self.app[LEADER].holder
         try:
+            if not await self.app[STORE].mail.claim(row["id"], holder):
+                return "pending"  # another process is sending it
             config = self.app[CONFIG]
             mail, hooks = config["mail"], config["webhooks"]
             attempts = row["attempts"] + 1
@@ -170,7 +192,7 @@ class Mailer:
                         float(hooks["retry_seconds"]) * 2 ** (attempts - 1),
                     )
             await self.app[STORE].mail.record(
-                row["id"], outcome=outcome, error=error, retry_at=retry_at
+                row["id"], outcome=outcome, error=error, retry_at=retry_at, holder=holder
             )
             if outcome == "delivered":
                 log.info(
@@ -194,10 +216,16 @@ class Mailer:
 
     async def _run(self) -> None:
         store = self.app[STORE].mail
-        while True:
+        settle_at = 0.0
+        while not self._stopping:
             self._wake.clear()
             try:
+                if time.monotonic() >= settle_at:  # now and then: a write, not every look
+                    settle_at = time.monotonic() + SETTLE_SECONDS
+                    await store.settle_abandoned(time.time())
                 for row in await store.due(time.time()):
+                    if self._stopping:
+                        break
                     await self.attempt(row)
                 next_at = await store.next_at()
             except asyncio.CancelledError:
@@ -216,9 +244,14 @@ MAILER = web.AppKey("mailer", Mailer)
 
 
 async def mail_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Run the mail queue while the server runs."""
-    await app[MAILER].start()
+    """The mail queue's sending and retries run on the lease holder."""
+    mailer = app[MAILER]
+
+    async def tick() -> None:
+        mailer.tick()
+
+    app[LEADER].add(Job("mail queue", mailer.begin, mailer.end, tick))
     try:
         yield
     finally:
-        await app[MAILER].stop()
+        await mailer.end()

@@ -8,7 +8,7 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
@@ -20,7 +20,8 @@ from aiohttp import web
 from .. import __version__
 from ..events.shape import Event
 from ..keys import BUS, CONFIG, STORE
-from ..tasks import BACKGROUND
+from ..store.leases import LeaseLost
+from .leader import LEADER, LEASE, Job
 from .messages import chat_message
 from .netcheck import HookResolver, HostRules, Refused, check_url
 from .render import render
@@ -161,23 +162,41 @@ class WebhookSender:
         self.session: aiohttp.ClientSession | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._stopping = False
 
     @property
     def enabled(self) -> bool:
         return bool(self.url)
 
     async def start(self) -> None:
+        """Open the HTTP session (every process: the administrators' test sends through it)."""
         # The administrator's own URL: the host rules of repository hooks don't apply.
         self.session = _session()
-        if self.enabled:
-            self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await self.end()
         if self.session is not None:
             await self.session.close()
+
+    async def begin(self) -> None:
+        """Start sending the outbox (on the lease holder)."""
+        if self.enabled and self._task is None:
+            self._stopping = False
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def end(self) -> None:
+        """Stop sending: the attempt under way finishes and is recorded, then no other."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stopping = True
+        self._wake.set()
+        _, pending = await asyncio.wait({task}, timeout=self.timeout + 2)
+        for left in pending:
+            left.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        if pending:  # cut off mid-attempt: released, sent again under the same id
+            await self.app[STORE].outbox.settle_abandoned(time.time(), self.app[LEADER].holder)
 
     async def on_event(self, event: Event) -> None:
         """Bus subscriber: queue the chat message of an event of a public repository."""
@@ -190,7 +209,8 @@ class WebhookSender:
             return
         body = json.dumps(chat_message(event, self.app[CONFIG].base_url))
         # The outbox row and the cursor move together: after a crash the sender goes on
-        # from the first event it had not queued, so none is lost and none is doubled.
+        # from the first event it had not queued, so none is lost and none is doubled
+        # (nor queued again by the next lease holder: the cursor only moves forward).
         await self.app[STORE].outbox.enqueue(
             event_id=event.id,
             event_type=event.type,
@@ -201,30 +221,45 @@ class WebhookSender:
         self._wake.set()
 
     def wake(self) -> None:
-        """Look at the outbox again now (after a redelivery was queued)."""
+        """Look at the outbox again now (after a redelivery was queued), wherever it is sent."""
+        self._wake.set()
+        self.app[LEADER].wake()
+
+    def tick(self) -> None:
+        """The lease holder's poll: look at the outbox (other processes queue into it)."""
         self._wake.set()
 
     async def _run(self) -> None:
-        outbox = self.app[STORE].outbox
-        while True:
+        outbox, holder = self.app[STORE].outbox, self.app[LEADER].holder
+        while not self._stopping:
             self._wake.clear()
-            row = await outbox.next_pending()
-            if row is None:
-                await self._wake.wait()
-                continue
-            wait = row["next_attempt_at"] - time.time()
-            if wait > 0:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), wait)
-                except TimeoutError:
-                    pass
-                continue
             try:
-                await self.deliver(row)
+                row = await outbox.next_pending()
+                if row is None:
+                    await self._wake.wait()
+                    continue
+                wait = row["next_attempt_at"] - time.time()
+                if row["claimed_by"] is not None:
+                    # Another process's attempt: the last holder finishing its send, or
+                    # left by a process that died mid-way (then released, to be sent again).
+                    if await outbox.settle_abandoned(time.time()):
+                        continue
+                    wait = 1.0
+                if wait > 0:
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), wait)
+                    except TimeoutError:
+                        pass
+                    continue
+                if await outbox.claim(row["id"], holder, LEASE, time.time()):
+                    await self.deliver(row, holder)
             except asyncio.CancelledError:
                 raise
+            except LeaseLost:
+                log.info("the chat webhook sender stops: another process holds the lease")
+                return
             except Exception:
-                log.exception("delivery %s crashed; it stays queued", row["id"])
+                log.exception("the chat webhook sender failed; trying again in a second")
                 await asyncio.sleep(1)
 
     async def post(
@@ -241,8 +276,8 @@ class WebhookSender:
             headers["X-Hub-Signature-256"] = sign(self.secret, body)
         return await post(self.session, self.url, body, headers, self.timeout)
 
-    async def deliver(self, row: dict[str, Any]) -> str:
-        """Try one queued delivery and record the outcome."""
+    async def deliver(self, row: dict[str, Any], holder: str) -> str:
+        """Try one queued delivery holder has claimed, and record the outcome."""
         attempt = await self._post(
             row["payload"].encode(),
             {"X-Hubsvc-Delivery": row["guid"], "X-Hubsvc-Event": row["event_type"]},
@@ -258,6 +293,7 @@ class WebhookSender:
             duration_ms=attempt.duration_ms,
             outcome=outcome,
             retry_at=retry_at,
+            holder=holder,
         )
         if outcome != "delivered":
             log.warning(
@@ -274,22 +310,34 @@ WEBHOOK = web.AppKey("webhook_sender", WebhookSender)
 
 
 async def webhook_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Start the sender and its bus subscription; stop both on shutdown."""
+    """Open the sender; on the lease holder, its bus subscription and the outbox's sending."""
     sender = app[WEBHOOK]
     await sender.start()
-    # A webhook newly configured starts from now, and from then on its position is
-    # durable: a crash before its first message leaves nothing behind.
-    cursor = (
-        await app[STORE].events.start_cursor(CURSOR, app[BUS].last_id) if sender.enabled else None
-    )
-    unsubscribe = app[BUS].subscribe(sender.on_event, name=CURSOR, after=cursor)
+    unsubscribe: Callable[[], None] | None = None
+
+    async def begin() -> None:
+        nonlocal unsubscribe
+        if sender.enabled:
+            # A webhook newly configured starts from now, and from then on its position
+            # is durable: a crash before its first message leaves nothing behind.
+            cursor = await app[STORE].events.start_cursor(CURSOR, app[BUS].last_id)
+            unsubscribe = app[BUS].subscribe(sender.on_event, name=CURSOR, after=cursor)
+        await sender.begin()
+
+    async def end() -> None:
+        nonlocal unsubscribe
+        if unsubscribe is not None:
+            unsubscribe()
+            unsubscribe = None
+        await sender.end()
+
+    async def tick() -> None:
+        sender.tick()
+
+    app[LEADER].add(Job("chat webhook", begin, end, tick))
     try:
         yield
     finally:
-        # Requests have finished by now; let what they started reach the outbox first.
-        await app[BACKGROUND].close()
-        await app[BUS].drain()
-        unsubscribe()
         await sender.stop()
 
 
@@ -298,10 +346,11 @@ class HookWorkers:
 
     Each task reads its repository's events after the hook's cursor, queues those the hook
     matches (rows and cursor in one transaction), and delivers its queue in log order.
+    The tasks run on the lease holder only; each send is claimed first, under the lease.
     """
 
     collect_batch = 500  # events read from the log at a time
-    send_batch = 100  # deliveries sent before their outcomes are written at once
+    send_batch = 100  # deliveries read from the queue at a time
 
     def __init__(self, app: web.Application) -> None:
         self.app = app
@@ -315,35 +364,90 @@ class HookWorkers:
         self.tasks: dict[int, asyncio.Task] = {}
         self.wakes: dict[int, asyncio.Event] = {}
         self.repo_of: dict[int, int] = {}
+        self.running = False  # the workers run here (this process holds the lease)
+        self.stopping = False
+        self.seen_head = 0  # the newest event the holder's poll has looked at
 
     async def start(self) -> None:
-        """Start a task for every active hook, and hear of every commit of events."""
+        """Open the HTTP session (every process: pings are sent where they are asked)."""
         self.session = _session(self.rules)
+
+    async def stop(self) -> None:
+        """Stop every task and close the session."""
+        await self.end()
+        if self.session is not None:
+            await self.session.close()
+
+    async def begin(self) -> None:
+        """Start a task for every active hook, and hear of every commit of events."""
+        self.running, self.stopping = True, False
+        self.seen_head = await self.app[STORE].events.last_id()
         for hook_id, repo_id in await self.app[STORE].hooks.active_ids():
             self.run_hook(hook_id, repo_id)
         self.app[STORE].db.event_listeners.append(self.on_commit)
 
-    async def stop(self) -> None:
-        """Stop every task (what they had not sent stays queued in the database)."""
+    async def end(self) -> None:
+        """Stop every task: each finishes and records the send under way, then stops."""
+        if not self.running:
+            return
+        self.running, self.stopping = False, True
         listeners = self.app[STORE].db.event_listeners
         if self.on_commit in listeners:
             listeners.remove(self.on_commit)
+        for wake in self.wakes.values():
+            wake.set()
         tasks = list(self.tasks.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        if self.session is not None:
-            await self.session.close()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=self.timeout + 2)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if pending:  # cut off mid-attempt: released, sent again under the same id
+                await self.app[STORE].hooks.settle_abandoned(
+                    None, time.time(), self.app[LEADER].holder
+                )
+        self.tasks.clear()
+        self.wakes.clear()
+        self.repo_of.clear()
 
     def on_commit(self, events: list[Event]) -> None:
         """Wake the hooks of the repositories the events are about."""
-        repos = {int(e.repo_id) for e in events if e.repo_id}
+        self.wake_repos({int(e.repo_id) for e in events if e.repo_id})
+
+    def wake_repos(self, repos: set[int]) -> None:
+        """Wake the hooks of these repositories."""
         for hook_id, repo_id in self.repo_of.items():
             if repo_id in repos:
                 self.wakes[hook_id].set()
 
+    async def tick(self) -> None:
+        """The lease holder's poll: hooks made, events committed and redeliveries queued by
+        the other processes."""
+        store = self.app[STORE]
+        active = dict(await store.hooks.active_ids())
+        for hook_id, repo_id in active.items():
+            task = self.tasks.get(hook_id)
+            if task is None or task.done():
+                self.run_hook(hook_id, repo_id)
+        for hook_id in set(self.tasks) - set(active):
+            self.wakes[hook_id].set()  # made inactive or deleted: the task sees it and ends
+        head = await store.events.last_id()
+        if head > self.seen_head:
+            self.wake_repos(set(await store.events.repos_between(self.seen_head, head)))
+            self.seen_head = head
+        for hook_id in await store.hooks.due_hooks(time.time()):
+            if hook_id in self.wakes:
+                self.wakes[hook_id].set()
+
     def run_hook(self, hook_id: int, repo_id: int) -> None:
-        """Make sure the hook's task runs, and have it look at its queue now."""
+        """Make sure the hook's task runs, and have it look at its queue now.
+
+        Where the workers do not run (another process holds the lease), the holder is
+        told instead.
+        """
+        if not self.running:
+            self.app[LEADER].wake()
+            return
         self.repo_of[hook_id] = repo_id
         wake = self.wakes.setdefault(hook_id, asyncio.Event())
         wake.set()
@@ -392,20 +496,49 @@ class HookWorkers:
 
     async def ping(self, hook: dict[str, Any]) -> dict[str, Any]:
         """Send a ping now and record it as a delivery of the hook."""
-        store = self.app[STORE].hooks
+        store, holder = self.app[STORE].hooks, self.app[LEADER].holder
         row = await store.add_ping(
-            hook["id"], json.dumps(render(None, hook["format"], self.app[CONFIG].base_url))
+            hook["id"], json.dumps(render(None, hook["format"], self.app[CONFIG].base_url)), holder
         )
         result = await self.send(hook, row)
         if result["outcome"] == "pending":
             result.update(outcome="failed", retry_at=None)  # a ping is not retried
-        await store.record(hook["id"], [result], None)
+        await store.record(hook["id"], [result], None, holder)
         return await store.delivery(hook["id"], row["id"])
+
+    async def _send_due(
+        self, hook: dict[str, Any], rows: list[dict[str, Any]]
+    ) -> tuple[float | None, str | None]:
+        """Send the due rows in order until one must wait: (when to look again, disabled)."""
+        store, holder = self.app[STORE].hooks, self.app[LEADER].holder
+        for row in rows:
+            if self.stopping:
+                return None, None
+            if row["claimed_by"] is not None:
+                # Another process's attempt (a ping, or the last holder finishing its
+                # send; one that died is released, to be sent again): the rest waits for it.
+                if await store.settle_abandoned(hook["id"], time.time()):
+                    return time.time(), None
+                return time.time() + 1, None
+            if row["next_attempt_at"] > time.time():
+                return row["next_attempt_at"], None  # in order: later ones wait too
+            if not await store.claim(row["id"], holder, LEASE, time.time()):
+                return time.time() + 1, None
+            result = await self.send(hook, row)
+            reason = await store.record(hook["id"], [result], self.disable_after, holder)
+            if reason is not None:
+                return None, reason
+            if result["outcome"] == "pending":
+                log.warning(
+                    "hook %s delivery %s: %s (retrying)", hook["id"], row["id"], result["error"]
+                )
+                return result["retry_at"], None
+        return None, None
 
     async def _run(self, hook_id: int) -> None:
         store = self.app[STORE].hooks
         wake = self.wakes[hook_id]
-        while True:
+        while not self.stopping:
             wake.clear()
             try:
                 hook = await store.get(None, hook_id)
@@ -413,30 +546,14 @@ class HookWorkers:
                     break
                 read = await store.collect(hook_id, self._render, self.collect_batch)
                 rows = await store.due(hook_id, self.send_batch)
-                results, wait_until = [], None
-                for row in rows:
-                    if row["next_attempt_at"] > time.time():
-                        wait_until = row["next_attempt_at"]  # in order: later ones wait too
-                        break
-                    result = await self.send(hook, row)
-                    results.append(result)
-                    if result["outcome"] == "pending":
-                        wait_until = result["retry_at"]
-                        log.warning(
-                            "hook %s delivery %s: %s (retrying)",
-                            hook_id,
-                            row["id"],
-                            result["error"],
-                        )
-                        break
-                reason = await store.record(hook_id, results, self.disable_after)
+                wait_until, reason = await self._send_due(hook, rows)
                 if reason is not None:
                     log.warning("hook %s set inactive: %s", hook_id, reason)
                     break
                 more = read == self.collect_batch or (
                     wait_until is None and len(rows) == self.send_batch
                 )
-                if more:
+                if more or self.stopping:
                     continue
                 if wait_until is None and not rows:
                     await wake.wait()
@@ -447,10 +564,13 @@ class HookWorkers:
                         pass
             except asyncio.CancelledError:
                 raise
+            except LeaseLost:
+                log.info("hook %s worker stops: another process holds the lease", hook_id)
+                break
             except Exception:
                 log.exception("hook %s worker failed; trying again in a second", hook_id)
                 await asyncio.sleep(1)
-        if self.tasks.get(hook_id) is asyncio.current_task():
+        if self.tasks.get(hook_id) is asyncio.current_task() and not self.stopping:
             self.stop_hook(hook_id)
 
 
@@ -458,9 +578,11 @@ HOOKS = web.AppKey("hook_workers", HookWorkers)
 
 
 async def hooks_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Run the repository hooks' workers while the server runs."""
-    await app[HOOKS].start()
+    """Open the hooks' session; their workers run on the lease holder."""
+    workers = app[HOOKS]
+    await workers.start()
+    app[LEADER].add(Job("repository hooks", workers.begin, workers.end, workers.tick))
     try:
         yield
     finally:
-        await app[HOOKS].stop()
+        await workers.stop()

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from ..keys import STORE
+from ..notify.leader import LEADER
 
 log = logging.getLogger("hubsvc.maintenance")
 PRUNE_SECONDS = 3600
@@ -20,15 +21,10 @@ PRUNE_SECONDS = 3600
 TRACE_ENV = "HUBSVC_TRACEMALLOC"
 
 
-async def _prune_forever(app: web.Application) -> None:
-    while True:
-        try:
-            gone = await app[STORE].users.prune_tokens()
-            if gone:
-                log.info("pruned %d expired sign-in tokens", gone)
-        except Exception as exc:  # a busy or full database: try again next round
-            log.warning("pruning expired tokens failed: %s", exc)
-        await asyncio.sleep(PRUNE_SECONDS)
+async def _prune_tokens(app: web.Application) -> None:
+    gone = await app[STORE].users.prune_tokens()
+    if gone:
+        log.info("pruned %d expired sign-in tokens", gone)
 
 
 async def _trace_forever(every: float) -> None:
@@ -48,8 +44,11 @@ async def _trace_forever(every: float) -> None:
 
 
 async def maintenance_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Prune tokens at start and hourly; trace memory when HUBSVC_TRACEMALLOC is set."""
-    tasks = [asyncio.create_task(_prune_forever(app))]
+    """Prune tokens at start and hourly (on the lease holder); trace memory when
+    HUBSVC_TRACEMALLOC is set (in every process)."""
+    leader = app[LEADER]
+    leader.add(leader.every("token pruning", PRUNE_SECONDS, lambda: _prune_tokens(app)))
+    tasks = []
     every = os.environ.get(TRACE_ENV, "")
     if every:
         tasks.append(asyncio.create_task(_trace_forever(float(every))))

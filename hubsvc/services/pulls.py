@@ -13,7 +13,8 @@ from aiohttp import web
 from ..errors import Conflict
 from ..events.shape import Event
 from ..git.files import REPO_FILES, RepoFiles
-from ..keys import BUS, STORE
+from ..keys import STORE
+from ..notify.leader import LEADER, consumer
 
 log = logging.getLogger("hubsvc.pulls")
 ZERO = "0" * 40
@@ -170,6 +171,9 @@ async def merge(
         return new, heads
 
 
+CURSOR = "pull-sync"
+
+
 async def _on_event(app: web.Application, event: Event) -> None:
     """A push to a branch re-checks the open pull requests on either side of it."""
     if event.type != "push" or not event.data.get("ref", "").startswith("refs/heads/"):
@@ -180,10 +184,11 @@ async def _on_event(app: web.Application, event: Event) -> None:
             await refresh(app, pull)
         except Exception:
             log.exception("mergeable check failed for pull request %s", pull["id"])
+    # Marked after each push only: a new lease holder skims the other events again.
+    await app[STORE].events.set_cursor(CURSOR, int(event.id))
 
 
 async def pull_sync_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Subscribe the mergeable updater to the bus for the life of the app."""
-    unsubscribe = app[BUS].subscribe(lambda event: _on_event(app, event), name="pull-sync")
+    """The mergeable updater reads the log on the lease holder, from where it stopped."""
+    app[LEADER].add(consumer(app, CURSOR, lambda event: _on_event(app, event)))
     yield
-    unsubscribe()

@@ -13,9 +13,11 @@ from typing import Any
 
 from aiohttp import web
 
+from ..errors import Conflict
 from ..git.files import REPO_FILES
 from ..git.repo import GitRepo
 from ..keys import STORE
+from ..notify.leader import LEADER
 from ..notify.messages import push_summary
 from .publish import make_event
 
@@ -97,10 +99,15 @@ def push_data(git: GitRepo, ref: str, old: str, new: str, others: list[str]) -> 
 
 
 async def reconcile(app: web.Application) -> int:
-    """Record the pushes a dead server left in flight, from the refs they left; returns how many."""
+    """Record the pushes dead processes left in flight, from the refs they left; how many.
+
+    A push whose process still renews its heartbeat is its own to record, never touched
+    here; one journalled by a process that is gone is recorded once (its journal row goes
+    in the transaction that writes its events).
+    """
     files, store = app[REPO_FILES], app[STORE]
     done = 0
-    for flight in await store.repos.pushes_in_flight():
+    for flight in await store.repos.pushes_in_flight(time.time()):
         try:
             seen = json.loads(flight["refs_seen"] or "{}")
             now = await files.run(flight["repo_id"], lambda g: g.head_oids())
@@ -115,10 +122,14 @@ async def reconcile(app: web.Application) -> int:
                 continue
             actor = await store.users.by_id(flight["actor_id"]) if flight["actor_id"] else None
             log.warning(
-                "recording a push to repository %s that the last run did not finish", repo["id"]
+                "recording a push to repository %s that process %s did not finish",
+                repo["id"],
+                flight["holder"] or "(an earlier run)",
             )
             await record_push(app, repo, updates, actor, flight["id"])
             done += 1
+        except Conflict:
+            pass  # its own process recorded it meanwhile (it was not dead, only slow)
         except Exception:
             log.exception("reconciling push %s failed", flight["id"])
     return done
@@ -138,10 +149,24 @@ def clean_quarantines(root: Path, older_than: float = 3600) -> int:
     return removed
 
 
+RECONCILE_SECONDS = 5.0  # how often the lease holder looks for pushes dead processes left
+QUARANTINE_SECONDS = 3600.0
+
+
 async def push_journal_ctx(app: web.Application) -> AsyncIterator[None]:
-    """At start: reconcile pushes left in flight and clear stale quarantines."""
-    removed = await asyncio.to_thread(clean_quarantines, app[REPO_FILES].root)
-    if removed:
-        log.info("removed %d abandoned push quarantine folder(s)", removed)
-    await reconcile(app)
+    """On the lease holder: reconcile pushes dead processes left in flight, at start and
+    every RECONCILE_SECONDS; clear stale quarantines at start and hourly."""
+
+    async def reconcile_now() -> None:
+        await app[LEADER].forget_dead()  # a process of this host that exited is gone now
+        await reconcile(app)
+
+    async def clean() -> None:
+        removed = await asyncio.to_thread(clean_quarantines, app[REPO_FILES].root)
+        if removed:
+            log.info("removed %d abandoned push quarantine folder(s)", removed)
+
+    leader = app[LEADER]
+    leader.add(leader.every("quarantine cleanup", QUARANTINE_SECONDS, clean, first_inline=True))
+    leader.add(leader.every("push journal", RECONCILE_SECONDS, reconcile_now, first_inline=True))
     yield

@@ -11,6 +11,7 @@ from .engines.sqlite import READ_TIMEOUT_MS
 from .events import EventStore
 from .hooks import HookStore
 from .issues import IssueStore
+from .leases import LeaseStore
 from .orgs import OrgStore
 from .outbox import MailStore, OutboxStore
 from .protection import ProtectionStore
@@ -50,6 +51,7 @@ class Store:
         self.reviews = ReviewStore(self.db)
         self.mail = MailStore(self.db)
         self.upkeep = UpkeepStore(self.db)
+        self.leases = LeaseStore(self.db)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""

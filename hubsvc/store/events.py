@@ -45,6 +45,18 @@ class EventStore(Table):
         return row[0] or 0
 
     @reads
+    def repos_between(self, conn, after: int, upto: int) -> list[int]:
+        """The repositories of the events after `after` up to `upto`."""
+        return [
+            row[0]
+            for row in conn.execute(
+                "SELECT DISTINCT repo_id FROM events WHERE id > ? AND id <= ?"
+                " AND repo_id IS NOT NULL",
+                (after, upto),
+            )
+        ]
+
+    @reads
     def cursor(self, conn, name: str) -> int | None:
         """A durable consumer's position in the log (None: it never read any)."""
         row = conn.execute("SELECT event_id FROM event_cursors WHERE name = ?", (name,)).fetchone()

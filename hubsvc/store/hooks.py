@@ -15,6 +15,7 @@ from ..timeutil import now_iso
 from .base import Table, reads, writes
 from .engines import Row
 from .events import rows_to_events
+from .leases import IN_DOUBT, fence, gone
 from .log import move_cursor
 
 MAX_PER_REPO = 20
@@ -243,22 +244,74 @@ class HookStore(Table):
             )
         ]
 
+    @reads
+    def due_hooks(self, conn, now: float) -> list[int]:
+        """Hooks with a pending delivery due by now (queued or redelivered anywhere)."""
+        return [
+            row[0]
+            for row in conn.execute(
+                "SELECT DISTINCT hook_id FROM hook_deliveries"
+                " WHERE status = 'pending' AND next_attempt_at <= ?",
+                (now,),
+            )
+        ]
+
+    @writes
+    def claim(self, conn, delivery_id: int, holder: str, lease: str, now: float) -> bool:
+        """Mark a pending delivery as being sent by holder, who must hold the lease now.
+
+        False when another process is sending it (a ping); LeaseLost when the lease moved.
+        """
+        fence(conn, lease, holder, now)
+        return (
+            conn.execute(
+                "UPDATE hook_deliveries SET claimed_by = ? WHERE id = ? AND status = 'pending'"
+                " AND claimed_by IS NULL RETURNING id",
+                (holder, delivery_id),
+            ).fetchone()
+            is not None
+        )
+
+    @writes
+    def settle_abandoned(
+        self, conn, hook_id: int | None, now: float, mine: str | None = None
+    ) -> int:
+        """Deliveries claimed by a process that is gone (or by mine, which gave up on its
+        sends mid-way): released: it may have arrived, and is sent again (at least once). Of one hook, or of all."""
+        which = " AND hook_id = ?" if hook_id is not None else ""
+        also = " OR claimed_by = ?" if mine is not None else ""
+        return conn.execute(
+            "UPDATE hook_deliveries SET attempts = attempts + 1,"
+            " last_error = ?, claimed_by = NULL WHERE status = 'pending'"
+            + which
+            + f" AND claimed_by IS NOT NULL AND ({gone('hook_deliveries.claimed_by')}{also})",
+            (IN_DOUBT, *((hook_id,) if hook_id is not None else ()), now)
+            + ((mine,) if mine is not None else ()),
+        ).rowcount
+
     @writes
     def record(
-        self, conn, hook_id: int, results: list[dict[str, Any]], disable_after: float | None
+        self,
+        conn,
+        hook_id: int,
+        results: list[dict[str, Any]],
+        disable_after: float | None,
+        holder: str,
     ) -> str | None:
         """Store attempts' outcomes; returns the reason when the hook was just disabled.
 
-        Without disable_after (a ping), the hook's health is left as it was.
+        Only deliveries holder still has claimed are written (one settled as abandoned
+        meanwhile stays so). Without disable_after (a ping), the hook's health is left
+        as it was.
         """
         now = time.time()
         for r in results:
             conn.execute(
                 "UPDATE hook_deliveries SET attempts = attempts + 1, status = ?,"
                 " last_status = ?, last_error = ?, last_duration_ms = ?, response_excerpt = ?,"
-                " next_attempt_at = COALESCE(?, next_attempt_at),"
+                " next_attempt_at = COALESCE(?, next_attempt_at), claimed_by = NULL,"
                 " delivered_at = CASE WHEN ? = 'delivered' THEN ? ELSE delivered_at END"
-                " WHERE id = ?",
+                " WHERE id = ? AND claimed_by = ?",
                 (
                     r["outcome"],
                     r["status"],
@@ -269,6 +322,7 @@ class HookStore(Table):
                     r["outcome"],
                     now_iso(),
                     r["id"],
+                    holder,
                 ),
             )
         if not results or disable_after is None:
@@ -299,16 +353,15 @@ class HookStore(Table):
         return reason
 
     @writes
-    def add_ping(self, conn, hook_id: int, payload: str) -> dict[str, Any]:
-        """A ping delivery row, attempted at once by the caller."""
-        cur = conn.execute(
-            "INSERT INTO hook_deliveries (hook_id, guid, event_type, payload, next_attempt_at,"
-            " created_at) VALUES (?, ?, 'ping', ?, ?, ?) RETURNING id",
-            (hook_id, str(uuid.uuid4()), payload, time.time(), now_iso()),
-        )
-        delivery_id = cur.fetchone()[0]
+    def add_ping(self, conn, hook_id: int, payload: str, holder: str) -> dict[str, Any]:
+        """A ping delivery row, claimed by holder, which attempts it at once."""
         return dict(
-            conn.execute("SELECT * FROM hook_deliveries WHERE id = ?", (delivery_id,)).fetchone()
+            conn.execute(
+                "INSERT INTO hook_deliveries (hook_id, guid, event_type, payload,"
+                " next_attempt_at, created_at, claimed_by) VALUES (?, ?, 'ping', ?, ?, ?, ?)"
+                " RETURNING *",
+                (hook_id, str(uuid.uuid4()), payload, time.time(), now_iso(), holder),
+            ).fetchone()
         )
 
     @reads
@@ -340,7 +393,7 @@ class HookStore(Table):
         """Queue a delivery again, now, with the same delivery id."""
         conn.execute(
             "UPDATE hook_deliveries SET status = 'pending', next_attempt_at = ?"
-            " WHERE hook_id = ? AND id = ?",
+            " WHERE hook_id = ? AND id = ? AND claimed_by IS NULL",
             (time.time(), hook_id, delivery_id),
         )
         return self.delivery.sync(self, conn, hook_id, delivery_id)

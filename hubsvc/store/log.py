@@ -68,3 +68,25 @@ def move_cursor(conn: Conn, name: str, event_id: int) -> None:
         " > event_cursors.event_id THEN excluded.event_id ELSE event_cursors.event_id END",
         (name, event_id),
     )
+
+
+def claim_event(conn: Conn, name: str, event_id: int) -> bool:
+    """Move a durable consumer's cursor up to event_id inside the caller's transaction.
+
+    False when the cursor is already there or past it: another process (the previous
+    lease holder) handled the event, and what it queued must not be queued again.
+    """
+    moved = conn.execute(
+        "UPDATE event_cursors SET event_id = ? WHERE name = ? AND event_id < ? RETURNING name",
+        (event_id, name, event_id),
+    ).fetchone()
+    if moved is not None:
+        return True
+    return (
+        conn.execute(
+            "INSERT INTO event_cursors (name, event_id) VALUES (?, ?)"
+            " ON CONFLICT (name) DO NOTHING RETURNING name",
+            (name, event_id),
+        ).fetchone()
+        is not None
+    )

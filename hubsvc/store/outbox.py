@@ -8,7 +8,8 @@ from typing import Any
 
 from ..timeutil import now_iso
 from .base import Table, reads, writes
-from .log import move_cursor
+from .leases import IN_DOUBT, fence, gone
+from .log import claim_event
 
 
 class OutboxStore(Table):
@@ -25,14 +26,17 @@ class OutboxStore(Table):
         payload: str,
         redelivery_of: int | None = None,
         cursor: str | None = None,
-    ) -> dict[str, Any]:
-        """Queue a body for delivery now; with cursor, the consumer has read event_id."""
-        if cursor is not None:
-            move_cursor(conn, cursor, int(event_id))
-        cur = conn.execute(
+    ) -> dict[str, Any] | None:
+        """Queue a body for delivery now; with cursor, the consumer has read event_id.
+
+        None when the cursor was past event_id already: queued once, by another process.
+        """
+        if cursor is not None and not claim_event(conn, cursor, int(event_id)):
+            return None
+        row = conn.execute(
             "INSERT INTO webhook_deliveries (guid, event_id, event_type, repo_id, payload,"
             " next_attempt_at, redelivery_of, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-            " RETURNING id",
+            " RETURNING *",
             (
                 str(uuid.uuid4()),
                 event_id,
@@ -43,20 +47,41 @@ class OutboxStore(Table):
                 redelivery_of,
                 now_iso(),
             ),
-        )
-        return dict(
-            conn.execute(
-                "SELECT * FROM webhook_deliveries WHERE id = ?", (cur.fetchone()[0],)
-            ).fetchone()
-        )
+        ).fetchone()
+        return dict(row)
 
     @reads
     def next_pending(self, conn) -> dict[str, Any] | None:
-        """The oldest delivery still to send (deliveries go out in order)."""
+        """The oldest delivery still to send (deliveries go out in order), claimed or not."""
         row = conn.execute(
             "SELECT * FROM webhook_deliveries WHERE status = 'pending' ORDER BY id LIMIT 1"
         ).fetchone()
         return dict(row) if row else None
+
+    @writes
+    def claim(self, conn, delivery_id: int, holder: str, lease: str, now: float) -> bool:
+        """Mark a pending delivery as being sent by holder, who must hold the lease now."""
+        fence(conn, lease, holder, now)
+        return (
+            conn.execute(
+                "UPDATE webhook_deliveries SET claimed_by = ? WHERE id = ? AND status = 'pending'"
+                " AND claimed_by IS NULL RETURNING id",
+                (holder, delivery_id),
+            ).fetchone()
+            is not None
+        )
+
+    @writes
+    def settle_abandoned(self, conn, now: float, mine: str | None = None) -> int:
+        """Deliveries claimed by a process that is gone (or by mine, which gave up on
+        its sends mid-way): released: it may have arrived, and is sent again (at least once)."""
+        also = " OR claimed_by = ?" if mine is not None else ""
+        return conn.execute(
+            "UPDATE webhook_deliveries SET attempts = attempts + 1,"
+            " last_error = ?, claimed_by = NULL WHERE status = 'pending'"
+            f" AND claimed_by IS NOT NULL AND ({gone('webhook_deliveries.claimed_by')}{also})",
+            (IN_DOUBT, now) + ((mine,) if mine is not None else ()),
+        ).rowcount
 
     @writes
     def record_attempt(
@@ -69,8 +94,20 @@ class OutboxStore(Table):
         duration_ms: int,
         outcome: str,
         retry_at: float | None = None,
+        holder: str | None = None,
     ) -> None:
-        """Log one attempt and move the delivery to delivered, failed, or a later retry."""
+        """Log one attempt and move the delivery to delivered, failed, or a later retry.
+
+        With holder, only while holder's claim stands (it was not settled as abandoned).
+        """
+        if (
+            holder is not None
+            and not conn.execute(
+                "SELECT 1 FROM webhook_deliveries WHERE id = ? AND claimed_by = ?",
+                (delivery_id, holder),
+            ).fetchone()
+        ):
+            return
         conn.execute(
             "INSERT INTO webhook_attempts (delivery_id, at, status_code, error,"
             " duration_ms) VALUES (?, ?, ?, ?, ?)",
@@ -78,7 +115,7 @@ class OutboxStore(Table):
         )
         conn.execute(
             "UPDATE webhook_deliveries SET attempts = attempts + 1, status = ?, last_status = ?,"
-            " last_error = ?, next_attempt_at = COALESCE(?, next_attempt_at),"
+            " last_error = ?, claimed_by = NULL, next_attempt_at = COALESCE(?, next_attempt_at),"
             " delivered_at = CASE WHEN ? = 'delivered' THEN ? ELSE delivered_at END"
             " WHERE id = ?",
             (outcome, status_code, error, retry_at, outcome, now_iso(), delivery_id),
@@ -145,9 +182,12 @@ class MailStore(Table):
     def enqueue(
         self, conn, messages: list[tuple[str, str, bytes]], cursor: tuple[str, int] | None = None
     ) -> list[int]:
-        """Queue (recipient, subject, message)s for sending now; with cursor, mark it read."""
-        if cursor is not None:
-            move_cursor(conn, *cursor)
+        """Queue (recipient, subject, message)s for sending now; with cursor, mark it read.
+
+        Nothing is queued when the cursor was past the event: another process queued it.
+        """
+        if cursor is not None and not claim_event(conn, *cursor):
+            return []
         return [
             conn.execute(
                 "INSERT INTO mail_deliveries (recipient, subject, message, next_attempt_at,"
@@ -164,7 +204,7 @@ class MailStore(Table):
             dict(r)
             for r in conn.execute(
                 "SELECT * FROM mail_deliveries WHERE status = 'pending' AND next_attempt_at <= ?"
-                " ORDER BY id LIMIT 20",
+                " AND claimed_by IS NULL ORDER BY id LIMIT 20",
                 (now,),
             )
         ]
@@ -174,19 +214,55 @@ class MailStore(Table):
         """When the next pending message is due."""
         return conn.execute(
             "SELECT MIN(next_attempt_at) FROM mail_deliveries WHERE status = 'pending'"
+            " AND claimed_by IS NULL"
         ).fetchone()[0]
 
     @writes
+    def claim(self, conn, mail_id: int, holder: str) -> bool:
+        """Mark a pending message as being sent by holder; False when another process has it."""
+        return (
+            conn.execute(
+                "UPDATE mail_deliveries SET claimed_by = ? WHERE id = ? AND status = 'pending'"
+                " AND claimed_by IS NULL RETURNING id",
+                (holder, mail_id),
+            ).fetchone()
+            is not None
+        )
+
+    @writes
+    def settle_abandoned(self, conn, now: float, mine: str | None = None) -> int:
+        """Messages claimed by a process that is gone (or by mine, which gave up on
+        its sends mid-way): released: it may have arrived, and is sent again (at least once)."""
+        also = " OR claimed_by = ?" if mine is not None else ""
+        return conn.execute(
+            "UPDATE mail_deliveries SET attempts = attempts + 1,"
+            " last_error = ?, claimed_by = NULL WHERE status = 'pending'"
+            f" AND claimed_by IS NOT NULL AND ({gone('mail_deliveries.claimed_by')}{also})",
+            (IN_DOUBT, now) + ((mine,) if mine is not None else ()),
+        ).rowcount
+
+    @writes
     def record(
-        self, conn, mail_id: int, *, outcome: str, error: str | None, retry_at: float | None
+        self,
+        conn,
+        mail_id: int,
+        *,
+        outcome: str,
+        error: str | None,
+        retry_at: float | None,
+        holder: str | None = None,
     ) -> None:
         """One attempt's outcome; the body goes once the message is sent or given up."""
+        # With holder, only while holder's claim stands (it was not settled as abandoned).
+        mine = " AND claimed_by = ?" if holder is not None else ""
         conn.execute(
             "UPDATE mail_deliveries SET attempts = attempts + 1, status = ?, last_error = ?,"
+            " claimed_by = NULL,"
             " next_attempt_at = COALESCE(?, next_attempt_at),"
             " message = CASE WHEN ? = 'pending' THEN message END,"
-            " delivered_at = CASE WHEN ? = 'delivered' THEN ? END WHERE id = ?",
-            (outcome, error, retry_at, outcome, outcome, now_iso(), mail_id),
+            " delivered_at = CASE WHEN ? = 'delivered' THEN ? END WHERE id = ?" + mine,
+            (outcome, error, retry_at, outcome, outcome, now_iso(), mail_id)
+            + ((holder,) if holder is not None else ()),
         )
 
     @reads

@@ -12,6 +12,7 @@ from ..errors import Conflict, NotFound
 from ..timeutil import now_iso
 from .access import VISIBLE, Audience, grants_on, level, visible
 from .base import StoreMethod, Table, cached_until_write, reads, row_dict, writes
+from .leases import gone
 
 # Columns of a repository row joined with its owner, its parent and the viewer's
 # relation to it (bound as :viewer; 0 for anonymous). access: the viewer's level (access.py).
@@ -275,17 +276,23 @@ class RepoStore(Table):
 
     @writes
     def push_started(
-        self, conn, repo_id: int, actor_id: int | None, refs_now: dict[str, str]
+        self,
+        conn,
+        repo_id: int,
+        actor_id: int | None,
+        refs_now: dict[str, str],
+        holder: str | None = None,
     ) -> int:
-        """Journal a push about to run; the refs as they are become the last seen if none were."""
+        """Journal a push about to run in process holder; the refs as they are become the
+        last seen if none were."""
         conn.execute(
             "UPDATE repositories SET refs_seen = ? WHERE id = ? AND refs_seen IS NULL",
             (json.dumps(refs_now), repo_id),
         )
         return conn.execute(
-            "INSERT INTO pushes_in_flight (repo_id, actor_id, started_at) VALUES (?, ?, ?)"
-            " RETURNING id",
-            (repo_id, actor_id, now_iso()),
+            "INSERT INTO pushes_in_flight (repo_id, actor_id, started_at, holder)"
+            " VALUES (?, ?, ?, ?) RETURNING id",
+            (repo_id, actor_id, now_iso(), holder),
         ).fetchone()[0]
 
     @writes
@@ -294,13 +301,32 @@ class RepoStore(Table):
         conn.execute("DELETE FROM pushes_in_flight WHERE id = ?", (flight,))
 
     @reads
-    def pushes_in_flight(self, conn) -> list[dict[str, Any]]:
-        """Journalled pushes never recorded (the server died), with the refs last seen."""
+    def pushes_in_flight(self, conn, now: float | None = None) -> list[dict[str, Any]]:
+        """Journalled pushes never recorded, with the refs last seen.
+
+        With now: only those whose process is gone (no live heartbeat at now, or none
+        named: journalled before processes had one), on repositories where no live
+        process has a push under way, whose refs would be mistaken for the dead one's.
+        """
+        if now is None:
+            return [
+                dict(r)
+                for r in conn.execute(
+                    "SELECT f.id, f.repo_id, f.actor_id, f.holder, r.refs_seen"
+                    " FROM pushes_in_flight f JOIN repositories r ON r.id = f.repo_id"
+                    " ORDER BY f.id"
+                )
+            ]
         return [
             dict(r)
             for r in conn.execute(
-                "SELECT f.id, f.repo_id, f.actor_id, r.refs_seen FROM pushes_in_flight f"
-                " JOIN repositories r ON r.id = f.repo_id ORDER BY f.id"
+                "SELECT f.id, f.repo_id, f.actor_id, f.holder, r.refs_seen"
+                " FROM pushes_in_flight f JOIN repositories r ON r.id = f.repo_id"
+                f" WHERE (f.holder IS NULL OR {gone('f.holder')})"
+                " AND NOT EXISTS (SELECT 1 FROM pushes_in_flight o"
+                f"  WHERE o.repo_id = f.repo_id AND o.holder IS NOT NULL AND NOT {gone('o.holder')})"
+                " ORDER BY f.id",
+                (now, now),
             )
         ]
 
@@ -319,8 +345,15 @@ class RepoStore(Table):
                 "UPDATE repositories SET refs_seen = ? WHERE id = ?",
                 (json.dumps(refs_seen), repo_id),
             )
-        if flight is not None:
-            conn.execute("DELETE FROM pushes_in_flight WHERE id = ?", (flight,))
+        if (
+            flight is not None
+            and not conn.execute(
+                "DELETE FROM pushes_in_flight WHERE id = ? RETURNING id", (flight,)
+            ).fetchone()
+        ):
+            # Recorded already (by the lease holder, which took this process for dead):
+            # its events must not be written twice.
+            raise Conflict("this push was recorded already")
         if default_branch is None:
             conn.execute(
                 "UPDATE repositories SET updated_at = ? WHERE id = ?", (now_iso(), repo_id)
