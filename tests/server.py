@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,6 +67,7 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self.log.close()
                 raise RuntimeError(f"server exited: {self.logs()}")
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=1) as resp:
@@ -129,3 +131,33 @@ def seed_owner(server: ServerProcess, repo: str = "proj") -> tuple[dict[str, str
     headers = {"Authorization": f"Bearer {body['token']}"}
     assert server.request("POST", "/api/repositories", {"name": repo}, headers)[0] == 201
     return headers, server.url.replace("http://", "http://owner:12345678@") + f"/owner/{repo}.git"
+
+
+def start_several(
+    data_dir: Path, count: int, redis: tuple[str, str], settings: dict[str, dict] | None = None
+) -> list[ServerProcess]:
+    """count servers over one data folder (one SQLite file) sharing one Redis url and prefix.
+
+    The first starts alone (it migrates the database and writes the secret key), the
+    rest together. Stop them with stop_all.
+    """
+    merged = {section: dict(values) for section, values in (settings or {}).items()}
+    merged.setdefault("redis", {}).update({"url": redis[0], "prefix": redis[1]})
+    servers = [ServerProcess(data_dir, merged) for _ in range(count)]
+    servers[0].start()
+    started = [servers[0]]
+    try:
+        with ThreadPoolExecutor(count) as pool:
+            for server in pool.map(lambda s: s.start(), servers[1:]):
+                started.append(server)
+    except BaseException:
+        stop_all(servers)
+        raise
+    return servers
+
+
+def stop_all(servers: list[ServerProcess]) -> None:
+    """Stop every server that is running."""
+    for server in servers:
+        if server.proc is not None and server.proc.poll() is None:
+            server.stop()

@@ -86,10 +86,10 @@ async def websocket(request: web.Request) -> web.StreamResponse:
     try:
         await ws.prepare(request)
     except BaseException:
-        hub.release(ip, ticket or None)
+        hub.release(ip, ticket)
         raise
     client = Client(ws, user, ip, request.transport, digest)
-    client.ticket = ticket or None
+    client.ticket = ticket
     hub.add(client)
     hub.send(
         client,

@@ -52,7 +52,9 @@ class RedisBucket:
         if time.monotonic() - self._failed_at < 5:
             return self.local.take(key)
         try:
-            allowed, left = await self._script(keys=[f"{self.name}:{key}"], args=[self.capacity, self.rate])
+            allowed, left = await self._script(
+                keys=[f"{self.name}:{key}"], args=[self.capacity, self.rate]
+            )
         except Exception as exc:
             log.warning("rate limit in Redis failed (%s); limiting per process for 5 s", exc)
             self._failed_at = time.monotonic()

@@ -90,7 +90,9 @@ class SharedCounts:
         """Push the expiry of every member this process holds further out."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for group, members in list(self.held.items()):
-                await self._renew(keys=[self._key(group)], args=[TTL_SECONDS, *members], client=pipe)
+                await self._renew(
+                    keys=[self._key(group)], args=[TTL_SECONDS, *members], client=pipe
+                )
             await pipe.execute()
 
     async def renew_loop(self) -> None:

@@ -7,7 +7,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import WSCloseCode, web
 
@@ -116,7 +116,7 @@ class Hub:
         # With several processes (set at start): sockets per address counted across all.
         self.shared: SharedCounts | None = None
 
-    async def admit(self, ip: str, limit: int) -> str | None | bool:
+    async def admit(self, ip: str, limit: int) -> str | Literal[False] | None:
         """Whether another socket from ip fits under limit: False if not, else its ticket.
 
         The ticket (None with one process) goes on the Client, so remove() releases it.
