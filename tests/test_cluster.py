@@ -7,13 +7,16 @@ They skip unless HUBSVC_TEST_REDIS_URL is set (CI sets it), except the guard's t
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
+import subprocess
+import sys
 import time
 
 import aiohttp
 import pytest
 
-from .server import ServerProcess, start_several, stop_all
+from .server import ROOT, ServerProcess, start_several, stop_all
 
 PASSWORD = "12345678"
 
@@ -291,3 +294,37 @@ def test_a_process_with_redis_is_refused_beside_one_without(tmp_path):
         assert "a hubsvc server without [redis] url is running" in str(refused.value)
     finally:
         first.stop()
+
+
+async def test_a_password_reset_from_the_command_line_is_refused_on_every_process_at_once(
+    three, redis_url
+):
+    (a, b, c), session = three
+    token = await sign_up(session, a, "owner")
+    for server in (b, c):  # cached there
+        assert (await call(session, server, "GET", "/api/users/me", token=token))[0] == 200
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSVC_")}
+    env.update(
+        HUBSVC_SECURITY_BCRYPT_ROUNDS="4",
+        HUBSVC_PASSWORD="a new password",
+        HUBSVC_REDIS_URL=redis_url[0],
+        HUBSVC_REDIS_PREFIX=redis_url[1],
+        PYTHONPATH=str(ROOT),
+    )
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, str(ROOT / "run.py"), "--data-dir", str(a.data_dir)]
+        + ["reset-password", "owner"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    start = time.perf_counter()
+    for server in (b, c):
+        while (await call(session, server, "GET", "/api/users/me", token=token))[0] != 401:
+            assert time.perf_counter() - start < 1.0, "a process still honours the token"
+            await asyncio.sleep(0.01)

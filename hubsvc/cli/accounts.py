@@ -16,6 +16,7 @@ from marshmallow import ValidationError
 
 from schemas.users import SignUpSchema
 
+from ..cluster.link import tell_servers
 from ..config import Config
 from ..datadir import private_dir
 from ..errors import ApiError, validation_message
@@ -103,22 +104,32 @@ def create_user(config: Config, username: str, email: str, name: str | None, adm
 def reset_password(config: Config, username: str) -> None:
     """Set a new password and revoke every token of the user (personal ones too)."""
 
-    async def go(store: Store) -> None:
+    async def go(store: Store) -> int:
         user = await _user(store, username)
         password = _checked_password()
         password_hash = await hash_password(password, config["security"]["bcrypt_rounds"])
         await store.users.set_password(user["id"], password_hash)
+        return user["id"]
 
-    _with_store(config, go)
+    user_id = _with_store(config, go)
+    _tell_servers(config, "credentials", user=user_id, digests=None, keep=None)
     print(f"changed the password of {username} and revoked its tokens")
+
+
+def _tell_servers(config: Config, kind: str, **data: Any) -> None:
+    """With [redis] url set, the running servers act on the change now (tokens, caches)."""
+    if config["redis"]["url"]:
+        tell_servers(config["redis"]["url"], config["redis"]["prefix"], kind, **data)
 
 
 def set_admin(config: Config, username: str, flag: bool) -> None:
     """Grant or revoke administrator rights; the last administrator keeps them."""
 
-    async def go(store: Store) -> None:
+    async def go(store: Store) -> int:
         user = await _user(store, username)
         await store.users.set_admin(user["id"], flag)
+        return user["id"]
 
-    _with_store(config, go)
+    user_id = _with_store(config, go)
+    _tell_servers(config, "user", user=user_id)
     print(f"{username} is {'now' if flag else 'no longer'} an administrator")

@@ -182,3 +182,23 @@ class Cluster:
                 raise
             except Exception:
                 log.exception("handling a %s message from another process failed", message["kind"])
+
+
+def tell_servers(url: str, prefix: str, kind: str, **data: Any) -> None:
+    """Send one message to the running servers, from a command (no event loop of its own).
+
+    A command changes the database behind the servers' backs; with Redis they hear of it
+    at once rather than when their caches expire. Best effort: a command never fails
+    because Redis is away (the caches expire within seconds anyway).
+    """
+    import redis
+
+    body = json.dumps({"kind": kind, "from": "command", **data})
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        try:
+            client.publish(f"{prefix}:{CACHES}", body)
+        finally:
+            client.close()
+    except Exception as exc:
+        log.warning("could not tell the servers through Redis (%s)", exc)
