@@ -241,6 +241,8 @@ def create_app(config: Config) -> web.Application:
         config.data_dir / "hubsvc.db",
         read_timeout_ms=config["database"]["read_timeout_ms"],
         write_timeout_ms=config["database"]["write_timeout_ms"],
+        url=config["database"]["url"],
+        pool_size=config["database"]["pool_size"],
     )
     app[BUS] = EventBus()
     app[BACKGROUND] = Background()

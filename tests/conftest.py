@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import os
 import subprocess
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from hubsvc.app import create_app
 from hubsvc.config import load_config
 from hubsvc.keys import BUS
 
-from .servers import postgres_url, redis_url  # noqa: F401 - fixtures for every test module
+from .servers import fresh_postgres_database, postgres_server, postgres_url, redis_url  # noqa: F401 - fixtures for every test module
 
 _names = itertools.count(1)
 
@@ -32,9 +33,18 @@ def make_config(tmp_path, **overrides: Any):
     return load_config(None, values, env={})
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request) -> Iterator[str]:
+    """Each test of the app and its store runs on both engines (PostgreSQL: when set up)."""
+    if request.param == "sqlite":
+        yield ""
+    else:
+        yield from fresh_postgres_database(postgres_server())
+
+
 @pytest.fixture
-def config(tmp_path):
-    return make_config(tmp_path)
+def config(tmp_path, database_url):
+    return make_config(tmp_path, database__url=database_url)
 
 
 @pytest.fixture
@@ -43,7 +53,8 @@ async def app(config) -> web.Application:
 
 
 @pytest.fixture
-async def client(aiohttp_client, app):
+async def client(app, aiohttp_client):
+    # app first: its database must outlive the client that closes the app
     return await aiohttp_client(app)
 
 

@@ -6,6 +6,7 @@ Set: the server must answer, or the test fails (CI sets both).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -40,13 +41,43 @@ def redis_server() -> str:
     return url
 
 
-def fresh_postgres_database(server: str) -> Iterator[str]:
-    """Create an empty database on server, yield its URL, drop it afterwards."""
+def _migrated_template(server: str) -> str:
+    """A database with every migration applied, made once per schema, copied per test.
+
+    Copying it is a third of the cost of migrating an empty database each time.
+    """
+    import psycopg
+
+    from hubsvc.store.engines.postgres import SQL_DIR, apply_migrations, connect
+
+    digest = hashlib.sha256()
+    for path in sorted(SQL_DIR.rglob("*.sql")):
+        digest.update(path.name.encode() + path.read_bytes())
+    name = "hubsvc_template_" + digest.hexdigest()[:16]
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(7243)")  # one worker makes it, others wait
+        try:
+            if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+                return name
+            building = name + "_building"
+            conn.execute(f'DROP DATABASE IF EXISTS "{building}"')
+            conn.execute(f'CREATE DATABASE "{building}"')
+            with connect(_with_database(server, building)) as raw:
+                apply_migrations(raw)
+            conn.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
+            return name
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(7243)")
+
+
+def fresh_postgres_database(server: str, migrated: bool = True) -> Iterator[str]:
+    """Create a database on server (migrated, or empty), yield its URL, drop it afterwards."""
     import psycopg
 
     name = "hubsvc_test_" + uuid.uuid4().hex[:16]
+    template = f' TEMPLATE "{_migrated_template(server)}"' if migrated else ""
     with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{template}')
     try:
         yield _with_database(server, name)
     finally:
@@ -57,7 +88,7 @@ def fresh_postgres_database(server: str) -> Iterator[str]:
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh, empty PostgreSQL database of its own, dropped after the test."""
-    yield from fresh_postgres_database(postgres_server())
+    yield from fresh_postgres_database(postgres_server(), migrated=False)
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ import re
 import sqlite3
 import time
 
+import pytest
+
 from hubsvc.keys import STORE
 from hubsvc.store.engines.sqlite import apply_migrations
 from hubsvc.timeutil import iso
@@ -95,6 +97,8 @@ async def _capture(store) -> list[str]:
     return statements
 
 
+# SQLite's own index and plans: PostgreSQL has its own schema file and planner.
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_hot_queries_use_indexes(client, app, tmp_path):
     store = app[STORE]
     statements = await _capture(store)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 import sqlite3
 
+import pytest
+
 from hubsvc.app import create_app
 from hubsvc.store.engines.sqlite import SQL_DIR, apply_migrations, migration_files
 
@@ -280,6 +282,8 @@ async def test_name_and_title_matches_rank_above_body_matches(client, alice):
     assert await names(client, "lovelace", "users", "username") == ["ada-lovelace", "zed"]
 
 
+# SQLite's own index and plans: PostgreSQL has its own schema file and planner.
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_upgrade_rebuilds_the_indexes_of_an_existing_database(
     aiohttp_client, config, tmp_path
 ):

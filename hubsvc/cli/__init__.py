@@ -18,6 +18,7 @@ from .accounts import create_user, reset_password, set_admin
 from .backup import backup, restore
 from .check import check
 from .common import CommandError, UsageError
+from .moving import copy_database
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -78,6 +79,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     commands.add_parser(
         "check", parents=[common], help="database integrity and git fsck of every repository"
     )
+    move = commands.add_parser(
+        "copy-database",
+        parents=[common],
+        help="copy the SQLite database into an empty PostgreSQL one (server stopped)",
+    )
+    move.add_argument(
+        "--to", required=True, metavar="URL", help="postgresql://… of an empty database"
+    )
     bot = commands.add_parser(
         "bot",
         parents=[common],
@@ -114,6 +123,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         "backup": lambda: backup(config, Path(args.dest)),
         "restore": lambda: restore(config, Path(args.src), args.force),
         "check": lambda: check(config),
+        "copy-database": lambda: copy_database(config, args.to),
     }
     if args.command == "bot":
         # Imported only here: the Discord front end needs discord.py, an optional extra.

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..config import Config
 from ..datadir import too_open
 from ..git.files import RepoFiles
+from ..store.engines.copy import check_postgres
 from ..store.engines.sqlite import integrity_problems, open_file
 from .common import (
     DB_NAME,
@@ -23,28 +24,54 @@ from .common import (
     _repository_rows,
     _schema_version,
 )
+from .moving import _safe
 
 
-def check_data(data_dir: Path) -> tuple[list[str], dict[str, int]]:
-    """Every problem found in a data folder (or a backup), and what was looked at."""
+def check_data(data_dir: Path, url: str = "") -> tuple[list[str], dict[str, int]]:
+    """Every problem found in a data folder (or a backup), and what was looked at.
+
+    url: the PostgreSQL database holding the rows (empty: the SQLite file in data_dir).
+    """
     db = data_dir / DB_NAME
-    if not db.is_file():
+    if not url and not db.is_file():
         return [f"database {db} is missing"], {}
     files = RepoFiles(data_dir / REPOS_NAME)
     # Folders are listed before rows are read: a repository created in between has a
     # row and a folder, so it is never reported as an orphan.
     folders = _repository_folders(files.root)
     problems: list[str] = []
-    try:
-        conn = open_file(db, read_only=True)
+    if url:
         try:
-            problems += [f"database: {problem}" for problem in integrity_problems(conn)]
-            schema = _schema_version(conn)
-            rows = _repository_rows(conn)
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        return [f"database {db}: {exc}"], {}
+            found, schema, rows = check_postgres(url)
+        except Exception as exc:  # psycopg's errors; the message is the report
+            return [f"database {_safe(url)}: {exc}"], {}
+        problems += [f"database: {problem}" for problem in found]
+    else:
+        try:
+            schema, rows, found = _check_sqlite(db)
+        except sqlite3.Error as exc:
+            return [f"database {db}: {exc}"], {}
+        problems += found
+    return _check_rest(problems, schema, rows, folders, files)
+
+
+def _check_sqlite(db: Path) -> tuple[int, list[tuple[int, str]], list[str]]:
+    """The SQLite file's schema version, repository rows and integrity problems."""
+    conn = open_file(db, read_only=True)
+    try:
+        problems = [f"database: {problem}" for problem in integrity_problems(conn)]
+        return _schema_version(conn), _repository_rows(conn), problems
+    finally:
+        conn.close()
+
+
+def _check_rest(  # the repositories' side: rows against folders, and git fsck
+    problems: list[str],
+    schema: int,
+    rows: list[tuple[int, str]],
+    folders: dict[int, Path],
+    files: RepoFiles,
+) -> tuple[list[str], dict[str, int]]:
     if schema > _newest_schema():
         problems.append(
             f"database: schema version {schema} is newer than this hubsvc "
@@ -91,7 +118,8 @@ def _repository_folders(root: Path) -> dict[int, Path]:
 
 def check(config: Config) -> None:
     """Database integrity and foreign keys, git fsck of every repository, orphans, file modes."""
-    problems, stats = check_data(config.data_dir)
+    url = config["database"]["url"]
+    problems, stats = check_data(config.data_dir, url)
     for line in too_open(config.data_dir):
         print(f"warning: {line}", file=sys.stderr)
     if problems:
@@ -102,6 +130,6 @@ def check(config: Config) -> None:
             f"problem{'s' if len(problems) != 1 else ''} in {config.data_dir}"
         )
     print(
-        f"ok: database (schema {stats['schema']}) and {stats['repositories']} repositories "
-        f"in {config.data_dir}"
+        f"ok: database {_safe(url) + ' ' if url else ''}(schema {stats['schema']})"
+        f" and {stats['repositories']} repositories in {config.data_dir}"
     )

@@ -1,4 +1,4 @@
-"""The SQLite store: one module per aggregate, all SQL lives here."""
+"""The store: one module per aggregate, all SQL lives here, on SQLite or PostgreSQL."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 from .chat import ChatStore
 from .chat_notices import ChatNoticeStore
-from .engines.sqlite import READ_TIMEOUT_MS, Database
+from .engines import open_database
+from .engines.sqlite import READ_TIMEOUT_MS
 from .events import EventStore
 from .hooks import HookStore
 from .issues import IssueStore
@@ -24,9 +25,15 @@ class Store:
     """The database and the per-aggregate stores over it."""
 
     def __init__(
-        self, path: str | Path, read_timeout_ms: int = READ_TIMEOUT_MS, write_timeout_ms: int = 5000
+        self,
+        path: str | Path,
+        read_timeout_ms: int = READ_TIMEOUT_MS,
+        write_timeout_ms: int = 5000,
+        url: str = "",
+        pool_size: int = 10,
     ) -> None:
-        self.db = Database(path, read_timeout_ms=read_timeout_ms, write_timeout_ms=write_timeout_ms)
+        # url names PostgreSQL; empty, the SQLite file at path
+        self.db = open_database(url, Path(path), read_timeout_ms, write_timeout_ms, pool_size)
         self.users = UserStore(self.db)
         self.repos = RepoStore(self.db)
         self.issues = IssueStore(self.db)

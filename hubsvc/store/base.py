@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import copy
 import functools
-import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol, cast, overload
 
-from .engines.sqlite import Database
+from .engines import AnyDatabase, Row
 from .log import append_events
 
 
@@ -67,16 +66,16 @@ def writes(fn: Callable[..., Any]) -> StoreMethod:
 class Table:
     """Base of the per-aggregate stores."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: AnyDatabase) -> None:
         self.db = db
 
 
 @overload
 def row_dict(row: None) -> None: ...
 @overload
-def row_dict(row: sqlite3.Row) -> dict[str, Any]: ...
-def row_dict(row: sqlite3.Row | None) -> dict[str, Any] | None:
-    """A sqlite3.Row as a plain dict (None stays None)."""
+def row_dict(row: Row) -> dict[str, Any]: ...
+def row_dict(row: Row | None) -> dict[str, Any] | None:
+    """A row as a plain dict (None stays None)."""
     return dict(row) if row is not None else None
 
 

@@ -44,9 +44,9 @@ class ChatNoticeStore(Table):
         for notice in notices:
             # The link is checked in the insert: an unlinked user is owed nothing.
             queued += conn.execute(
-                f"INSERT OR IGNORE INTO chat_notices (event_id, {', '.join(NOTICE_FIELDS)})"
+                f"INSERT INTO chat_notices (event_id, {', '.join(NOTICE_FIELDS)})"
                 f" SELECT ?, {', '.join('?' * len(NOTICE_FIELDS))} WHERE EXISTS (SELECT 1"
-                " FROM chat_links WHERE user_id = ? AND verified = 1)",
+                " FROM chat_links WHERE user_id = ? AND verified = 1) ON CONFLICT DO NOTHING",
                 (event_id, *(notice[f] for f in NOTICE_FIELDS), notice["user_id"]),
             ).rowcount
         return queued
@@ -66,7 +66,6 @@ class ChatNoticeStore(Table):
     @writes
     def acknowledge(self, conn, through: int) -> int:
         """Delete every notice up to id `through`; 400 for an id never handed out."""
-        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chat_notices'").fetchone()
-        if through > (row[0] if row else 0):
+        if through > self.db.sql.highest_id(conn, "chat_notices"):
             raise BadRequest("through: no notice has this id yet")
         return conn.execute("DELETE FROM chat_notices WHERE id <= ?", (through,)).rowcount

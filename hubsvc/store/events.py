@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
 
 from ..events.shape import Event
 from .access import READ_THEN, VISIBLE
 from .base import Table, reads, writes
+from .engines import Row
 from .log import append_events, move_cursor
 
 
-def _event(row: sqlite3.Row) -> Event:
+def _event(row: Row) -> Event:
     payload = json.loads(row["payload"])
     return Event(
         type=payload["type"],
@@ -59,7 +59,8 @@ class EventStore(Table):
     def start_cursor(self, conn, name: str, head: int) -> int:
         """A durable consumer's position; one that never read any starts at head, for good."""
         conn.execute(
-            "INSERT OR IGNORE INTO event_cursors (name, event_id) VALUES (?, ?)", (name, head)
+            "INSERT INTO event_cursors (name, event_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (name, head),
         )
         return conn.execute(
             "SELECT event_id FROM event_cursors WHERE name = ?", (name,)
@@ -91,7 +92,7 @@ class EventStore(Table):
         A public-period event: while the viewer may read the repository now. A private-
         period one: only for the owner and collaborators granted before it happened.
         """
-        where = "e.repo_id = :repo" if repo_id is not None else "1"
+        where = "e.repo_id = :repo" if repo_id is not None else "1 = 1"
         rows = conn.execute(
             "SELECT e.* FROM events e JOIN repositories r ON r.id = e.repo_id"
             f" WHERE e.id > :cursor AND {where} AND CASE WHEN e.public = 1 THEN {VISIBLE}"
@@ -110,8 +111,8 @@ class EventStore(Table):
             return 0
         cur = conn.execute("DELETE FROM events WHERE id <= ?", (row[0],))
         conn.execute(
-            "UPDATE event_log_state SET value = MAX(value, ?) WHERE name = 'pruned_through'",
-            (row[0],),
+            "UPDATE event_log_state SET value = ? WHERE name = 'pruned_through' AND value < ?",
+            (row[0], row[0]),
         )
         return cur.rowcount
 

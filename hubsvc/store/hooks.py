@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from ..errors import Conflict
 from ..events.shape import Event
 from ..timeutil import now_iso
 from .base import Table, reads, writes
+from .engines import Row
 from .events import rows_to_events
 from .log import move_cursor
 
@@ -34,8 +34,8 @@ def cursor_name(hook_id: int) -> str:
 @overload
 def _hook(row: None) -> None: ...
 @overload
-def _hook(row: sqlite3.Row) -> dict[str, Any]: ...
-def _hook(row: sqlite3.Row | None) -> dict[str, Any] | None:
+def _hook(row: Row) -> dict[str, Any]: ...
+def _hook(row: Row | None) -> dict[str, Any] | None:
     if row is None:
         return None
     hook = dict(row)
@@ -96,7 +96,7 @@ class HookStore(Table):
             raise Conflict(f"a repository has at most {MAX_PER_REPO} hooks")
         cur = conn.execute(
             "INSERT INTO hooks (repo_id, url, format, events, branches, secret, active,"
-            " created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 repo_id,
                 url,
@@ -109,9 +109,10 @@ class HookStore(Table):
                 now_iso(),
             ),
         )
-        move_cursor(conn, cursor_name(cur.lastrowid), _head(conn))
+        hook_id = cur.fetchone()[0]
+        move_cursor(conn, cursor_name(hook_id), _head(conn))
         return {
-            **_hook(conn.execute("SELECT * FROM hooks WHERE id = ?", (cur.lastrowid,)).fetchone()),
+            **_hook(conn.execute("SELECT * FROM hooks WHERE id = ?", (hook_id,)).fetchone()),
             "last_delivery": None,
         }
 
@@ -210,9 +211,9 @@ class HookStore(Table):
         for event in rows_to_events(rows):
             if matches(hook, event):
                 conn.execute(
-                    "INSERT OR IGNORE INTO hook_deliveries (hook_id, event_id, guid, event_type,"
+                    "INSERT INTO hook_deliveries (hook_id, event_id, guid, event_type,"
                     " action, payload, next_attempt_at, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     (
                         hook_id,
                         int(event.id),
@@ -302,11 +303,12 @@ class HookStore(Table):
         """A ping delivery row, attempted at once by the caller."""
         cur = conn.execute(
             "INSERT INTO hook_deliveries (hook_id, guid, event_type, payload, next_attempt_at,"
-            " created_at) VALUES (?, ?, 'ping', ?, ?, ?)",
+            " created_at) VALUES (?, ?, 'ping', ?, ?, ?) RETURNING id",
             (hook_id, str(uuid.uuid4()), payload, time.time(), now_iso()),
         )
+        delivery_id = cur.fetchone()[0]
         return dict(
-            conn.execute("SELECT * FROM hook_deliveries WHERE id = ?", (cur.lastrowid,)).fetchone()
+            conn.execute("SELECT * FROM hook_deliveries WHERE id = ?", (delivery_id,)).fetchone()
         )
 
     @reads

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import Any
 
 from ..errors import Conflict
 from ..timeutil import now_iso
 from .base import Table, reads, writes
+from .engines import Conn, Row
 from .statuses import COMBINED, LATEST
 
 ISSUE_SELECT = f"""
@@ -47,14 +47,14 @@ PULL_STATES = {
     "open": "i.state = 'open'",
     "closed": "i.state = 'closed' AND p.merged = 0",
     "merged": "p.merged = 1",
-    "all": "1",
+    "all": "1 = 1",
 }
-ISSUE_STATES = {"open": "i.state = 'open'", "closed": "i.state = 'closed'", "all": "1"}
+ISSUE_STATES = {"open": "i.state = 'open'", "closed": "i.state = 'closed'", "all": "1 = 1"}
 # A merge holds its claim for seconds; one older than this belongs to a dead process.
 MERGE_CLAIM_STALE = 600
 
 
-def _with_assignees(conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[dict[str, Any]]:
+def _with_assignees(conn: Conn, rows: list[Row]) -> list[dict[str, Any]]:
     """Rows as dicts with labels decoded and assignees attached, in one extra query."""
     issues = []
     names = rows[0].keys() if rows else []
@@ -83,7 +83,7 @@ def _with_assignees(conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[d
     return issues
 
 
-def _set_assignees(conn: sqlite3.Connection, issue_id: int, user_ids: list[int]) -> None:
+def _set_assignees(conn: Conn, issue_id: int, user_ids: list[int]) -> None:
     conn.execute("DELETE FROM issue_assignees WHERE issue_id = ?", (issue_id,))
     conn.executemany(
         "INSERT INTO issue_assignees (issue_id, user_id, position) VALUES (?, ?, ?)",
@@ -126,7 +126,7 @@ class IssueStore(Table):
         now = now_iso()
         cur = conn.execute(
             "INSERT INTO issues (repo_id, number, is_pull, title, body, author_id, labels,"
-            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 repo_id,
                 number,
@@ -139,7 +139,7 @@ class IssueStore(Table):
                 now,
             ),
         )
-        issue_id = cur.lastrowid
+        issue_id = cur.fetchone()[0]
         _set_assignees(conn, issue_id, assignee_ids)
         if pull is not None:
             conn.execute(
@@ -196,7 +196,7 @@ class IssueStore(Table):
         ]
         params: list[Any] = [repo_id, int(is_pull)]
         for label in filters.get("labels", ()):
-            where.append("EXISTS (SELECT 1 FROM json_each(i.labels) l WHERE lower(l.value) = ?)")
+            where.append(self.db.sql.json_array_has_lower("i.labels"))
             params.append(label.lower())
         assignee = filters.get("assignee")
         if assignee == "none":
@@ -272,14 +272,15 @@ class IssueStore(Table):
         now = now_iso()
         cur = conn.execute(
             "INSERT INTO comments (issue_id, author_id, body, created_at,"
-            " updated_at) VALUES (?, ?, ?, ?, ?)",
+            " updated_at) VALUES (?, ?, ?, ?, ?) RETURNING id",
             (issue_id, author_id, body, now, now),
         )
+        comment_id = cur.fetchone()[0]
         conn.execute(
             "UPDATE issues SET comment_count = comment_count + 1, updated_at = ? WHERE id = ?",
             (now, issue_id),
         )
-        comment = conn.execute(COMMENT_SELECT + " WHERE c.id = ?", (cur.lastrowid,)).fetchone()
+        comment = conn.execute(COMMENT_SELECT + " WHERE c.id = ?", (comment_id,)).fetchone()
         return dict(comment), self._one(conn, issue_id)
 
     @reads

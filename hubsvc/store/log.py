@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 
 from ..events.shape import Event
+from .engines import Conn
 
 
-def append_events(conn: sqlite3.Connection, events: list[Event]) -> list[Event]:
-    """Insert events inside the caller's transaction; returns them with their log ids."""
-    out = []
+def append_events(conn: Conn, events: list[Event]) -> list[Event]:
+    """Insert events inside the caller's transaction; returns them with their log ids.
+
+    The ids come from one counter row, taken here, last in the transaction: its row lock
+    holds every other event-writing transaction until this one commits, so ids are
+    commit order on PostgreSQL too (a sequence is not), and a reader past id N has seen
+    every event up to N. What it costs writers is one row update each.
+    """
+    if not events:
+        return []
+    rows = []
     for event in events:
         payload = event.to_dict()
         payload.pop("id")
@@ -25,9 +33,7 @@ def append_events(conn: sqlite3.Connection, events: list[Event]) -> list[Event]:
             ).fetchone()
         )
         public = not row or row[0] == "public"
-        cur = conn.execute(
-            "INSERT INTO events (type, action, repo_id, actor_id, payload, created_at, public)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows.append(
             (
                 event.type,
                 event.data.get("action"),
@@ -36,16 +42,29 @@ def append_events(conn: sqlite3.Connection, events: list[Event]) -> list[Event]:
                 json.dumps(payload, separators=(",", ":")),
                 event.createdAt,
                 int(public),
-            ),
+            )
         )
-        out.append(dataclasses.replace(event, id=str(cur.lastrowid), public=public))
-    return out
+    last = conn.execute(
+        "UPDATE event_log_state SET value = value + ? WHERE name = 'last_event_id' RETURNING value",
+        (len(rows),),
+    ).fetchone()[0]
+    first = last - len(rows) + 1
+    conn.executemany(
+        "INSERT INTO events (id, type, action, repo_id, actor_id, payload, created_at, public)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [(first + i, *row) for i, row in enumerate(rows)],
+    )
+    return [
+        dataclasses.replace(event, id=str(first + i), public=bool(row[-1]))
+        for i, (event, row) in enumerate(zip(events, rows, strict=True))
+    ]
 
 
-def move_cursor(conn: sqlite3.Connection, name: str, event_id: int) -> None:
+def move_cursor(conn: Conn, name: str, event_id: int) -> None:
     """Set a durable consumer's position inside the caller's transaction."""
     conn.execute(
         "INSERT INTO event_cursors (name, event_id) VALUES (?, ?)"
-        " ON CONFLICT (name) DO UPDATE SET event_id = MAX(event_id, excluded.event_id)",
+        " ON CONFLICT (name) DO UPDATE SET event_id = CASE WHEN excluded.event_id"
+        " > event_cursors.event_id THEN excluded.event_id ELSE event_cursors.event_id END",
         (name, event_id),
     )

@@ -31,7 +31,8 @@ class OutboxStore(Table):
             move_cursor(conn, cursor, int(event_id))
         cur = conn.execute(
             "INSERT INTO webhook_deliveries (guid, event_id, event_type, repo_id, payload,"
-            " next_attempt_at, redelivery_of, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " next_attempt_at, redelivery_of, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " RETURNING id",
             (
                 str(uuid.uuid4()),
                 event_id,
@@ -45,7 +46,7 @@ class OutboxStore(Table):
         )
         return dict(
             conn.execute(
-                "SELECT * FROM webhook_deliveries WHERE id = ?", (cur.lastrowid,)
+                "SELECT * FROM webhook_deliveries WHERE id = ?", (cur.fetchone()[0],)
             ).fetchone()
         )
 
@@ -130,7 +131,8 @@ class OutboxStore(Table):
         """Record an inbound request's signature; False when it was seen before (a replay)."""
         conn.execute("DELETE FROM webhook_inbound_seen WHERE seen_at < ?", (forget_before,))
         cur = conn.execute(
-            "INSERT OR IGNORE INTO webhook_inbound_seen (signature, seen_at) VALUES (?, ?)",
+            "INSERT INTO webhook_inbound_seen (signature, seen_at) VALUES (?, ?)"
+            " ON CONFLICT DO NOTHING",
             (signature_digest, now),
         )
         return cur.rowcount == 1
@@ -149,9 +151,9 @@ class MailStore(Table):
         return [
             conn.execute(
                 "INSERT INTO mail_deliveries (recipient, subject, message, next_attempt_at,"
-                " created_at) VALUES (?, ?, ?, ?, ?)",
+                " created_at) VALUES (?, ?, ?, ?, ?) RETURNING id",
                 (recipient, subject, message, time.time(), now_iso()),
-            ).lastrowid
+            ).fetchone()[0]
             for recipient, subject, message in messages
         ]
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import sqlite3
 from typing import Any
 
 from ..errors import Conflict
 from ..timeutil import now_iso
 from .base import Table, reads, writes
+from .engines import Row
 
 MAX_RULES = 100  # per repository
 
 
-def _rule(row: sqlite3.Row) -> dict[str, Any]:
+def _rule(row: Row) -> dict[str, Any]:
     rule = dict(row)
     rule["contexts"] = json.loads(rule["contexts"]) if rule["contexts"] is not None else None
     for flag in ("require_pr", "strict", "enforce_admins", "allow_force_pushes", "allow_deletions"):

@@ -131,7 +131,7 @@ class RepoStore(Table):
         cur = conn.execute(
             "INSERT INTO repositories (owner_id, name, name_key, description, visibility,"
             " default_branch, parent_id, private_lineage, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 owner_id,
                 name,
@@ -145,6 +145,7 @@ class RepoStore(Table):
                 now,
             ),
         )
+        repo_id = cur.fetchone()[0]
         # A new repository takes the name for good: an older rename's redirect ends here.
         conn.execute(
             "DELETE FROM repo_redirects WHERE owner_id = ? AND name_key = ?",
@@ -154,7 +155,7 @@ class RepoStore(Table):
             conn.execute(
                 "UPDATE repositories SET fork_count = fork_count + 1 WHERE id = ?", (parent_id,)
             )
-        return self.by_id.sync(self, conn, cur.lastrowid, owner_id)
+        return self.by_id.sync(self, conn, repo_id, owner_id)
 
     def _check_free(self, conn, owner_id: int, name: str, exclude: int | None = None) -> None:
         row = conn.execute(
@@ -282,9 +283,10 @@ class RepoStore(Table):
             (json.dumps(refs_now), repo_id),
         )
         return conn.execute(
-            "INSERT INTO pushes_in_flight (repo_id, actor_id, started_at) VALUES (?, ?, ?)",
+            "INSERT INTO pushes_in_flight (repo_id, actor_id, started_at) VALUES (?, ?, ?)"
+            " RETURNING id",
             (repo_id, actor_id, now_iso()),
-        ).lastrowid
+        ).fetchone()[0]
 
     @writes
     def push_ended(self, conn, flight: int) -> None:
@@ -390,7 +392,8 @@ class RepoStore(Table):
         """Star or unstar (idempotent); returns (changed, starCount)."""
         if on:
             cur = conn.execute(
-                "INSERT OR IGNORE INTO stars (repo_id, user_id, created_at) VALUES (?, ?, ?)",
+                "INSERT INTO stars (repo_id, user_id, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT DO NOTHING",
                 (repo_id, user_id, now_iso()),
             )
         else:
@@ -416,7 +419,7 @@ class RepoStore(Table):
         rows = conn.execute(
             "SELECT u.id, u.username, u.name, u.avatar_hash FROM stars s"
             " JOIN users u ON u.id = s.user_id WHERE s.repo_id = ?"
-            " ORDER BY s.rowid DESC LIMIT ? OFFSET ?",
+            f" ORDER BY {self.db.sql.star_order} DESC LIMIT ? OFFSET ?",
             (repo_id, limit + 1, offset),
         )
         return _page([dict(r) for r in rows], limit)

@@ -41,14 +41,15 @@ class ReviewStore(Table):
         """Record a review with its line comments."""
         cur = conn.execute(
             "INSERT INTO reviews (issue_id, user_id, state, body, commit_id, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
             (issue_id, user_id, state, body, commit_id, now_iso()),
         )
+        review_id = cur.fetchone()[0]
         conn.executemany(
             "INSERT INTO review_comments (review_id, path, line, side, body) VALUES (?, ?, ?, ?, ?)",
-            [(cur.lastrowid, c["path"], c["line"], c["side"], c["body"]) for c in comments],
+            [(review_id, c["path"], c["line"], c["side"], c["body"]) for c in comments],
         )
-        row = dict(conn.execute(_SELECT + " WHERE r.id = ?", (cur.lastrowid,)).fetchone())
+        row = dict(conn.execute(_SELECT + " WHERE r.id = ?", (review_id,)).fetchone())
         row["comments"] = _comments(conn, [row["id"]])[row["id"]]
         return row
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from ..timeutil import now_iso
 from .base import Table, reads, writes
+from .engines import Row
 
 PER_CONTEXT = 1000  # statuses kept per commit and context, as GitHub's limit
 _SELECT = (
@@ -22,8 +22,9 @@ LATEST = (
 # GitHub's combined state of a commit's latest statuses (NULL: none).
 COMBINED = (
     "CASE WHEN COUNT(*) = 0 THEN NULL"
-    " WHEN SUM(s.state IN ('failure', 'error')) > 0 THEN 'failure'"
-    " WHEN SUM(s.state = 'pending') > 0 THEN 'pending' ELSE 'success' END"
+    " WHEN SUM(CASE WHEN s.state IN ('failure', 'error') THEN 1 ELSE 0 END) > 0 THEN 'failure'"
+    " WHEN SUM(CASE WHEN s.state = 'pending' THEN 1 ELSE 0 END) > 0 THEN 'pending'"
+    " ELSE 'success' END"
 )
 
 
@@ -36,7 +37,7 @@ def combined(states: list[str]) -> str:
     return "success"
 
 
-def _status(row: sqlite3.Row) -> dict[str, Any]:
+def _status(row: Row) -> dict[str, Any]:
     return dict(row)
 
 
@@ -58,16 +59,17 @@ class StatusStore(Table):
         """Record a status; past PER_CONTEXT for its commit and context, the oldest goes."""
         cur = conn.execute(
             "INSERT INTO commit_statuses (repo_id, sha, state, context, target_url, description,"
-            " creator_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " creator_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (repo_id, sha, state, context, target_url, description, creator_id, now_iso()),
         )
+        status_id = cur.fetchone()[0]
         conn.execute(
             "DELETE FROM commit_statuses WHERE repo_id = ? AND sha = ? AND context = ? AND id <="
             " (SELECT id FROM commit_statuses WHERE repo_id = ? AND sha = ? AND context = ?"
             "  ORDER BY id DESC LIMIT 1 OFFSET ?)",
             (repo_id, sha, context, repo_id, sha, context, PER_CONTEXT),
         )
-        return _status(conn.execute(_SELECT + " WHERE s.id = ?", (cur.lastrowid,)).fetchone())
+        return _status(conn.execute(_SELECT + " WHERE s.id = ?", (status_id,)).fetchone())
 
     @reads
     def page(

@@ -36,5 +36,7 @@ class UpkeepStore(Table):
 
     @writes
     def optimize(self, conn) -> Any:
-        """PRAGMA optimize: refresh the planner's statistics where they went stale."""
-        return conn.execute("PRAGMA optimize").fetchall()
+        """Refresh the planner's statistics where they went stale (SQLite's PRAGMA optimize)."""
+        if self.db.sql.optimize is None:
+            return []  # PostgreSQL's autovacuum analyzes on its own
+        return conn.execute(self.db.sql.optimize).fetchall()

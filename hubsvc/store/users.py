@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import Any, overload
 
@@ -11,6 +10,7 @@ from ..errors import Conflict
 from ..identity import Grant
 from ..timeutil import now_iso
 from .base import Table, reads, row_dict, writes
+from .engines import Row
 
 USER_COLUMNS = (
     "id, username, email, name, password_hash, is_admin, bio, location, website, "
@@ -27,8 +27,8 @@ ACTIVE_ADMIN = "is_admin = 1 AND disabled = 0 AND is_ghost = 0"
 @overload
 def _user(row: None) -> None: ...
 @overload
-def _user(row: sqlite3.Row) -> dict[str, Any]: ...
-def _user(row: sqlite3.Row | None) -> dict[str, Any] | None:
+def _user(row: Row) -> dict[str, Any]: ...
+def _user(row: Row | None) -> dict[str, Any] | None:
     user = row_dict(row)
     if user is not None:
         user["preferences"] = json.loads(user["preferences"])
@@ -38,7 +38,7 @@ def _user(row: sqlite3.Row | None) -> dict[str, Any] | None:
     return user
 
 
-def _pat(row: sqlite3.Row) -> dict[str, Any]:
+def _pat(row: Row) -> dict[str, Any]:
     return {
         "id": row["id"],
         "name": row["name"],
@@ -99,9 +99,9 @@ class UserStore(Table):
         cur = conn.execute(
             "INSERT INTO users (id, username, username_key, email, email_key, name,"
             " password_hash, is_admin, created_at, updated_at)"
-            " VALUES (MAX(COALESCE((SELECT MAX(id) FROM users), 0),"
-            " COALESCE((SELECT MAX(id) FROM deleted_users), 0)) + 1,"
-            " ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES ((SELECT MAX(id) FROM (SELECT MAX(id) AS id FROM users"
+            " UNION ALL SELECT MAX(id) FROM deleted_users UNION ALL SELECT 0) k) + 1,"
+            " ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 username,
                 username.lower(),
@@ -114,7 +114,7 @@ class UserStore(Table):
                 now,
             ),
         )
-        return self.by_id.sync(self, conn, cur.lastrowid)
+        return self.by_id.sync(self, conn, cur.fetchone()[0])
 
     @reads
     def by_id(self, conn, user_id: int) -> dict[str, Any] | None:
@@ -185,9 +185,14 @@ class UserStore(Table):
             "UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?",
             (password_hash, now_iso(), user_id),
         )
-        conn.execute("DELETE FROM tokens WHERE user_id = ? AND hash IS NOT ?", (user_id, keep))
+        # `keep` may be None (end them all): compared to NULL, nothing would be kept.
         conn.execute(
-            "DELETE FROM personal_tokens WHERE user_id = ? AND hash IS NOT ?", (user_id, keep)
+            "DELETE FROM tokens WHERE user_id = ? AND (? IS NULL OR hash <> ?)",
+            (user_id, keep, keep),
+        )
+        conn.execute(
+            "DELETE FROM personal_tokens WHERE user_id = ? AND (? IS NULL OR hash <> ?)",
+            (user_id, keep, keep),
         )
         # A chat link lets the bot act as the user: it is a credential, and ends like one.
         conn.execute("DELETE FROM chat_links WHERE user_id = ?", (user_id,))
@@ -295,7 +300,8 @@ class UserStore(Table):
         # Cascades take tokens, avatar, collaborations, stars, chat links and repositories.
         conn.execute("DELETE FROM users WHERE id = ?", (user_id,))
         conn.execute(
-            "INSERT OR REPLACE INTO deleted_users (id, deleted_at) VALUES (?, ?)",
+            "INSERT INTO deleted_users (id, deleted_at) VALUES (?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET deleted_at = excluded.deleted_at",
             (user_id, now_iso()),
         )
         return repos
@@ -315,7 +321,9 @@ class UserStore(Table):
     ) -> dict[str, Any]:
         """Store an avatar image and its content hash."""
         conn.execute(
-            "INSERT OR REPLACE INTO avatars (user_id, content_type, data) VALUES (?, ?, ?)",
+            "INSERT INTO avatars (user_id, content_type, data) VALUES (?, ?, ?)"
+            " ON CONFLICT (user_id) DO UPDATE"
+            " SET content_type = excluded.content_type, data = excluded.data",
             (user_id, content_type, data),
         )
         conn.execute(
@@ -420,25 +428,24 @@ class UserStore(Table):
         ).fetchone()[0]
         if count >= MAX_PERSONAL_TOKENS:
             raise Conflict(f"a user may hold at most {MAX_PERSONAL_TOKENS} personal access tokens")
-        try:
-            cur = conn.execute(
-                "INSERT INTO personal_tokens"
-                " (user_id, name, hash, created_at, expires_at, scopes, repositories)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    user_id,
-                    name,
-                    digest,
-                    now_iso(),
-                    expires_at,
-                    None if scopes is None else json.dumps(sorted(set(scopes))),
-                    None if repositories is None else json.dumps(repositories),
-                ),
-            )
-        except sqlite3.IntegrityError:
-            raise Conflict("a personal access token with this name exists") from None
+        row = conn.execute(
+            "INSERT INTO personal_tokens"
+            " (user_id, name, hash, created_at, expires_at, scopes, repositories)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (user_id, name) DO NOTHING RETURNING id",
+            (
+                user_id,
+                name,
+                digest,
+                now_iso(),
+                expires_at,
+                None if scopes is None else json.dumps(sorted(set(scopes))),
+                None if repositories is None else json.dumps(repositories),
+            ),
+        ).fetchone()
+        if row is None:
+            raise Conflict("a personal access token with this name exists")
         return _pat(
-            conn.execute("SELECT * FROM personal_tokens WHERE id = ?", (cur.lastrowid,)).fetchone()
+            conn.execute("SELECT * FROM personal_tokens WHERE id = ?", (row[0],)).fetchone()
         )
 
     @reads
@@ -495,9 +502,9 @@ class UserStore(Table):
         """Repositories owned and starred, for the profile (public ones only)."""
         row = conn.execute(
             "SELECT (SELECT COUNT(*) FROM repositories WHERE owner_id = ?"
-            "        AND visibility = 'public') AS repositoryCount,"
+            "        AND visibility = 'public') AS \"repositoryCount\","
             " (SELECT COUNT(*) FROM stars s JOIN repositories r ON r.id = s.repo_id"
-            "   WHERE s.user_id = ? AND r.visibility = 'public') AS starCount",
+            "   WHERE s.user_id = ? AND r.visibility = 'public') AS \"starCount\"",
             (user_id, user_id),
         ).fetchone()
         return dict(row)

@@ -157,12 +157,90 @@ def apply_migrations(conn: sqlite3.Connection, sql_dir: Path = SQL_DIR) -> list[
     return applied
 
 
+class SqliteSql:
+    """What the store's queries take from SQLite's dialect: FTS5 search and a few quirks."""
+
+    star_order = "s.rowid"  # stars in the order they were given
+    optimize: str | None = "PRAGMA optimize"  # the planner's statistics, refreshed
+
+    @staticmethod
+    def json_array_has_lower(column: str) -> str:
+        """A condition: the JSON array of strings in column holds `?` (lower-cased)."""
+        return f"EXISTS (SELECT 1 FROM json_each({column}) l WHERE lower(l.value) = ?)"
+
+    @staticmethod
+    def highest_id(conn: sqlite3.Connection, table: str) -> int:
+        """The highest id an AUTOINCREMENT table ever handed out (0: none)."""
+        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)).fetchone()
+        return int(row[0]) if row else 0
+
+    @staticmethod
+    def fts_query(groups: list[tuple[list[str], bool]], names_only: bool = False) -> str:
+        """Word groups as an FTS5 query: each a required phrase, a prefix unless quoted."""
+        # Only letters and digits go inside the quotes, so FTS5 syntax in the input
+        # (quotes, *, ^, :, parentheses, NEAR, AND, OR) is never anything but text.
+        text = " ".join(
+            '"' + " ".join(words) + '"' + ("*" if prefix else "") for words, prefix in groups
+        )
+        return "name : " + text if names_only else text
+
+    @staticmethod
+    def fts_either(first: str, second: str) -> str:
+        return f"({first}) OR ({second})"
+
+    @staticmethod
+    def repository_matches(param: str) -> str:
+        return f"r.id IN (SELECT rowid FROM repositories_fts WHERE repositories_fts MATCH :{param})"
+
+    @staticmethod
+    def repository_hits(where: str) -> str:
+        """A page of matching repositories: hit (the id) and score (lower is better)."""
+        return (
+            "SELECT r.id AS hit, bm25(repositories_fts, 10.0, 1.0) AS score"
+            " FROM repositories_fts f JOIN repositories r ON r.id = f.rowid"
+            f" WHERE repositories_fts MATCH :q AND {where}"
+            " ORDER BY score, r.id DESC LIMIT :limit OFFSET :offset"
+        )
+
+    @staticmethod
+    def issue_hits(visible: str) -> str:
+        """WITH … page: a page of matching issues of kind :pull, hit and score."""
+        # The FTS hits come first, as their own materialized step, and each is then
+        # checked (kind, readable repository) by primary key: the planner may never walk
+        # every issue to find the few that match.
+        return (
+            "WITH hits AS MATERIALIZED ("
+            "  SELECT rowid AS hit, bm25(issues_fts, 5.0, 1.0) AS score FROM issues_fts"
+            "   WHERE issues_fts MATCH :q),"
+            " page AS MATERIALIZED ("
+            "  SELECT h.hit, h.score FROM hits h"
+            "    JOIN issues k INDEXED BY issues_kind ON k.id = h.hit"
+            "    JOIN repositories r ON r.id = k.repo_id"
+            f"  WHERE k.is_pull = :pull AND {visible}"
+            "   ORDER BY h.score, h.hit DESC LIMIT :limit OFFSET :offset)"
+        )
+
+    @staticmethod
+    def user_hits() -> str:
+        return (
+            "SELECT u.id, u.username, u.name, u.avatar_hash, u.created_at FROM users_fts f"
+            " JOIN users u ON u.id = f.rowid WHERE users_fts MATCH :q"
+            " ORDER BY bm25(users_fts, 5.0, 1.0), u.id LIMIT :limit OFFSET :offset"
+        )
+
+
 def _probe_write(conn: sqlite3.Connection) -> None:
-    conn.execute("INSERT OR REPLACE INTO health_probe (id, at) VALUES (1, ?)", (int(time.time()),))
+    conn.execute(
+        "INSERT INTO health_probe (id, at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+        (int(time.time()),),
+    )
 
 
 class Database:
     """Writes go through one connection under BEGIN IMMEDIATE; reads use the others."""
+
+    dialect = "sqlite"
+    sql = SqliteSql()
 
     def __init__(
         self,

@@ -1,0 +1,554 @@
+"""The PostgreSQL database: a pool of psycopg connections, one thread hop per transaction.
+
+psycopg 3's synchronous connections keep the store's shape (a transaction is one plain
+function of a connection, run on a worker thread), so one set of store queries serves
+SQLite and PostgreSQL; the differences live here: placeholders, rows, isolation,
+faults, migrations and search.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ...errors import DatabaseBusy, DiskFull
+from .sqlite import READ_TIMEOUT_MS, SQL_DIR, ReadTimeout
+
+log = logging.getLogger("hubsvc.store")
+T = TypeVar("T")
+
+# Migrations before this number are folded into sql/postgres/<BASELINE>_schema.sql: the
+# SQLite files rebuild tables in ways PostgreSQL does not need.
+BASELINE = 29
+# Held while migrating, so processes starting together apply each migration once.
+_MIGRATION_LOCK = 0x6875627376630001
+# Held for a server's life: shared by servers that share state through Redis,
+# exclusive by one without it (a second process would run with split state).
+SERVER_LOCK = 0x6875627376630002
+
+
+def _driver() -> Any:
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - the message is the point
+        raise RuntimeError(
+            "[database] url names PostgreSQL, but psycopg is not installed:"
+            " pip install 'hubsvc[postgres]'"
+        ) from None
+    return psycopg
+
+
+# --- SQL text: the store writes SQLite's placeholders; PostgreSQL's are translated --------
+
+_TOKENS = re.compile(
+    r"""('(?:[^']|'')*')"""  # a string literal, kept as it is
+    r"""|("(?:[^"]|"")*")"""  # a quoted identifier
+    r"|(::)"  # a cast, not a named parameter
+    r"|(\?)"  # a positional parameter
+    r"|:([A-Za-z_][A-Za-z0-9_]*)"  # a named parameter
+    r"|(%)"  # a literal percent sign
+)
+
+
+def _token(match: re.Match[str]) -> str:
+    literal, ident, cast, positional, named, percent = match.groups()
+    if positional:
+        return "%s"
+    if named:
+        return f"%({named})s"
+    if percent:
+        return "%%"
+    return literal or ident or cast
+
+
+@functools.lru_cache(maxsize=4096)
+def translate(sql: str) -> str:
+    """SQLite's `?` and `:name` placeholders as psycopg's `%s` and `%(name)s`."""
+    return _TOKENS.sub(_token, sql)
+
+
+def _param(value: Any) -> Any:
+    # Booleans are INTEGER 0/1 columns on both databases, as SQLite stores them.
+    return int(value) if isinstance(value, bool) else value
+
+
+def _params(params: Any) -> Any:
+    if params is None:
+        return None
+    if isinstance(params, dict):
+        return {key: _param(value) for key, value in params.items()}
+    return [_param(value) for value in params]
+
+
+class Row:
+    """A result row read by position or by column name, like sqlite3.Row."""
+
+    __slots__ = ("_index", "_values")
+
+    def __init__(self, values: Sequence[Any], index: dict[str, int]) -> None:
+        self._values = values
+        self._index = index
+
+    def __getitem__(self, key: int | str | slice) -> Any:
+        if isinstance(key, str):
+            return self._values[self._index[key]]
+        return self._values[key]
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self._values) == (tuple(other) if isinstance(other, Row | tuple) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Row({dict(zip(self._index, self._values, strict=True))!r})"
+
+
+def _row_factory(cursor: Any) -> Callable[[Sequence[Any]], Row]:
+    index = {column.name: i for i, column in enumerate(cursor.description or ())}
+    return lambda values: Row(values, index)
+
+
+class Cursor:
+    """The part of sqlite3.Cursor the store uses, over a psycopg cursor."""
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    @property
+    def rowcount(self) -> int:
+        return int(self._cursor.rowcount)
+
+    @property
+    def lastrowid(self) -> int:
+        raise NotImplementedError("PostgreSQL has no lastrowid: use INSERT … RETURNING id")
+
+    def fetchone(self) -> Row | None:
+        return self._cursor.fetchone() if self._cursor.description else None
+
+    def fetchall(self) -> list[Row]:
+        return self._cursor.fetchall() if self._cursor.description else []
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self.fetchall())
+
+
+class Connection:
+    """The part of sqlite3.Connection the store uses, over a psycopg connection."""
+
+    dialect = "postgresql"
+
+    def __init__(self, conn: Any) -> None:
+        self.raw = conn
+
+    def execute(self, sql: str, params: Any = None) -> Cursor:
+        cursor = self.raw.cursor()
+        cursor.execute(translate(sql), _params(params))
+        return Cursor(cursor)
+
+    def executemany(self, sql: str, seq: Any) -> Cursor:
+        cursor = self.raw.cursor()
+        cursor.executemany(translate(sql), [_params(p) for p in seq])
+        return Cursor(cursor)
+
+
+# --- the dialect the store's queries take pieces from --------------------------------
+
+
+_TSQUERY = "to_tsquery('simple', :{})"
+
+
+class PostgresSql:
+    """What the store's queries take from PostgreSQL's dialect: tsvector search and quirks."""
+
+    star_order = "s.seq"  # stars in the order they were given
+    optimize: str | None = None  # autovacuum keeps the planner's statistics
+
+    @staticmethod
+    def json_array_has_lower(column: str) -> str:
+        """A condition: the JSON array of strings in column holds `?` (lower-cased)."""
+        return (
+            f"EXISTS (SELECT 1 FROM json_array_elements_text({column}::json) l(v)"
+            " WHERE lower(l.v) = ?)"
+        )
+
+    @staticmethod
+    def highest_id(conn: Connection, table: str) -> int:
+        """The highest id an identity column ever handed out (0: none)."""
+        row = conn.execute(
+            "SELECT pg_sequence_last_value(pg_get_serial_sequence(?, 'id'))", (table,)
+        ).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    @staticmethod
+    def fts_query(groups: list[tuple[list[str], bool]], names_only: bool = False) -> str:
+        """Word groups as a tsquery: each a required phrase (<->), a prefix (:*) unless quoted."""
+        # The words are letters and digits only, so no tsquery syntax reaches the server.
+        weight = "A" if names_only else ""
+        phrases = []
+        for words, prefix in groups:
+            last = len(words) - 1
+            terms = [
+                w.lower() + ":" + ("*" if prefix and i == last else "") + weight
+                if (prefix and i == last) or weight
+                else w.lower()
+                for i, w in enumerate(words)
+            ]
+            phrases.append("(" + " <-> ".join(terms) + ")")
+        return " & ".join(phrases)
+
+    @staticmethod
+    def fts_either(first: str, second: str) -> str:
+        return f"({first}) | ({second})"
+
+    @staticmethod
+    def repository_matches(param: str) -> str:
+        return "r.search_words @@ " + _TSQUERY.format(param)
+
+    @staticmethod
+    def repository_hits(where: str) -> str:
+        """A page of matching repositories: hit (the id) and score (lower is better)."""
+        q = _TSQUERY.format("q")
+        return (
+            f"SELECT r.id AS hit, -ts_rank(r.search_words, {q}) AS score FROM repositories r"
+            f" WHERE r.search_words @@ {q} AND {where}"
+            " ORDER BY score, r.id DESC LIMIT :limit OFFSET :offset"
+        )
+
+    @staticmethod
+    def issue_hits(visible: str) -> str:
+        """WITH … page: a page of matching issues of kind :pull, hit and score."""
+        q = _TSQUERY.format("q")
+        return (
+            "WITH page AS MATERIALIZED ("
+            f" SELECT k.id AS hit, -ts_rank(k.search_words, {q}) AS score"
+            "   FROM issues k JOIN repositories r ON r.id = k.repo_id"
+            f"  WHERE k.search_words @@ {q} AND k.is_pull = :pull AND {visible}"
+            "  ORDER BY score, k.id DESC LIMIT :limit OFFSET :offset)"
+        )
+
+    @staticmethod
+    def user_hits() -> str:
+        q = _TSQUERY.format("q")
+        return (
+            "SELECT u.id, u.username, u.name, u.avatar_hash, u.created_at FROM users u"
+            f" WHERE u.search_words @@ {q}"
+            f" ORDER BY -ts_rank(u.search_words, {q}), u.id LIMIT :limit OFFSET :offset"
+        )
+
+
+# --- faults -----------------------------------------------------------------------------
+
+
+def fault_of(exc: BaseException) -> str | None:
+    """ "full" for a full disk, "busy" for a lock wait or lost server, else None."""
+    try:
+        import psycopg
+        from psycopg import errors
+    except ImportError:
+        return None
+    if isinstance(exc, errors.DiskFull | errors.OutOfMemory):
+        return "full"
+    if isinstance(exc, errors.LockNotAvailable | errors.QueryCanceled | errors.AdminShutdown):
+        return "busy"
+    if isinstance(exc, psycopg.OperationalError):
+        return "busy"  # the server went away or refused the connection: try again shortly
+    try:
+        from psycopg_pool import PoolTimeout
+    except ImportError:
+        return None
+    return "busy" if isinstance(exc, PoolTimeout) else None
+
+
+def _retryable(exc: BaseException) -> bool:
+    from psycopg import errors
+
+    return isinstance(exc, errors.SerializationFailure | errors.DeadlockDetected)
+
+
+# --- migrations -------------------------------------------------------------------------
+
+
+def migration_plan(sql_dir: Path = SQL_DIR) -> list[tuple[int, str, Path]]:
+    """PostgreSQL's migrations in order: the baseline, then each later one's own file.
+
+    `sql/postgres/NNNN_name.sql` replaces `sql/NNNN_name.sql` where the SQLite text
+    cannot serve (AUTOINCREMENT, WITHOUT ROWID, FTS5, table rebuilds).
+    """
+    own = {
+        int(p.name[:4]): p
+        for p in (sql_dir / "postgres").glob("*.sql")
+        if re.match(r"^\d{4}_[a-z0-9_]+\.sql$", p.name)
+    }
+    common = {
+        int(p.name[:4]): p
+        for p in sql_dir.glob("*.sql")
+        if re.match(r"^\d{4}_[a-z0-9_]+\.sql$", p.name)
+    }
+    plan = []
+    for version in sorted(set(own) | set(common)):
+        if version < BASELINE:
+            continue
+        path = own.get(version) or common[version]
+        plan.append((version, path.stem[5:], path))
+    return plan
+
+
+def apply_migrations(raw: Any, sql_dir: Path = SQL_DIR) -> list[int]:
+    """Apply every migration not yet recorded, each in its own transaction, under a lock."""
+    raw.autocommit = True
+    raw.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+    applied = []
+    try:
+        raw.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        done = {row[0] for row in raw.execute("SELECT version FROM schema_migrations")}
+        for version, name, path in migration_plan(sql_dir):
+            if version in done:
+                continue
+            with raw.transaction():
+                raw.execute(path.read_text())
+                folded = range(1, version) if version == BASELINE else ()
+                for number in [*folded, version]:
+                    raw.execute(
+                        "INSERT INTO schema_migrations VALUES (%s, %s,"
+                        " to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'))"
+                        " ON CONFLICT DO NOTHING",
+                        (number, name if number == version else "baseline"),
+                    )
+            log.info("applied migration %04d_%s", version, name)
+            applied.append(version)
+    finally:
+        raw.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+    return applied
+
+
+def connect(url: str, autocommit: bool = True) -> Any:
+    """A plain connection, for the command line's one-off work."""
+    psycopg = _driver()
+    return psycopg.connect(url, autocommit=autocommit, cursor_factory=psycopg.ClientCursor)
+
+
+# --- the database -----------------------------------------------------------------------
+
+
+class PostgresDatabase:
+    """A pool of connections; every write is a SERIALIZABLE transaction, retried on conflict.
+
+    SERIALIZABLE keeps what SQLite's single writer gave every check-then-act step
+    (first account, last admin, counts, single-use tokens): a conflicting pair of
+    writes becomes one commit and one retry, never two commits that each saw the other
+    missing.
+    """
+
+    dialect = "postgresql"
+    sql = PostgresSql()
+
+    def __init__(
+        self,
+        url: str,
+        pool_size: int = 10,
+        read_timeout_ms: int = READ_TIMEOUT_MS,
+        write_timeout_ms: int = 5000,
+    ) -> None:
+        self.url = url
+        self.path = url  # what messages name the database by
+        self.pool_size = pool_size
+        self.read_timeout_ms = read_timeout_ms
+        self.write_timeout = write_timeout_ms / 1000
+        self._pool: Any = None
+        self._threads: ThreadPoolExecutor | None = None
+        self.generation = 0
+        self.event_listeners: list[Callable[[list], None]] = []
+        self.pacers: list[Callable[[], Awaitable[None]]] = []
+        self._ping_ok_at = float("-inf")
+        self.last_write: tuple[str, float] = ("ok", 0.0)
+        self._probe: tuple[str, float] | None = None
+        self._probe_lock = asyncio.Lock()
+        self._held: Any = None  # the connection holding the server lock
+        self._held_lock = threading.Lock()
+
+    def _configure(self, conn: Any) -> None:
+        psycopg = _driver()
+        conn.cursor_factory = psycopg.ClientCursor
+        conn.row_factory = _row_factory
+        conn.autocommit = False
+
+    async def open(self) -> None:
+        """Open the pool and apply the migrations."""
+        _driver()
+        from psycopg_pool import ConnectionPool
+
+        self._threads = ThreadPoolExecutor(self.pool_size, thread_name_prefix="hubsvc-pg")
+        loop = asyncio.get_running_loop()
+
+        def start() -> Any:
+            with connect(self.url) as raw:
+                apply_migrations(raw)
+            pool = ConnectionPool(
+                self.url,
+                min_size=1,
+                max_size=self.pool_size,
+                configure=self._configure,
+                timeout=max(self.write_timeout, self.read_timeout_ms / 1000),
+                open=False,
+            )
+            pool.open(wait=True, timeout=30)
+            return pool
+
+        self._pool = await loop.run_in_executor(self._threads, start)
+
+    async def close(self) -> None:
+        """Close the pool and its threads."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await asyncio.get_running_loop().run_in_executor(self._threads, pool.close)
+        if self._held is not None:
+            self._held.close()
+            self._held = None
+        if self._threads is not None:
+            self._threads.shutdown(wait=False)
+            self._threads = None
+        self._ping_ok_at = float("-inf")
+
+    def hold_server_lock(self, shared: bool) -> bool:
+        """Take the server lock for this process's life; False when another holds it so."""
+        raw = connect(self.url)
+        take = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
+        if not raw.execute(f"SELECT {take}(%s)", (SERVER_LOCK,)).fetchone()[0]:
+            raw.close()
+            return False
+        self._held = raw
+        return True
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        assert self._pool is not None and self._threads is not None, "database is not open"
+        return await asyncio.get_running_loop().run_in_executor(
+            self._threads, functools.partial(fn, *args)
+        )
+
+    def _transaction(self, fn: Callable[..., T], args: Any, kwargs: Any, deadline: float) -> T:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DatabaseBusy(waited=self.write_timeout)
+            try:
+                with self._pool.connection(timeout=left) as raw:
+                    raw.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+                    ms = max(1, int((deadline - time.monotonic()) * 1000))
+                    raw.execute(f"SET LOCAL lock_timeout = {ms}")
+                    result = fn(Connection(raw), *args, **kwargs)
+                    # the pool's context commits on a clean exit, rolls back otherwise
+                return result
+            except Exception as exc:
+                if _retryable(exc) and time.monotonic() < deadline:
+                    continue  # another transaction won the race: run again on fresh data
+                raise
+
+    async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run fn(conn, ...) in one transaction, retried whole on a serialization failure."""
+        return await self._write(fn, args, kwargs, time.monotonic() + self.write_timeout)
+
+    async def _write(self, fn: Callable[..., T], args: Any, kwargs: Any, deadline: float) -> T:
+        try:
+            result = await self._run(self._transaction, fn, args, kwargs, deadline)
+        except Exception as exc:
+            fault = fault_of(exc)
+            if fault is not None or isinstance(exc, DatabaseBusy | DiskFull):
+                self.last_write = (fault or "busy", time.monotonic())
+            if isinstance(exc, DatabaseBusy | DiskFull):
+                raise
+            if fault == "busy":
+                raise DatabaseBusy(waited=self.write_timeout) from exc
+            if fault == "full":
+                raise DiskFull(str(exc)) from exc
+            raise
+        else:
+            self.last_write = ("ok", time.monotonic())
+            return result
+        finally:
+            self.generation += 1
+
+    def committed(self, events: list) -> None:
+        """Tell the listeners (the bus) of events that just committed."""
+        if events:
+            for listener in self.event_listeners:
+                listener(events)
+
+    async def paced(self) -> None:
+        """After events committed: wait while a pacer says their consumers are far behind."""
+        for pacer in self.pacers:
+            await pacer()
+
+    def _read(self, fn: Callable[..., Any], args: Any) -> Any:
+        from psycopg import errors
+
+        with self._pool.connection() as raw:
+            raw.execute(f"SET LOCAL statement_timeout = {int(self.read_timeout_ms)}")
+            try:
+                return fn(Connection(raw), *args)
+            except errors.QueryCanceled:
+                raise ReadTimeout(self.read_timeout_ms) from None
+
+    async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run fn(conn, ...) in a read transaction, stopped past read_timeout_ms."""
+        result: T = await self._run(self._read, functools.partial(fn, **kwargs), args)
+        return result
+
+    PROBE_SECONDS = 5.0
+
+    async def write_state(self) -> str:
+        """Whether a write can succeed now: "ok", "busy", "full" or "error" (cached briefly)."""
+        async with self._probe_lock:
+            now = time.monotonic()
+            if self._probe is None or now - self._probe[1] >= self.PROBE_SECONDS:
+                try:
+                    await self._write(_probe_write, (), {}, now + min(self.write_timeout, 1.0))
+                    state = "ok"
+                except (DatabaseBusy, DiskFull) as exc:
+                    state = "busy" if isinstance(exc, DatabaseBusy) else "full"
+                except Exception:
+                    log.exception("the /health write probe failed")
+                    state = "error"
+                self._probe = (state, time.monotonic())
+            state, at = self._probe
+        last, last_at = self.last_write
+        return last if last_at > at else state
+
+    async def ping(self) -> bool:
+        """True when the database answers a trivial query (a success is trusted for 1 s)."""
+        if time.monotonic() - self._ping_ok_at < 1.0:
+            return True
+        try:
+            await asyncio.wait_for(self.read(lambda c: c.execute("SELECT 1").fetchone()), 2)
+        except Exception:
+            self._ping_ok_at = float("-inf")
+            return False
+        self._ping_ok_at = time.monotonic()
+        return True
+
+
+def _probe_write(conn: Connection) -> None:
+    conn.execute(
+        "INSERT INTO health_probe (id, at) VALUES (1, ?)"
+        " ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+        (int(time.time()),),
+    )
