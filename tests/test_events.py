@@ -217,10 +217,12 @@ async def test_unsubscribing_a_paced_subscriber_frees_its_waiting_writers(
 async def test_events_committed_by_another_writer_reach_subscribers_once_in_order(client, alice):
     # Another process's writes: a second Store on the same file. The bus hears only
     # their head (as the Redis pulse says it) and reads the events from the log.
+    from hubsvc.keys import CONFIG
     from hubsvc.store import Store
 
     store, bus, repo_id = await _store_with_repo(client, alice)
-    other = Store(store.db.path)
+    config = client.app[CONFIG]
+    other = Store(config.data_dir / "hubsvc.db", url=config["database"]["url"])
     await other.open()
     got: list[int] = []
     slow = asyncio.Event()
