@@ -10,6 +10,8 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..config import ConfigError
+
 log = logging.getLogger("hubsvc.cluster")
 
 Handler = Callable[[dict[str, Any]], Awaitable[None] | None]
@@ -27,7 +29,12 @@ class Cluster:
     """
 
     def __init__(self, url: str, prefix: str) -> None:
-        import redis.asyncio  # only when [redis] url is set: one process needs no Redis
+        try:  # only when [redis] url is set: one process needs no Redis
+            import redis.asyncio
+        except ImportError:
+            raise ConfigError(
+                "redis.url is set, but the redis package is missing: pip install 'hubsvc[redis]'"
+            ) from None
 
         self.url = url
         self.prefix = prefix
