@@ -334,15 +334,21 @@ def ensure_secret(config: Config) -> None:
     data_dir = config.data_dir
     private_dir(data_dir)
     path = data_dir / "secret_key"
+    # Written whole under a name of this process's, then linked into place: a link fails
+    # when the name exists, so of processes starting together one writes the secret and
+    # the others read it whole, never a file still being written.
+    tmp = data_dir / f".secret_key.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # the umask could only narrow it, but say it outright
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secrets.token_urlsafe(48) + "\n")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.fchmod(fd, 0o600)  # the umask could only narrow it, but say it outright
+        os.link(tmp, path)
     except FileExistsError:
-        secret = path.read_text().strip()
-        if not secret:
-            raise ConfigError(f"security.secret_key: {path} is empty") from None
-    else:
-        secret = secrets.token_urlsafe(48)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secret + "\n")
+        pass
+    finally:
+        os.unlink(tmp)
+    secret = path.read_text().strip()
+    if not secret:
+        raise ConfigError(f"security.secret_key: {path} is empty")
     config["security"]["secret_key"] = secret

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from .server import ROOT, ServerProcess, seed_owner
+from .servers import fresh_postgres_database, postgres_server
 from .test_admin import git
 
 
@@ -95,3 +96,41 @@ def test_copy_database_moves_every_row_and_the_service_works_on_postgres(tmp_pat
         remote = server.url.replace("http://", "http://owner:12345678@") + "/owner/proj.git"
         git("clone", "-q", remote, str(tmp_path / "clone"))
         assert (tmp_path / "clone" / "f2.txt").read_text() == "2\n"
+
+
+def test_backup_and_restore_on_postgres_with_pg_dump(tmp_path, postgres_url):
+    data = tmp_path / "data"
+    settings = {"database": {"url": postgres_url}}
+    with ServerProcess(data, settings) as server:
+        headers, remote = seed_owner(server)
+        work = tmp_path / "work"
+        git("init", "-q", "-b", "main", str(work))
+        (work / "a.txt").write_text("a\n")
+        git("add", ".", cwd=work)
+        git("commit", "-qm", "a", cwd=work)
+        git("push", "-q", remote, "main", cwd=work)
+        server.request("POST", "/api/repositories/owner/proj/issues", {"title": "kept"}, headers)
+        config = tmp_path / "pg.toml"
+        config.write_text(f'[database]\nurl = "{postgres_url}"\n')
+        done = cli(data, "--config", str(config), "backup", str(tmp_path / "backup"))
+        assert done.returncode == 0, done.stderr
+        assert "pg_dump" in done.stdout
+        before = _state(server, headers)
+    manifest = json.loads((tmp_path / "backup" / "manifest.json").read_text())
+    assert manifest["database"]["engine"] == "postgresql" and manifest["repositories"] == 1
+
+    for target in fresh_postgres_database(postgres_server(), migrated=False):
+        # A SQLite configuration refuses a PostgreSQL backup, saying what to set.
+        refused = cli(tmp_path / "elsewhere", "restore", str(tmp_path / "backup"))
+        assert refused.returncode == 1 and "[database] url" in refused.stderr
+        other = tmp_path / "other.toml"
+        other.write_text(f'[database]\nurl = "{target}"\n')
+        restored = cli(
+            tmp_path / "restored", "--config", str(other), "restore", str(tmp_path / "backup")
+        )
+        assert restored.returncode == 0, restored.stderr
+        with ServerProcess(tmp_path / "restored", {"database": {"url": target}}) as server:
+            assert _state(server, headers) == before
+            remote = server.url.replace("http://", "http://owner:12345678@") + "/owner/proj.git"
+            git("clone", "-q", remote, str(tmp_path / "clone"))
+            assert (tmp_path / "clone" / "a.txt").read_text() == "a\n"

@@ -141,8 +141,11 @@ def _self_signed(folder) -> tuple[str, str]:
 
 
 @pytest.mark.skipif(not shutil.which("nginx"), reason="nginx is not installed")
-def test_nginx_snippet_passes_nginx_t(tmp_path):
-    [(_, snippet)] = blocks(section("Running behind a reverse proxy"), "nginx")
+@pytest.mark.parametrize(
+    "heading", ["Running behind a reverse proxy", "Several processes: PostgreSQL and Redis"]
+)
+def test_nginx_snippet_passes_nginx_t(tmp_path, heading):
+    [(_, snippet)] = blocks(section(heading), "nginx")
     cert, key = _self_signed(tmp_path)
     # Only the files it names move into tmp_path: the certificate and the access log.
     files = {"ssl_certificate": cert, "ssl_certificate_key": key}

@@ -38,10 +38,13 @@ from .common import (
     _sha256,
 )
 from .copying import _copy_repository, _copy_secret
+from .pgbackup import backup_postgres, restore_postgres
 
 
 def backup(config: Config, dest: Path) -> None:
     """Copy the database, every repository and the secret into DEST, while serving."""
+    if config["database"]["url"]:
+        return backup_postgres(config, dest)
     started = time.monotonic()
     source_db = config.data_dir / DB_NAME
     if not source_db.is_file():
@@ -204,7 +207,7 @@ def _read_manifest(src: Path) -> dict[str, Any]:
             f"hubsvc's {_newest_schema()}: upgrade hubsvc first"
         )
     database = manifest.get("database") or {}
-    db = src / DB_NAME
+    db = src / str(database.get("file") or DB_NAME)
     if not db.is_file() or _sha256(db) != database.get("sha256"):
         raise CommandError(f"{db} is missing or does not match the manifest's checksum")
     folders = len(_repository_folders(src / REPOS_NAME))
@@ -221,6 +224,16 @@ def _read_manifest(src: Path) -> dict[str, Any]:
 def restore(config: Config, src: Path, force: bool) -> None:
     """Put a backup in place as the data folder; the server must be stopped."""
     manifest = _read_manifest(src)
+    of_postgres = (manifest.get("database") or {}).get("engine") == "postgresql"
+    if of_postgres != bool(config["database"]["url"]):
+        raise CommandError(
+            "the backup is of a PostgreSQL database: set [database] url to an empty one"
+            if of_postgres
+            else "the backup is of a SQLite database: restore it with [database] url empty,"
+            " then move it with copy-database"
+        )
+    if of_postgres:
+        return restore_postgres(config, src, manifest, force)
     target = config.data_dir
     if target.exists() and not target.is_dir():
         raise CommandError(f"{target} is not a directory")

@@ -112,7 +112,7 @@ def install_hooks(folder: Path) -> Path:
     for name, text in HOOKS.items():
         hook = folder / name
         if not hook.exists() or hook.read_text() != text:
-            tmp = folder / f"{name}.tmp"
+            tmp = folder / f"{name}.{os.getpid()}.tmp"  # processes starting together
             tmp.write_text(text)
             tmp.chmod(0o755)
             os.replace(tmp, hook)

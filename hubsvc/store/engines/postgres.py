@@ -120,7 +120,7 @@ class Row:
         return f"Row({dict(zip(self._index, self._values, strict=True))!r})"
 
 
-def _row_factory(cursor: Any) -> Callable[[Sequence[Any]], Row]:
+def row_factory(cursor: Any) -> Callable[[Sequence[Any]], Row]:
     index = {column.name: i for i, column in enumerate(cursor.description or ())}
     return lambda values: Row(values, index)
 
@@ -391,7 +391,7 @@ class PostgresDatabase:
     def _configure(self, conn: Any) -> None:
         psycopg = _driver()
         conn.cursor_factory = psycopg.ClientCursor
-        conn.row_factory = _row_factory
+        conn.row_factory = row_factory
         conn.autocommit = False
 
     async def open(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import fcntl
 import functools
 import itertools
 import logging
@@ -291,7 +292,14 @@ class Database:
     def _setup_writer(self, conn: sqlite3.Connection) -> None:
         _configure(conn, int(self.write_timeout * 1000))
         conn.execute("PRAGMA journal_mode = WAL")
-        apply_migrations(conn)
+        if self.path == ":memory:":
+            apply_migrations(conn)
+            return
+        # The list of applied migrations is read before each one's transaction: processes
+        # starting together on one file take turns, so each migration applies once.
+        with open(self.path + ".migrating", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            apply_migrations(conn)
 
     async def close(self) -> None:
         """Close every connection, after PRAGMA optimize on the writer."""
