@@ -15,7 +15,13 @@ from aiohttp import web
 from hubsvc.app import create_app, new_event_loop
 from hubsvc.cli import parse_args, run
 from hubsvc.config import ConfigError, load_config
-from hubsvc.startup import StartupError, check_data_dir, check_listen, describe
+from hubsvc.startup import (
+    StartupError,
+    check_data_dir,
+    check_listen,
+    claim_data_dir,
+    describe,
+)
 from hubsvc.web.logs import AccessLogger, JsonAccessLogger, setup_logging
 
 
@@ -46,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         # after "listening" (and after the database had been opened).
         check_listen(config["server"]["host"], config["server"]["port"])
         check_data_dir(config.data_dir)
+        claim_data_dir(config.data_dir, several=bool(config["redis"]["url"]))
         app = create_app(config)
     except ConfigError as exc:
         print(f"hubsvc: configuration error: {exc}", file=sys.stderr)

@@ -51,6 +51,7 @@ from .notify.hub import HUB, Hub, close_sockets, hub_ctx
 from .notify.leader import LEADER, Job, Leader
 from .notify.mail import MAILER, Mailer, mail_ctx
 from .notify.webhook import HOOKS, WEBHOOK, HookWorkers, WebhookSender, hooks_ctx, webhook_ctx
+from .services.crossing import cluster_ctx, join_cluster
 from .services.maintenance import maintenance_ctx
 from .services.pulls import MERGE_LOCKS, pull_sync_ctx
 from .services.pushes import push_journal_ctx
@@ -155,7 +156,7 @@ async def _upkeep(app: web.Application) -> None:
 
 async def _events_tick(app: web.Application) -> None:
     """The lease holder's poll: events other processes committed wake its consumers."""
-    app[BUS].log_grew(await app[STORE].events.last_id())
+    app[BUS].heard(await app[STORE].events.last_id())
 
 
 async def _bus_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -285,10 +286,14 @@ def create_app(config: Config) -> web.Application:
         app[GIT_LIMITER] = TokenBucket(
             limits["git_burst"], limits["git_per_minute"] / 60, max_keys=limits["max_keys"]
         )
+    several = bool(config["redis"]["url"])
+    if several:  # events, limits and revocations cross processes through Redis
+        join_cluster(app)
     app.cleanup_ctx.extend(
         [
             _store_ctx,
             _bus_ctx,
+            *([cluster_ctx] if several else []),
             pull_sync_ctx,
             webhook_ctx,
             hooks_ctx,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+import fcntl
+import os
 import socket
 import tempfile
 from pathlib import Path
@@ -63,3 +65,33 @@ def check_data_dir(path: Path) -> None:
 def describe(exc: OSError) -> str:
     """An OSError as one line: the file and the reason, without the errno."""
     return f"{exc.filename}: {exc.strerror}" if exc.filename else (exc.strerror or str(exc))
+
+
+LOCK_NAME = "server.lock"
+_held: list[int] = []  # the lock's file descriptors, open for the life of the process
+
+
+def claim_data_dir(path: Path, several: bool) -> None:
+    """Lock the data folder for this server process, or refuse to start.
+
+    One process alone ([redis] url empty) takes the lock exclusively: a second server on
+    the same data would run with split events, limits and caches. With Redis every
+    process takes it shared, and refuses a folder a lone process holds (and the other
+    way round). The command line's commands take no lock; they ask the database.
+    """
+    fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_SH if several else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        if several:
+            raise StartupError(
+                f"a hubsvc server without [redis] url is running on data folder {path}: "
+                "stop it, or give every process the same [redis] url and prefix"
+            ) from None
+        raise StartupError(
+            f"another hubsvc server is running on data folder {path}: one process per data "
+            "folder, unless every process sets [redis] url (and the same prefix) to share "
+            "events, limits and caches"
+        ) from None
+    _held.append(fd)

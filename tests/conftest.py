@@ -21,7 +21,6 @@ from .servers import (  # noqa: F401 - fixtures for every test module
     postgres_server,
     postgres_url,
     redis_url,
-    shared_redis,
 )
 
 _names = itertools.count(1)

@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,6 +68,7 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self.log.close()
                 raise RuntimeError(f"server exited: {self.logs()}")
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=1) as resp:
@@ -149,13 +151,49 @@ def several(
     return [ServerProcess(data_dir, merged) for _ in range(count)]
 
 
-def lease_holder(data_dir: Path, name: str = "jobs") -> tuple[str, int] | None:
+def lease_holder(data_dir: Path, name: str = "jobs", url: str = "") -> tuple[str, int] | None:
     """(holder id, pid) of a lease as the database has it now, None when nobody holds it."""
-    conn = sqlite3.connect(f"file:{Path(data_dir) / 'hubsvc.db'}?mode=ro", uri=True, timeout=5)
-    try:
-        row = conn.execute("SELECT holder FROM leases WHERE name = ?", (name,)).fetchone()
-    finally:
-        conn.close()
+    if url:  # PostgreSQL
+        import psycopg
+
+        with psycopg.connect(url) as pg:
+            row = pg.execute("SELECT holder FROM leases WHERE name = %s", (name,)).fetchone()
+    else:
+        conn = sqlite3.connect(f"file:{Path(data_dir) / 'hubsvc.db'}?mode=ro", uri=True, timeout=5)
+        try:
+            row = conn.execute("SELECT holder FROM leases WHERE name = ?", (name,)).fetchone()
+        finally:
+            conn.close()
     if row is None:
         return None
     return row[0], int(row[0].split(":")[1])
+
+
+def start_several(
+    data_dir: Path, count: int, redis: tuple[str, str], settings: dict[str, dict] | None = None
+) -> list[ServerProcess]:
+    """count servers over one data folder (one SQLite file) sharing one Redis url and prefix.
+
+    The first starts alone (it migrates the database and writes the secret key), the
+    rest together. Stop them with stop_all.
+    """
+    merged = {section: dict(values) for section, values in (settings or {}).items()}
+    merged.setdefault("redis", {}).update({"url": redis[0], "prefix": redis[1]})
+    servers = [ServerProcess(data_dir, merged) for _ in range(count)]
+    servers[0].start()
+    started = [servers[0]]
+    try:
+        with ThreadPoolExecutor(count) as pool:
+            for server in pool.map(lambda s: s.start(), servers[1:]):
+                started.append(server)
+    except BaseException:
+        stop_all(servers)
+        raise
+    return servers
+
+
+def stop_all(servers: list[ServerProcess]) -> None:
+    """Stop every server that is running."""
+    for server in servers:
+        if server.proc is not None and server.proc.poll() is None:
+            server.stop()

@@ -108,16 +108,3 @@ def _redis_prefix(url: str) -> Iterator[tuple[str, str]]:
 def redis_url() -> Iterator[tuple[str, str]]:
     """(url, prefix): the Redis server and a key prefix no other test uses; its keys deleted after."""
     yield from _redis_prefix(redis_server())
-
-
-@pytest.fixture
-def shared_redis() -> Iterator[tuple[str, str] | None]:
-    """redis_url when HUBSVC_TEST_REDIS_URL is set, else None: for tests of several server
-    processes on one data folder, which run without Redis as long as a second process
-    is allowed to start without it (when one is refused, this fixture must skip instead).
-    """
-    url = os.environ.get(REDIS_ENV, "")
-    if not url:
-        yield None
-        return
-    yield from _redis_prefix(url)

@@ -212,3 +212,43 @@ async def test_unsubscribing_a_paced_subscriber_frees_its_waiting_writers(
     unsubscribe()
     await asyncio.wait_for(writer, 5)  # not the 30 s of PACE_WAIT_MAX
     gate.set()
+
+
+async def test_events_committed_by_another_writer_reach_subscribers_once_in_order(client, alice):
+    # Another process's writes: a second Store on the same file. The bus hears only
+    # their head (as the Redis pulse says it) and reads the events from the log.
+    from hubsvc.keys import CONFIG
+    from hubsvc.store import Store
+
+    store, bus, repo_id = await _store_with_repo(client, alice)
+    config = client.app[CONFIG]
+    other = Store(config.data_dir / "hubsvc.db", url=config["database"]["url"])
+    await other.open()
+    got: list[int] = []
+    slow = asyncio.Event()
+
+    async def handler(event):
+        got.append(event.data["n"])
+        if event.data["n"] == 2:
+            await slow.wait()  # behind while more arrive, from both writers
+
+    unsubscribe = bus.subscribe(handler)
+    try:
+        for n in range(12):
+            if n % 3 == 1:
+                written = await other.events.append([_event(n, repo_id)])
+                bus.heard(int(written[-1].id))
+            else:
+                await store.events.append([_event(n, repo_id)])
+            if n == 6:
+                slow.set()
+        await bus.drain()
+        assert got == list(range(12))
+        # A head heard twice, or one already passed, delivers nothing again.
+        bus.heard(bus.last_id)
+        bus.heard(1)
+        await bus.drain()
+        assert got == list(range(12))
+    finally:
+        unsubscribe()
+        await other.close()

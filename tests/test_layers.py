@@ -20,6 +20,7 @@ FLOORS: list[tuple[int, tuple[str, ...]]] = [
             "hubsvc.datadir",
             "hubsvc.tasks",
             "hubsvc.clients",
+            "hubsvc.cluster",
         ),
     ),
     (1, ("hubsvc.events", "hubsvc.git")),

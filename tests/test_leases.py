@@ -113,8 +113,14 @@ async def _open_issues(servers, headers, titles) -> None:
     assert [status for status, _ in answers] == [201] * len(titles), answers
 
 
-def _holder_of(data, servers) -> ServerProcess | None:
-    found = lease_holder(data)
+@pytest.fixture(params=["sqlite", "postgres"])
+def cluster_database(request) -> str:
+    """The processes' [database] url: the shared SQLite file, or a fresh PostgreSQL one."""
+    return "" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+
+
+def _holder_of(data, servers, url: str = "") -> ServerProcess | None:
+    found = lease_holder(data, url=url)
     return next((s for s in servers if found and s.proc.pid == found[1]), None)
 
 
@@ -129,7 +135,7 @@ async def _wait(predicate, timeout: float, what: str) -> float:
 
 
 async def test_three_processes_send_each_delivery_once_in_order_across_a_kill(
-    tmp_path, aiohttp_server, shared_redis
+    tmp_path, aiohttp_server, redis_url, cluster_database
 ):
     # Each receiver holds its 10th request open; the lease holder is SIGKILLed while it
     # waits for those answers, and events keep coming through the other two processes.
@@ -147,8 +153,9 @@ async def test_three_processes_send_each_delivery_once_in_order_across_a_kill(
                 "timeout_seconds": 60,  # the held requests stay in flight until the kill
             },
             "chat": {"webhook_url": chat_rx.url, "retry_seconds": 0.05},
+            "database": {"url": cluster_database},
         },
-        shared_redis,
+        redis_url,
     )
     try:
         await _start(servers[0])
@@ -166,7 +173,7 @@ async def test_three_processes_send_each_delivery_once_in_order_across_a_kill(
         await _open_issues(servers, headers, [f"first {n}" for n in range(30)])
         for receiver in [*hook_rx, chat_rx]:
             await asyncio.wait_for(receiver.reached.wait(), 30)
-        holder = _holder_of(data, servers)
+        holder = _holder_of(data, servers, cluster_database)
         assert holder is not None
         survivors = [s for s in servers if s is not holder]
         await asyncio.to_thread(holder.stop, signal.SIGKILL)
@@ -174,7 +181,7 @@ async def test_three_processes_send_each_delivery_once_in_order_across_a_kill(
             receiver.gate.set()
         await _open_issues(survivors, headers, [f"then {n}" for n in range(30)])
         took = await _wait(
-            lambda: _holder_of(data, survivors) is not None,
+            lambda: _holder_of(data, survivors, cluster_database) is not None,
             TAKEOVER_SECONDS,
             "another process takes the lease over",
         )
@@ -218,13 +225,18 @@ async def test_three_processes_send_each_delivery_once_in_order_across_a_kill(
         await _stop(*servers)
 
 
-async def test_three_processes_mail_each_notification_once(tmp_path, smtp, shared_redis):
+async def test_three_processes_mail_each_notification_once(
+    tmp_path, smtp, redis_url, cluster_database
+):
     data = tmp_path / "data"
     servers = several(
         data,
         3,
-        {"mail": {"smtp_host": "127.0.0.1", "smtp_port": smtp.port, "starttls": False}},
-        shared_redis,
+        {
+            "mail": {"smtp_host": "127.0.0.1", "smtp_port": smtp.port, "starttls": False},
+            "database": {"url": cluster_database},
+        },
+        redis_url,
     )
     try:
         await _start(servers[0])  # the first start makes the database (one at a time)
@@ -271,9 +283,9 @@ def _db(data) -> sqlite3.Connection:
     return sqlite3.connect(data / "hubsvc.db", timeout=10)
 
 
-async def test_a_push_in_flight_on_a_live_process_is_left_to_it(tmp_path, shared_redis):
+async def test_a_push_in_flight_on_a_live_process_is_left_to_it(tmp_path, redis_url):
     data = tmp_path / "data"
-    first, second, third = several(data, 3, None, shared_redis)
+    first, second, third = several(data, 3, None, redis_url)
     try:
         await _start(first)
         headers, url = await asyncio.to_thread(seed_owner, first)

@@ -349,12 +349,14 @@ async def test_a_merge_racing_a_close_has_one_winner(client, alice, tmp_path):
         assert pull["merged"] is False and pull["state"] == "closed" and head == before
 
 
-async def test_two_processes_merging_one_pull_request_merge_it_once(tmp_path):
+async def test_two_processes_merging_one_pull_request_merge_it_once(tmp_path, redis_url):
     # The claim lives in the database, not in a process's lock: two servers over one data
-    # folder, one merge request to each at once, exactly one merge.
+    # folder (which takes Redis: a lone process locks its data), one merge request to
+    # each at once, exactly one merge.
     from .server import ServerProcess, seed_owner
 
-    first = ServerProcess(tmp_path / "data")
+    url, prefix = redis_url
+    first = ServerProcess(tmp_path / "data", {"redis": {"url": url, "prefix": prefix}})
     await asyncio.to_thread(first.start)
     second = ServerProcess(tmp_path / "data", first.settings)
     try:

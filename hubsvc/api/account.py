@@ -39,7 +39,7 @@ async def confirm_password(request: web.Request, user: dict, password: str) -> w
     limiter = request.app.get(SIGN_IN_LIMITER)
     if limiter is not None:
         # A stolen token must not make this a way to guess the password without limit.
-        allowed, _, wait = limiter.take(sign_in_key(request, user["username"], user))
+        allowed, _, wait = await limiter.spend(sign_in_key(request, user["username"], user))
         if not allowed:
             return too_many(request, wait)
     validate_password(password, new=False)

@@ -15,9 +15,9 @@ from schemas.users import (
 from ..errors import Conflict, NotFound
 from ..git.files import REPO_FILES
 from ..keys import CONFIG, STORE
-from ..services.revoke import credentials_ended
+from ..services.revoke import credentials_ended, user_changed
 from ..web import present
-from ..web.auth import TOKEN_CACHE, hash_password, require_admin
+from ..web.auth import hash_password, require_admin
 from ..web.openapi import doc
 from ..web.rest import json_response, read_json, read_query
 
@@ -101,7 +101,7 @@ async def patch_user(request: web.Request) -> web.Response:
         credentials_ended(request.app, target["id"])
     else:
         # Cached tokens carry a copy of the user (its admin flag): drop them so it shows now.
-        request.app[TOKEN_CACHE].forget_user(target["id"])
+        user_changed(request.app, target["id"])
     return json_response({"user": _admin_json(request, user)})
 
 

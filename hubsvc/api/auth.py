@@ -87,7 +87,7 @@ async def sign_in(request: web.Request) -> web.Response:
     user = await request.app[STORE].users.by_login(login)
     limiter = request.app.get(SIGN_IN_LIMITER)
     if limiter is not None:
-        allowed, _, wait = limiter.take(sign_in_key(request, login, user))
+        allowed, _, wait = await limiter.spend(sign_in_key(request, login, user))
         if not allowed:
             return too_many(request, wait)
     rounds = request.app[CONFIG]["security"]["bcrypt_rounds"]

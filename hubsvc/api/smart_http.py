@@ -73,7 +73,7 @@ async def _basic_user(request: web.Request) -> tuple[dict, Grant | None] | None:
         return _enabled(user), None
     limiter = request.app.get(SIGN_IN_LIMITER)
     if limiter is not None:
-        allowed, _, _ = limiter.take(sign_in_key(request, username, user))
+        allowed, _, _ = await limiter.spend(sign_in_key(request, username, user))
         if not allowed:
             raise ApiError("too many failed sign-ins", 429)
     if password_problem(secret, new=False):

@@ -20,8 +20,9 @@ from schemas.users import (
 from ..errors import BadRequest, NotFound, PayloadTooLarge
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB
+from ..services.revoke import user_changed
 from ..web import present
-from ..web.auth import TOKEN_CACHE, current_user, is_admin, require_user
+from ..web.auth import current_user, is_admin, require_user
 from ..web.avatars import default_avatar, default_version, sniff_image
 from ..web.names import path_username
 from ..web.openapi import doc
@@ -93,7 +94,7 @@ async def get_settings(request: web.Request) -> web.Response:
 
 def _forget_cached(request: web.Request, user_id: int) -> None:
     # Cached tokens carry a copy of the user; drop them so the change shows at once.
-    request.app[TOKEN_CACHE].forget_user(user_id)
+    user_changed(request.app, user_id)
 
 
 @routes.patch("/api/users/me/settings")

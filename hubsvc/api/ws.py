@@ -75,15 +75,21 @@ async def websocket(request: web.Request) -> web.StreamResponse:
     hub = request.app[HUB]
     config = request.app[CONFIG]["websocket"]
     ip = client_ip(request)
-    if hub.per_ip.get(ip, 0) >= config["max_per_ip"]:
-        raise ApiError("too many WebSocket connections from this address", 429)
     if hub.closing:
         raise ApiError("shutting down", 503)
+    ticket = await hub.admit(ip, config["max_per_ip"])
+    if ticket is False:
+        raise ApiError("too many WebSocket connections from this address", 429)
     # No permessage-deflate: its per-socket zlib state costs about 100 KiB a client, and
     # notifications of under a kilobyte gain little from it.
     ws = web.WebSocketResponse(autoping=False, max_msg_size=MAX_MESSAGE, compress=False)
-    await ws.prepare(request)
+    try:
+        await ws.prepare(request)
+    except BaseException:
+        hub.release(ip, ticket)
+        raise
     client = Client(ws, user, ip, request.transport, digest)
+    client.ticket = ticket
     hub.add(client)
     hub.send(
         client,

@@ -16,12 +16,15 @@ from marshmallow import ValidationError
 
 from schemas.users import SignUpSchema
 
+from ..cluster.link import tell_servers
 from ..config import Config
 from ..datadir import private_dir
 from ..errors import ApiError, validation_message
 from ..store import Store
+from ..store.engines import fault_of
 from ..web.auth import hash_password
 from .common import DB_NAME, PASSWORD_ENV, CommandError, UsageError
+from .moving import _safe
 
 
 def read_password() -> str:
@@ -53,14 +56,15 @@ def _checked_password() -> str:
 
 
 def _with_store(config: Config, fn: Callable[[Store], Any], create: bool = False) -> Any:
-    """Open a Store on the data folder (applying migrations), run fn, close it."""
+    """Open the Store the configuration names (applying migrations), run fn, close it."""
     path = config.data_dir / DB_NAME
-    if not create and not path.is_file():
+    url = config["database"]["url"]  # PostgreSQL; empty: the SQLite file
+    if not url and not create and not path.is_file():
         raise CommandError(f"no database at {path}")
     private_dir(config.data_dir)
 
     async def go() -> Any:
-        store = Store(path)
+        store = Store(path, url=url, pool_size=2)
         await store.open()
         try:
             return await fn(store)
@@ -71,8 +75,10 @@ def _with_store(config: Config, fn: Callable[[Store], Any], create: bool = False
         return asyncio.run(go())
     except ApiError as exc:
         raise CommandError(exc.message) from None
-    except sqlite3.Error as exc:
-        raise CommandError(f"database {path}: {exc}") from None
+    except Exception as exc:
+        if not isinstance(exc, sqlite3.Error) and fault_of(exc) is None:
+            raise
+        raise CommandError(f"database {_safe(url) if url else path}: {exc}") from None
 
 
 async def _user(store: Store, username: str) -> dict[str, Any]:
@@ -103,22 +109,32 @@ def create_user(config: Config, username: str, email: str, name: str | None, adm
 def reset_password(config: Config, username: str) -> None:
     """Set a new password and revoke every token of the user (personal ones too)."""
 
-    async def go(store: Store) -> None:
+    async def go(store: Store) -> int:
         user = await _user(store, username)
         password = _checked_password()
         password_hash = await hash_password(password, config["security"]["bcrypt_rounds"])
         await store.users.set_password(user["id"], password_hash)
+        return user["id"]
 
-    _with_store(config, go)
+    user_id = _with_store(config, go)
+    _tell_servers(config, "credentials", user=user_id, digests=None, keep=None)
     print(f"changed the password of {username} and revoked its tokens")
+
+
+def _tell_servers(config: Config, kind: str, **data: Any) -> None:
+    """With [redis] url set, the running servers act on the change now (tokens, caches)."""
+    if config["redis"]["url"]:
+        tell_servers(config["redis"]["url"], config["redis"]["prefix"], kind, **data)
 
 
 def set_admin(config: Config, username: str, flag: bool) -> None:
     """Grant or revoke administrator rights; the last administrator keeps them."""
 
-    async def go(store: Store) -> None:
+    async def go(store: Store) -> int:
         user = await _user(store, username)
         await store.users.set_admin(user["id"], flag)
+        return user["id"]
 
-    _with_store(config, go)
+    user_id = _with_store(config, go)
+    _tell_servers(config, "user", user=user_id)
     print(f"{username} is {'now' if flag else 'no longer'} an administrator")

@@ -51,23 +51,37 @@ class _Subscriber:
             return
         self.pending.extend(events)
 
-    async def _next(self, read: Callable[[int, int], Awaitable[list[Event]]]) -> list[Event]:
+    def behind(self, head: int) -> None:
+        """Events up to head committed elsewhere: read them from the log, in order."""
+        last = int(self.pending[-1].id) if self.pending else self.cursor
+        if head > last:
+            self.pending.clear()
+            self.reading = True
+
+    async def _next(
+        self, read: Callable[[int, int], Awaitable[list[Event]]], head: Callable[[], int]
+    ) -> list[Event]:
         if not self.reading:
             # Every commit is offered, so with nothing pending this one is caught up.
             batch, self.pending = self.pending, []
             return batch
+        known = head()
         batch = await read(self.cursor, BATCH)
-        if not batch:
-            self.reading = False  # caught up with the log: memory again from here
+        if not batch and head() == known:
+            # Caught up with the log: memory again from here. Not when a commit was
+            # heard of during the read, which may have missed it: that one woke us.
+            self.reading = False
         return batch
 
-    async def run(self, read: Callable[[int, int], Awaitable[list[Event]]]) -> None:
+    async def run(
+        self, read: Callable[[int, int], Awaitable[list[Event]]], head: Callable[[], int]
+    ) -> None:
         while True:
             await self.wake.wait()
             self.wake.clear()
             while True:
                 try:
-                    batch = await self._next(read)
+                    batch = await self._next(read, head)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
@@ -139,17 +153,19 @@ class EventBus:
             sub.idle.clear()
             sub.wake.set()
 
-    def log_grew(self, head: int) -> None:
-        """Other processes committed events up to head: every subscriber reads the log."""
+    def heard(self, head: int) -> None:
+        """Another process committed events up to head: subscribers read them from the log.
+
+        Ids are commit order, so every event up to head is in the log by now; each
+        subscriber gets them once, in order, among its own process's.
+        """
         if head <= self.last_id:
-            return
+            return  # every subscriber has those pending, handled, or is reading the log
         self.last_id = head
         for sub in self._subscribers:
-            if sub.cursor < head:
-                sub.pending.clear()  # what is pending is in the log too, after the cursor
-                sub.reading = True
-                sub.idle.clear()
-                sub.wake.set()
+            sub.behind(head)
+            sub.idle.clear()
+            sub.wake.set()
 
     def subscribe(
         self, handler: Handler, name: str = "", after: int | None = None, pace: int | None = None
@@ -168,7 +184,7 @@ class EventBus:
         read = self._read
         if read is None:
             raise RuntimeError("the event bus has no log to read")
-        sub.task = asyncio.get_running_loop().create_task(sub.run(read))
+        sub.task = asyncio.get_running_loop().create_task(sub.run(read, self._head))
         self._subscribers.append(sub)
         if sub.cursor < self.last_id:
             sub.reading = True
@@ -187,6 +203,9 @@ class EventBus:
             sub.waiters.clear()
 
         return unsubscribe
+
+    def _head(self) -> int:
+        return self.last_id
 
     async def paced(self) -> None:
         """Hold a writer back while a paced subscriber is more than its pace behind.

@@ -7,12 +7,13 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import WSCloseCode, web
 
+from ..cluster.counts import SharedCounts
 from ..events.shape import Event
-from ..keys import BUS, STORE
+from ..keys import BUS, CLUSTER, STORE
 from ..store.access import Audience
 
 log = logging.getLogger("hubsvc.ws")
@@ -25,6 +26,7 @@ REPLAY_BATCH = 500
 # Writers wait while the fan-out has more than this many committed events left to send,
 # so a burst of writes delays the writers, not every watcher's notifications.
 PACE = 4
+REACH_SECONDS = 2.0
 
 
 class Client:
@@ -55,6 +57,8 @@ class Client:
             ((user.get("preferences") or {}).get("notifications") or {}).get("web", True)
         )
         self.resumer: asyncio.Task | None = None
+        # Its entry in the count of sockets per address shared by every process, if any.
+        self.ticket: str | None = None
         self.last_seen = asyncio.get_running_loop().time()
 
     def offer(self, text: str | None) -> bool:
@@ -109,6 +113,27 @@ class Hub:
         self._closers: set[asyncio.Task] = set()
         # The newest event whose live recipients are settled: a resume replays up to it.
         self.cursor = 0
+        # With several processes (set at start): sockets per address counted across all.
+        self.shared: SharedCounts | None = None
+
+    async def admit(self, ip: str, limit: int) -> str | Literal[False] | None:
+        """Whether another socket from ip fits under limit: False if not, else its ticket.
+
+        The ticket (None with one process) goes on the Client, so remove() releases it.
+        """
+        if self.shared is not None:
+            try:
+                ticket = await self.shared.admit(ip, limit)
+            except Exception as exc:
+                log.warning("counting sockets in Redis failed (%s); counting here", exc)
+            else:
+                return False if ticket is None else ticket
+        return None if self.per_ip.get(ip, 0) < limit else False
+
+    def release(self, ip: str, ticket: str | None) -> None:
+        """Give back an admitted socket's place that never became a client."""
+        if ticket is not None and self.shared is not None:
+            self.shared.release(ip, ticket)
 
     def add(self, client: Client) -> None:
         self.clients.add(client)
@@ -130,6 +155,7 @@ class Hub:
         self.per_ip[client.ip] -= 1
         if self.per_ip[client.ip] <= 0:
             del self.per_ip[client.ip]
+        self.release(client.ip, client.ticket)
         if client.writer is not None and not client.writer.done():
             client.offer(None) or client.writer.cancel()
         if client.resumer is not None:
@@ -194,8 +220,14 @@ class Hub:
         self._closers.add(task)
         task.add_done_callback(self._closers.discard)
 
-    async def recheck(self, repo_id: int, repository: dict[str, str]) -> None:
+    async def recheck(self, repo_id: int, repository: dict[str, str], tell: bool = True) -> None:
         """After a visibility, collaborator or existence change: unsubscribe who may not read."""
+        cluster = self.app.get(CLUSTER) if tell else None
+        if cluster is not None:
+            # Every process rechecks its own sockets; told before this answer goes out,
+            # so the others refuse the lost reader from the moment the caller hears.
+            cluster.tell("recheck", repo=repo_id, repository=repository)
+            await cluster.flushed()
         subscribed = self.by_repo.get(repo_id)
         if not subscribed:
             return
@@ -296,6 +328,8 @@ class Hub:
                 )
                 client.live = True
                 return
+            if after > self.cursor and self.shared is not None:
+                await self._reach(after)
             cursor, audiences = min(after, self.cursor), {}
             while True:
                 target = self.cursor
@@ -332,6 +366,22 @@ class Hub:
         except Exception:
             log.exception("resuming websocket client %s failed", client.username)
             self._end(client, WSCloseCode.INTERNAL_ERROR, b"resume failed")
+
+    async def _reach(self, after: int) -> None:
+        """Wait (briefly) for the fan-out to pass an id a client got from another process.
+
+        Replaying from our own, older cursor would repeat what the client has; live
+        events up to `after` would too. Commits elsewhere reach this process within
+        milliseconds, so this waits at most REACH_SECONDS, asking the log once.
+        """
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        asked = False
+        while self.cursor < after and loop.time() - start < REACH_SECONDS:
+            await asyncio.sleep(0.01)
+            if not asked and loop.time() - start > 0.1:  # a pulse lost on the way?
+                asked = True
+                self.app[BUS].heard(await self.app[STORE].events.last_id())
 
     async def close_all(self) -> None:
         """Close every socket with GOING_AWAY (server shutdown)."""

@@ -6,6 +6,7 @@ import functools
 import json
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any, cast
 
 from ..errors import Conflict, NotFound
@@ -64,6 +65,8 @@ def changes_audience(method: StoreMethod) -> StoreMethod:
             return await method(self, repo_id, *args, **kwargs)
         finally:
             self.forget_audience(repo_id)
+            for listener in self.audience_listeners:
+                listener(int(repo_id))
 
     made = cast(StoreMethod, wrapper)
     made.sync = method.sync
@@ -77,6 +80,9 @@ class RepoStore(Table):
         super().__init__(db)
         self._audiences: OrderedDict[int, tuple[Any, float]] = OrderedDict()
         self._audience_epoch = 0  # bumped by every forget: a read racing one is not kept
+        # Told of the repository after a write that may change its audience (other
+        # processes forget theirs).
+        self.audience_listeners: list[Callable[[int], None]] = []
 
     def forget_audience(self, repo_id: int | None = None) -> None:
         """Drop one repository's cached audience, or every one."""

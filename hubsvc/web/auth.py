@@ -144,6 +144,10 @@ class TokenCache:
     def forget(self, digest: bytes) -> None:
         self._tokens.pop(digest, None)
 
+    def clear(self) -> None:
+        """Forget every token (after missing what other processes said)."""
+        self._tokens.clear()
+
     def forget_user(self, user_id: int) -> None:
         """Drop every cached token of a user, after their account changed."""
         for digest in [d for d, (u, _, _, _) in self._tokens.items() if u["id"] == user_id]:

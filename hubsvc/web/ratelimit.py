@@ -9,7 +9,7 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -58,6 +58,10 @@ class TokenBucket:
         wait = 0.0 if tokens >= 1 else (1 - tokens) / self.rate
         return allowed, tokens, wait
 
+    async def spend(self, key: str) -> tuple[bool, float, float]:
+        """take(), as the limiters shared between processes answer (cluster.buckets)."""
+        return self.take(key)
+
     def full_in(self, tokens: float) -> float:
         """Seconds until a bucket holding `tokens` is full again."""
         return (self.capacity - tokens) / self.rate
@@ -69,9 +73,19 @@ class TokenBucket:
         return key in self._buckets
 
 
-LIMITER = web.AppKey("rate_limiter", TokenBucket)
-SIGN_IN_LIMITER = web.AppKey("sign_in_limiter", TokenBucket)
-GIT_LIMITER = web.AppKey("git_limiter", TokenBucket)
+class Limiter(Protocol):
+    """A TokenBucket here, or one whose buckets every process shares (cluster.buckets)."""
+
+    capacity: float
+
+    async def spend(self, key: str) -> tuple[bool, float, float]: ...
+
+    def full_in(self, tokens: float) -> float: ...
+
+
+LIMITER: web.AppKey[Limiter] = web.AppKey("rate_limiter")
+SIGN_IN_LIMITER: web.AppKey[Limiter] = web.AppKey("sign_in_limiter")
+GIT_LIMITER: web.AppKey[Limiter] = web.AppKey("git_limiter")
 # Smart-HTTP routes (hubsvc/api/smart_http.py), by the pattern they were registered with.
 GIT_ROUTES = frozenset(
     f"/{{owner}}/{{name}}/{tail}" for tail in ("info/refs", "git-upload-pack", "git-receive-pack")
@@ -125,7 +139,7 @@ async def git_user_id(request: web.Request) -> int | None:
     return hit[0]["id"] if hit else None
 
 
-async def _bucket(request: web.Request, limiter: TokenBucket) -> tuple[TokenBucket, str]:
+async def _bucket(request: web.Request, limiter: Limiter) -> tuple[Limiter, str]:
     """Git traffic of a signed-in user spends that user's git budget; the rest limit_key's."""
     git = request.app.get(GIT_LIMITER)
     if (
@@ -139,7 +153,7 @@ async def _bucket(request: web.Request, limiter: TokenBucket) -> tuple[TokenBuck
     return limiter, limit_key(request)
 
 
-def _headers(limiter: TokenBucket, tokens: float) -> dict[str, str]:
+def _headers(limiter: Limiter, tokens: float) -> dict[str, str]:
     return {
         "RateLimit-Limit": str(int(limiter.capacity)),
         "RateLimit-Remaining": str(max(0, math.floor(tokens))),
@@ -173,7 +187,7 @@ async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.S
         # /health is for load balancers and monitors, which poll it from one address.
         return await handler(request)
     limiter, key = await _bucket(request, limiter)
-    allowed, tokens, wait = limiter.take(key)
+    allowed, tokens, wait = await limiter.spend(key)
     headers = _headers(limiter, tokens)
     if not allowed:
         return too_many(request, wait, headers)
@@ -184,7 +198,7 @@ async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.S
     if response.status == 401:
         # A chat id that turned out not to be linked got a bucket of its own above; made-
         # up ids would each get a fresh one, so they also spend the bot key's shared one.
-        allowed, tokens, wait = limiter.take("bot")
+        allowed, tokens, wait = await limiter.spend("bot")
         if not allowed:
             return too_many(request, wait, _headers(limiter, tokens))
     return response

@@ -379,6 +379,8 @@ class PostgresDatabase:
         self.generation = 0
         self.event_listeners: list[Callable[[list], None]] = []
         self.pacers: list[Callable[[], Awaitable[None]]] = []
+        # Told after every committed write (other processes drop their read caches).
+        self.write_listeners: list[Callable[[], None]] = []
         self._ping_ok_at = float("-inf")
         self.last_write: tuple[str, float] = ("ok", 0.0)
         self._probe: tuple[str, float] | None = None
@@ -483,6 +485,8 @@ class PostgresDatabase:
             raise
         else:
             self.last_write = ("ok", time.monotonic())
+            for listener in self.write_listeners:
+                listener()
             return result
         finally:
             self.generation += 1

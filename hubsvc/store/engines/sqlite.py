@@ -264,6 +264,8 @@ class Database:
         # Awaited after a write that made events, before its caller goes on (the bus
         # holds a writer back while the live fan-out is far behind).
         self.pacers: list[Callable[[], Awaitable[None]]] = []
+        # Told after every committed write (other processes drop their read caches).
+        self.write_listeners: list[Callable[[], None]] = []
         self._ping_ok_at = float("-inf")
         # How the last write ended ("ok", "busy", "full", "error") and when (monotonic),
         # for /health; the probe is a write of its own, cached for PROBE_SECONDS.
@@ -338,6 +340,8 @@ class Database:
             raise
         else:
             self.last_write = ("ok", time.monotonic())
+            for listener in self.write_listeners:
+                listener()
             return result
         finally:
             self.generation += 1

@@ -1,0 +1,1 @@
+"""Several server processes on one data: Redis carries events, limits and invalidations."""
