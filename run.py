@@ -20,6 +20,7 @@ from hubsvc.startup import (
     check_data_dir,
     check_listen,
     claim_data_dir,
+    claim_database,
     describe,
 )
 from hubsvc.web.logs import AccessLogger, JsonAccessLogger, setup_logging
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         check_listen(config["server"]["host"], config["server"]["port"])
         check_data_dir(config.data_dir)
         claim_data_dir(config.data_dir, several=bool(config["redis"]["url"]))
+        claim_database(config["database"]["url"], several=bool(config["redis"]["url"]))
         app = create_app(config)
     except ConfigError as exc:
         print(f"hubsvc: configuration error: {exc}", file=sys.stderr)

@@ -8,6 +8,7 @@ import os
 import socket
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 class StartupError(Exception):
@@ -68,7 +69,7 @@ def describe(exc: OSError) -> str:
 
 
 LOCK_NAME = "server.lock"
-_held: list[int] = []  # the lock's file descriptors, open for the life of the process
+_held: list[Any] = []  # the locks' file descriptors and connections, held for life
 
 
 def claim_data_dir(path: Path, several: bool) -> None:
@@ -95,3 +96,31 @@ def claim_data_dir(path: Path, several: bool) -> None:
             "events, limits and caches"
         ) from None
     _held.append(fd)
+
+
+def claim_database(url: str, several: bool) -> None:
+    """The data folder's rule, held in PostgreSQL too: processes on other machines share
+    the database but may not share a lockable folder. An advisory lock held by a
+    connection of its own for the process's life: shared with Redis, exclusive without.
+    """
+    if not url:
+        return
+    from .store.engines.postgres import SERVER_LOCK, connect
+
+    try:
+        conn = connect(url)
+    except Exception as exc:  # psycopg's errors; the message says what failed
+        raise StartupError(f"cannot connect to [database] url: {exc}") from None
+    take = "pg_try_advisory_lock_shared" if several else "pg_try_advisory_lock"
+    if not conn.execute(f"SELECT {take}(%s)", (SERVER_LOCK,)).fetchone()[0]:
+        conn.close()
+        if several:
+            raise StartupError(
+                "a hubsvc server without [redis] url is running on this database: stop it,"
+                " or give every process the same [redis] url and prefix"
+            )
+        raise StartupError(
+            "another hubsvc server is running on this database: one process per database,"
+            " unless every process sets [redis] url (and the same prefix)"
+        )
+    _held.append(conn)

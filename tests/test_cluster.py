@@ -286,6 +286,31 @@ def test_a_second_process_without_redis_is_refused_at_start(tmp_path):
     again.stop()
 
 
+def test_a_second_process_on_the_same_postgresql_is_refused_even_on_another_folder(
+    tmp_path, postgres_url, redis_url
+):
+    # Processes on other machines share the database, not a lockable folder: the rule
+    # holds in PostgreSQL too (an advisory lock for the life of the process).
+    settings = {"database": {"url": postgres_url}}
+    first = ServerProcess(tmp_path / "one", settings).start()
+    try:
+        second = ServerProcess(tmp_path / "two", settings)
+        with pytest.raises(RuntimeError) as refused:
+            second.start()
+        assert "another hubsvc server is running on this database" in str(refused.value)
+        joining = ServerProcess(
+            tmp_path / "three",
+            {**settings, "redis": {"url": redis_url[0], "prefix": redis_url[1]}},
+        )
+        with pytest.raises(RuntimeError) as refused:
+            joining.start()
+        assert "without [redis] url is running on this database" in str(refused.value)
+    finally:
+        first.stop()
+    # Once it is gone, the database is free again.
+    ServerProcess(tmp_path / "two", settings).start().stop()
+
+
 def test_a_process_with_redis_is_refused_beside_one_without(tmp_path):
     # Shared (Redis) and exclusive (alone) locks conflict: neither joins the other.
     first = ServerProcess(tmp_path / "data").start()

@@ -12,7 +12,6 @@ import asyncio
 import functools
 import logging
 import re
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,8 +29,8 @@ T = TypeVar("T")
 BASELINE = 29
 # Held while migrating, so processes starting together apply each migration once.
 _MIGRATION_LOCK = 0x6875627376630001
-# Held for a server's life: shared by servers that share state through Redis,
-# exclusive by one without it (a second process would run with split state).
+# Held for a server's life (startup.claim_database): shared by servers that share state
+# through Redis, exclusive by one without it (a second process would run with split state).
 SERVER_LOCK = 0x6875627376630002
 
 
@@ -385,8 +384,6 @@ class PostgresDatabase:
         self.last_write: tuple[str, float] = ("ok", 0.0)
         self._probe: tuple[str, float] | None = None
         self._probe_lock = asyncio.Lock()
-        self._held: Any = None  # the connection holding the server lock
-        self._held_lock = threading.Lock()
 
     def _configure(self, conn: Any) -> None:
         psycopg = _driver()
@@ -423,23 +420,10 @@ class PostgresDatabase:
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await asyncio.get_running_loop().run_in_executor(self._threads, pool.close)
-        if self._held is not None:
-            self._held.close()
-            self._held = None
         if self._threads is not None:
             self._threads.shutdown(wait=False)
             self._threads = None
         self._ping_ok_at = float("-inf")
-
-    def hold_server_lock(self, shared: bool) -> bool:
-        """Take the server lock for this process's life; False when another holds it so."""
-        raw = connect(self.url)
-        take = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
-        if not raw.execute(f"SELECT {take}(%s)", (SERVER_LOCK,)).fetchone()[0]:
-            raw.close()
-            return False
-        self._held = raw
-        return True
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         assert self._pool is not None and self._threads is not None, "database is not open"
