@@ -123,3 +123,34 @@ async def test_hooks_and_tokens_past_their_limits_at_once(client, alice):
         *(client.post(tokens, json={"name": "ci"}, headers=alice.headers) for _ in range(5))
     )
     assert sorted(r.status for r in answers) == [201] + [409] * 4
+
+
+async def test_one_open_pull_request_per_head_when_two_are_opened_at_once(client, alice, tmp_path):
+    from .test_pulls import setup_branches
+
+    await setup_branches(client, alice, tmp_path)
+    pulls = "/api/repositories/alice/proj/pulls"
+    body = {"title": "Topic", "head": "topic", "base": "main"}
+    answers = await asyncio.gather(
+        *(client.post(pulls, json=body, headers=alice.headers) for _ in range(4))
+    )
+    assert sorted(r.status for r in answers) == [201, 409, 409, 409]
+    listed = await (await client.get(pulls + "?state=all")).json()
+    assert len(listed["pullRequests"]) == 1
+
+
+async def test_a_single_use_link_token_redeemed_at_once_links_once(client, alice):
+    store = client.app[STORE]
+    digest = b"\x01" * 32
+    await store.db.write(
+        lambda c: c.execute(
+            "INSERT INTO chat_link_tokens (hash, chat_id, user_id, created_at, expires_at)"
+            " VALUES (?, 'chat-1', ?, 'x', ?)",
+            (digest, int(alice.data["id"]), 4102444800),
+        )
+    )
+    results = await asyncio.gather(
+        *(store.chat.redeem(digest, int(alice.data["id"])) for _ in range(4)),
+        return_exceptions=True,
+    )
+    assert [r for r in results if not isinstance(r, Exception)] == ["chat-1"], results
