@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import __version__
 from ..config import Config
-from ..datadir import private_dir, private_file, tighten
+from ..datadir import private_dir, private_file
 from ..git.files import RepoFiles
 from ..store.engines.sqlite import in_use, integrity_problems, open_file, snapshot
 from ..store.repos import RepoStore
@@ -37,7 +37,7 @@ from .common import (
     _schema_version,
     _sha256,
 )
-from .copying import _copy_repository, _copy_secret
+from .copying import _copy_repository, _copy_secret, stage_into
 from .pgbackup import backup_postgres, restore_postgres
 
 
@@ -246,31 +246,7 @@ def restore(config: Config, src: Path, force: bool) -> None:
             f"{target} already holds data ({', '.join(present)}); stop the "
             "server and pass --force to replace it"
         )
-    # Everything is copied into a staging folder inside the data folder, then renamed
-    # into place: an interrupted restore never leaves a half-copied data folder.
-    staging = target / f".restore-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    try:
-        shutil.copy2(src / DB_NAME, staging / DB_NAME)
-        if (src / REPOS_NAME).is_dir():
-            shutil.copytree(src / REPOS_NAME, staging / REPOS_NAME)
-        else:
-            (staging / REPOS_NAME).mkdir()
-        if (src / SECRET_NAME).is_file():
-            _copy_secret(src / SECRET_NAME, staging / SECRET_NAME)
-        os.sync()
-        if present:
-            aside = target / f"pre-restore-{time.strftime('%Y%m%dT%H%M%S')}"
-            aside.mkdir()
-            for name in present:
-                os.replace(target / name, aside / name)
-            print(f"moved the data it replaces to {aside}")
-        for entry in staging.iterdir():
-            os.replace(entry, target / entry.name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    tighten(target)  # copy2 kept the backup's modes
+    stage_into(target, src, present, with_database=True)
     problems, stats = check_data(target)
     if problems:
         for line in problems:

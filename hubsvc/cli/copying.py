@@ -8,7 +8,8 @@ import shutil
 import time
 from pathlib import Path
 
-from .common import COPY_ATTEMPTS, _git, _output_lines
+from ..datadir import tighten
+from .common import COPY_ATTEMPTS, DB_NAME, REPOS_NAME, SECRET_NAME, _git, _output_lines
 
 
 def _copy_file(src: Path, dst: Path, immutable: bool) -> None:
@@ -143,3 +144,36 @@ def _copy_secret(src: Path, dst: Path) -> None:
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     os.chmod(dst, 0o600)
+
+
+def stage_into(target: Path, src: Path, present: list[str], with_database: bool) -> None:
+    """Copy a backup's files into the data folder through a staging folder, whole or not at all.
+
+    Everything is copied into a staging folder inside the data folder, then renamed into
+    place: an interrupted restore never leaves a half-copied data folder. What it
+    replaces (present) is moved aside into pre-restore-<time>/, never deleted.
+    """
+    staging = target / f".restore-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        if with_database:
+            shutil.copy2(src / DB_NAME, staging / DB_NAME)
+        if (src / REPOS_NAME).is_dir():
+            shutil.copytree(src / REPOS_NAME, staging / REPOS_NAME)
+        else:
+            (staging / REPOS_NAME).mkdir()
+        if (src / SECRET_NAME).is_file():
+            _copy_secret(src / SECRET_NAME, staging / SECRET_NAME)
+        os.sync()
+        if present:
+            aside = target / f"pre-restore-{time.strftime('%Y%m%dT%H%M%S')}"
+            aside.mkdir()
+            for name in present:
+                os.replace(target / name, aside / name)
+            print(f"moved the data it replaces to {aside}")
+        for entry in staging.iterdir():
+            os.replace(entry, target / entry.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    tighten(target)  # copy2 kept the backup's modes

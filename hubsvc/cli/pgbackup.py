@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import __version__
 from ..config import Config
-from ..datadir import private_dir, private_file, tighten
+from ..datadir import private_dir, private_file
 from ..git.files import RepoFiles
 from ..store.engines.copy import check_postgres, is_empty
 from ..store.engines.postgres import Connection, connect, row_factory
@@ -31,7 +31,7 @@ from .common import (
     CommandError,
     _sha256,
 )
-from .copying import _copy_repository, _copy_secret
+from .copying import _copy_repository, _copy_secret, stage_into
 from .moving import _safe
 
 DUMP_NAME = "hubsvc.pgdump"
@@ -147,25 +147,7 @@ def restore_postgres(config: Config, src: Path, manifest: dict[str, Any], force:
     )
     if manifest.get("leftOut"):
         _drop_repositories(url, [int(repo_id) for repo_id in manifest["leftOut"]])
-    staging = target / f".restore-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    try:
-        shutil.copytree(src / REPOS_NAME, staging / REPOS_NAME)
-        if (src / SECRET_NAME).is_file():
-            _copy_secret(src / SECRET_NAME, staging / SECRET_NAME)
-        os.sync()
-        if present:
-            aside = target / f"pre-restore-{time.strftime('%Y%m%dT%H%M%S')}"
-            aside.mkdir()
-            for name in present:
-                os.replace(target / name, aside / name)
-            print(f"moved the data it replaces to {aside}")
-        for entry in staging.iterdir():
-            os.replace(entry, target / entry.name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    tighten(target)
+    stage_into(target, src, present, with_database=False)
     problems, stats = check_data(target, url)
     if problems:
         for line in problems:

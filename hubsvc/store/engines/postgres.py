@@ -13,12 +13,13 @@ import functools
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ...errors import DatabaseBusy, DiskFull
+from .common import DatabaseBase
 from .sqlite import READ_TIMEOUT_MS, SQL_DIR, ReadTimeout
 
 log = logging.getLogger("hubsvc.store")
@@ -349,7 +350,7 @@ def connect(url: str, autocommit: bool = True) -> Any:
 # --- the database -----------------------------------------------------------------------
 
 
-class PostgresDatabase:
+class PostgresDatabase(DatabaseBase):
     """A pool of connections; every write is a SERIALIZABLE transaction, retried on conflict.
 
     SERIALIZABLE keeps what SQLite's single writer gave every check-then-act step
@@ -368,6 +369,7 @@ class PostgresDatabase:
         read_timeout_ms: int = READ_TIMEOUT_MS,
         write_timeout_ms: int = 5000,
     ) -> None:
+        super().__init__()
         self.url = url
         self.path = url  # what messages name the database by
         self.pool_size = pool_size
@@ -375,15 +377,6 @@ class PostgresDatabase:
         self.write_timeout = write_timeout_ms / 1000
         self._pool: Any = None
         self._threads: ThreadPoolExecutor | None = None
-        self.generation = 0
-        self.event_listeners: list[Callable[[list], None]] = []
-        self.pacers: list[Callable[[], Awaitable[None]]] = []
-        # Told after every committed write (other processes drop their read caches).
-        self.write_listeners: list[Callable[[], None]] = []
-        self._ping_ok_at = float("-inf")
-        self.last_write: tuple[str, float] = ("ok", 0.0)
-        self._probe: tuple[str, float] | None = None
-        self._probe_lock = asyncio.Lock()
 
     def _configure(self, conn: Any) -> None:
         psycopg = _driver()
@@ -475,17 +468,6 @@ class PostgresDatabase:
         finally:
             self.generation += 1
 
-    def committed(self, events: list) -> None:
-        """Tell the listeners (the bus) of events that just committed."""
-        if events:
-            for listener in self.event_listeners:
-                listener(events)
-
-    async def paced(self) -> None:
-        """After events committed: wait while a pacer says their consumers are far behind."""
-        for pacer in self.pacers:
-            await pacer()
-
     def _read(self, fn: Callable[..., Any], args: Any) -> Any:
         from psycopg import errors
 
@@ -500,43 +482,3 @@ class PostgresDatabase:
         """Run fn(conn, ...) in a read transaction, stopped past read_timeout_ms."""
         result: T = await self._run(self._read, functools.partial(fn, **kwargs), args)
         return result
-
-    PROBE_SECONDS = 5.0
-
-    async def write_state(self) -> str:
-        """Whether a write can succeed now: "ok", "busy", "full" or "error" (cached briefly)."""
-        async with self._probe_lock:
-            now = time.monotonic()
-            if self._probe is None or now - self._probe[1] >= self.PROBE_SECONDS:
-                try:
-                    await self._write(_probe_write, (), {}, now + min(self.write_timeout, 1.0))
-                    state = "ok"
-                except (DatabaseBusy, DiskFull) as exc:
-                    state = "busy" if isinstance(exc, DatabaseBusy) else "full"
-                except Exception:
-                    log.exception("the /health write probe failed")
-                    state = "error"
-                self._probe = (state, time.monotonic())
-            state, at = self._probe
-        last, last_at = self.last_write
-        return last if last_at > at else state
-
-    async def ping(self) -> bool:
-        """True when the database answers a trivial query (a success is trusted for 1 s)."""
-        if time.monotonic() - self._ping_ok_at < 1.0:
-            return True
-        try:
-            await asyncio.wait_for(self.read(lambda c: c.execute("SELECT 1").fetchone()), 2)
-        except Exception:
-            self._ping_ok_at = float("-inf")
-            return False
-        self._ping_ok_at = time.monotonic()
-        return True
-
-
-def _probe_write(conn: Connection) -> None:
-    conn.execute(
-        "INSERT INTO health_probe (id, at) VALUES (1, ?)"
-        " ON CONFLICT (id) DO UPDATE SET at = excluded.at",
-        (int(time.time()),),
-    )

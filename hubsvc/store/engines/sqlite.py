@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import fcntl
 import functools
@@ -12,7 +11,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +19,7 @@ import aiosqlite
 
 from ...datadir import FILE_MODE, private_file
 from ...errors import DatabaseBusy, DiskFull, Unavailable
+from .common import DatabaseBase
 
 log = logging.getLogger("hubsvc.store")
 
@@ -48,7 +48,6 @@ def fault_of(exc: BaseException) -> str | None:
 
 SQL_DIR = Path(__file__).resolve().parents[3] / "sql"
 T = TypeVar("T")
-PING_FRESH_SECONDS = 1.0
 
 
 # Each connection's page cache, in KiB (negative cache_size); SQLite's default is 2 MiB,
@@ -230,14 +229,7 @@ class SqliteSql:
         )
 
 
-def _probe_write(conn: sqlite3.Connection) -> None:
-    conn.execute(
-        "INSERT INTO health_probe (id, at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at",
-        (int(time.time()),),
-    )
-
-
-class Database:
+class Database(DatabaseBase):
     """Writes go through one connection under BEGIN IMMEDIATE; reads use the others."""
 
     dialect = "sqlite"
@@ -250,6 +242,7 @@ class Database:
         read_timeout_ms: int = READ_TIMEOUT_MS,
         write_timeout_ms: int = 5000,
     ) -> None:
+        super().__init__()
         self.path = str(path)
         self.read_timeout_ms = read_timeout_ms
         self.write_timeout = write_timeout_ms / 1000
@@ -257,21 +250,6 @@ class Database:
         self._writer: aiosqlite.Connection | None = None
         self._readers: list[aiosqlite.Connection] = []
         self._next_reader = itertools.cycle(range(readers))
-        # Bumped by every write, so read caches can tell their entries are stale.
-        self.generation = 0
-        # Told of events once the transaction that wrote them has committed.
-        self.event_listeners: list[Callable[[list], None]] = []
-        # Awaited after a write that made events, before its caller goes on (the bus
-        # holds a writer back while the live fan-out is far behind).
-        self.pacers: list[Callable[[], Awaitable[None]]] = []
-        # Told after every committed write (other processes drop their read caches).
-        self.write_listeners: list[Callable[[], None]] = []
-        self._ping_ok_at = float("-inf")
-        # How the last write ended ("ok", "busy", "full", "error") and when (monotonic),
-        # for /health; the probe is a write of its own, cached for PROBE_SECONDS.
-        self.last_write: tuple[str, float] = ("ok", 0.0)
-        self._probe: tuple[str, float] | None = None
-        self._probe_lock = asyncio.Lock()
 
     async def open(self) -> None:
         """Open the connections, turn on WAL and apply the migrations."""
@@ -346,17 +324,6 @@ class Database:
         finally:
             self.generation += 1
 
-    def committed(self, events: list) -> None:
-        """Tell the listeners (the bus) of events that just committed."""
-        if events:
-            for listener in self.event_listeners:
-                listener(events)
-
-    async def paced(self) -> None:
-        """After events committed: wait while a pacer says their consumers are far behind."""
-        for pacer in self.pacers:
-            await pacer()
-
     async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run fn(conn, ...) on a read connection."""
         assert self._readers, "database is not open"
@@ -364,44 +331,6 @@ class Database:
         return await self._call(
             conn, _read_with_deadline, functools.partial(fn, **kwargs), self.read_timeout_ms, *args
         )
-
-    PROBE_SECONDS = 5.0
-
-    async def write_state(self) -> str:
-        """Whether a write can succeed now: "ok", "busy", "full" or "error" (cached briefly)."""
-        async with self._probe_lock:
-            now = time.monotonic()
-            if self._probe is None or now - self._probe[1] >= self.PROBE_SECONDS:
-                try:
-                    # A probe waits at most a second: /health must answer while writes queue.
-                    await self._write(_probe_write, (), {}, now + min(self.write_timeout, 1.0))
-                    state = "ok"
-                except (DatabaseBusy, DiskFull) as exc:
-                    state = "busy" if isinstance(exc, DatabaseBusy) else "full"
-                except Exception:
-                    log.exception("the /health write probe failed")
-                    state = "error"
-                self._probe = (state, time.monotonic())
-            state, at = self._probe
-        # A write that ended after the probe is newer news, either way: a probe can
-        # succeed into WAL space already allocated while real writes, which grow the
-        # file, fail; and a write that succeeds ends a fault the probe saw.
-        last, last_at = self.last_write
-        return last if last_at > at else state
-
-    async def ping(self) -> bool:
-        """True when the database answers a trivial query (a success is trusted for 1 s)."""
-        # A health check polled thousands of times a second would spend most of its time
-        # hopping to a reader thread; one answer a second says as much about liveness.
-        if time.monotonic() - self._ping_ok_at < PING_FRESH_SECONDS:
-            return True
-        try:
-            await asyncio.wait_for(self.read(lambda c: c.execute("SELECT 1").fetchone()), 2)
-        except Exception:
-            self._ping_ok_at = float("-inf")
-            return False
-        self._ping_ok_at = time.monotonic()
-        return True
 
 
 # -- the database file as a whole: backups, checks, and whether a server has it open --
