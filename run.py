@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         claim_data_dir(config.data_dir, several=bool(config["redis"]["url"]))
         claim_database(config["database"]["url"], several=bool(config["redis"]["url"]))
         app = create_app(config)
+        loop = new_event_loop(config["server"]["event_loop"])
     except ConfigError as exc:
         print(f"hubsvc: configuration error: {exc}", file=sys.stderr)
         return 2
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         print=None,
         access_log_class=JsonAccessLogger if server["access_log_json"] else AccessLogger,
         shutdown_timeout=10,
-        loop=new_event_loop(),
+        loop=loop,
     )
     return 0
 

@@ -2,7 +2,7 @@
 and `GET /health` against a hello-world aiohttp route, and the server's idle memory.
 
     python benchmarks/bench_foundation.py [--seconds 5 --rounds 3 --connections 32
-                                           --threads 1 --pin]
+                                           --threads 1 --pin --loop asyncio]
 
 Starts hubsvc (`run.py`, rate limit off, bcrypt cost 4, access log on) and two
 baselines (`benchmarks/hello.py` without any access log, the bare one the targets
@@ -50,6 +50,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--warmup", type=float, default=1, help="unmeasured wrk run first (1 s)")
     parser.add_argument(
+        "--loop",
+        choices=("auto", "asyncio", "uvloop"),
+        default="auto",
+        help="event loop of every server ([server] event_loop; auto: uvloop where installed)",
+    )
+    parser.add_argument(
         "--pin", action="store_true", help="taskset the servers to CPU 0 and wrk to CPU 1"
     )
     return parser.parse_args(argv)
@@ -70,9 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         server_cpus, wrk_cpus = "0", "1"
 
     with (
-        harness.Server.hello(cpus=server_cpus, access_log="off") as bare,
-        harness.Server.hello(cpus=server_cpus) as hello,
-        harness.Server(cpus=server_cpus) as hub,
+        harness.Server.hello(cpus=server_cpus, access_log="off", loop=args.loop) as bare,
+        harness.Server.hello(cpus=server_cpus, loop=args.loop) as hello,
+        harness.Server({"server": {"event_loop": args.loop}}, cpus=server_cpus) as hub,
     ):
         token = harness.sign_up(hub.url, "bench")
         auth = harness.bearer(token)
@@ -112,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(
             f"# {os.cpu_count()} CPUs; servers pinned to {server_cpus or 'any'}, wrk to "
-            f"{wrk_cpus or 'any'}; {args.rounds} rounds × {args.seconds:g} s per route, "
+            f"{wrk_cpus or 'any'}; event loop {args.loop}; {args.rounds} rounds × {args.seconds:g} s per route, "
             f"interleaved; medians quoted",
             flush=True,
         )

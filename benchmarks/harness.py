@@ -102,10 +102,19 @@ class Server:
         self._log = None
 
     @classmethod
-    def hello(cls, cpus: str | None = None, access_log: str = "hubsvc") -> Server:
+    def hello(
+        cls, cpus: str | None = None, access_log: str = "hubsvc", loop: str = "auto"
+    ) -> Server:
         """The hello-world baseline, benchmarks/hello.py, run the same way."""
         return cls(
-            command=[sys.executable, str(BENCH_DIR / "hello.py"), "--access-log", access_log],
+            command=[
+                sys.executable,
+                str(BENCH_DIR / "hello.py"),
+                "--access-log",
+                access_log,
+                "--loop",
+                loop,
+            ],
             ready_path="/hello",
             cpus=cpus,
             name="hello",

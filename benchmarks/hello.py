@@ -1,9 +1,10 @@
 """The baseline: a hello-world aiohttp app with one JSON route, `GET /hello`.
 
     python benchmarks/hello.py --port P [--host H] [--access-log hubsvc|off]
+                               [--loop auto|asyncio|uvloop]
 
-It runs the way run.py runs hubsvc: `web.run_app` in one process, the same default
-event loop, the JSON body built the same way as hubsvc's `rest.json_response`. By
+It runs the way run.py runs hubsvc: `web.run_app` in one process, the same event loop
+(`--loop`, like hubsvc's [server] event_loop: uvloop where installed by default), the JSON body built the same way as hubsvc's `rest.json_response`. By
 default it logs every request exactly as hubsvc does (`--access-log hubsvc`): the same
 `setup_logging()` handler, format and request-id filter, and the same `AccessLogger`
 class, imported from hubsvc.web.logs, so one formatted line per request reaches stderr in
@@ -14,6 +15,7 @@ both processes and the ratio measures the service's own work, not the logging co
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -36,6 +38,20 @@ async def hello(request: web.Request) -> web.Response:
     )
 
 
+def new_event_loop(choice: str) -> asyncio.AbstractEventLoop:
+    """hubsvc.app.new_event_loop's choice, without importing the app (its memory would
+    count in the baseline's RSS)."""
+    if choice == "asyncio":
+        return asyncio.new_event_loop()
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="hello-world aiohttp baseline")
     parser.add_argument("--host", default="127.0.0.1")
@@ -46,7 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         default="hubsvc",
         help="log every request like hubsvc does (default), or not at all",
     )
+    parser.add_argument(
+        "--loop",
+        choices=("auto", "asyncio", "uvloop"),
+        default="auto",
+        help="the event loop, chosen as hubsvc's [server] event_loop is (auto)",
+    )
     args = parser.parse_args(argv)
+    loop = new_event_loop(args.loop)
     setup_logging()
     app = web.Application()
     app.router.add_routes(routes)
@@ -58,10 +81,17 @@ def main(argv: list[str] | None = None) -> int:
             print=None,
             access_log_class=AccessLogger,
             shutdown_timeout=10,
+            loop=loop,
         )
     else:
         web.run_app(
-            app, host=args.host, port=args.port, print=None, access_log=None, shutdown_timeout=10
+            app,
+            host=args.host,
+            port=args.port,
+            print=None,
+            access_log=None,
+            shutdown_timeout=10,
+            loop=loop,
         )
     return 0
 

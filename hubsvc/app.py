@@ -39,7 +39,7 @@ from .api import statuses as statuses_api
 from .api import users as users_api
 from .api import webhooks as webhooks_api
 from .api import ws as ws_api
-from .config import Config, ensure_secret
+from .config import Config, ConfigError, ensure_secret
 from .datadir import tighten
 from .events.bus import EventBus, paced_seconds
 from .git.files import REPO_FILES, RepoFiles
@@ -189,11 +189,18 @@ async def _mark_shutdown(app: web.Application) -> None:
     app[STATE]["shutting_down"] = True
 
 
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop's event loop when it is installed (the `speed` extra), else asyncio's."""
+def new_event_loop(choice: str = "auto") -> asyncio.AbstractEventLoop:
+    """The loop [server] event_loop names: `auto` is uvloop's where installed, else asyncio's."""
+    if choice == "asyncio":
+        return asyncio.new_event_loop()
     try:
         import uvloop
     except ImportError:
+        if choice == "uvloop":
+            raise ConfigError(
+                "server.event_loop is uvloop, but uvloop is not installed "
+                "(pip install uvloop, or set it to auto)"
+            ) from None
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
 

@@ -34,6 +34,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "git_processes": 32,
         "git_processes_per_client": 8,
         "min_free_mb": 512,
+        "event_loop": "auto",
     },
     "database": {"url": "", "write_timeout_ms": 5000, "read_timeout_ms": 2000, "pool_size": 10},
     "redis": {"url": "", "prefix": "hubsvc"},
@@ -121,6 +122,10 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("server", "git_processes"): (_positive, "must be a positive integer"),
     ("server", "git_processes_per_client"): (_positive, "must be a positive integer"),
     ("server", "min_free_mb"): (lambda v: v >= 0, "must be an integer, 0 or more"),
+    ("server", "event_loop"): (
+        lambda v: v in ("auto", "uvloop", "asyncio"),
+        'must be "auto", "uvloop" or "asyncio"',
+    ),
     ("database", "write_timeout_ms"): (
         lambda v: 1 <= v <= 600000,
         "must be an integer from 1 to 600000",
