@@ -67,14 +67,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hubsvc: cannot start: {describe(exc)}", file=sys.stderr)
         return 2
     server = config["server"]
-    logging.getLogger("hubsvc").info(
-        "listening on %s:%s, data in %s", server["host"], server["port"], config.data_dir
-    )
+
+    def listening(_banner: str) -> None:
+        # run_app "prints" once its sites accept connections, after the start-up hooks
+        # (migrations, the event log, the leases): said earlier, it promised too soon.
+        logging.getLogger("hubsvc").info(
+            "listening on %s:%s, data in %s", server["host"], server["port"], config.data_dir
+        )
+
     web.run_app(
         app,
         host=server["host"],
         port=server["port"],
-        print=None,
+        print=listening,
         access_log_class=JsonAccessLogger if server["access_log_json"] else AccessLogger,
         shutdown_timeout=10,
         loop=loop,

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 
-from .server import ROOT, free_port
+from .server import ROOT, ServerProcess, free_port
 
 
 def start(*args: str, cwd=None) -> tuple[int, list[str]]:
@@ -83,3 +83,13 @@ def test_unwritable_data_folder_is_one_line(tmp_path):
         assert code == 2 and lines == [
             f"hubsvc: data folder {locked} is not writable: Permission denied {where}"
         ]
+
+
+def test_listening_is_logged_after_the_migrations(tmp_path):
+    with ServerProcess(tmp_path / "data") as server:
+        assert server.request("GET", "/health")[0] == 200
+        lines = server.logs().splitlines()
+    applied = [i for i, line in enumerate(lines) if "applied migration" in line]
+    said = [i for i, line in enumerate(lines) if "listening on 127.0.0.1" in line]
+    assert applied and len(said) == 1, lines
+    assert said[0] > max(applied), lines
