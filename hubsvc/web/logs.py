@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import contextvars
 import json
 import logging
@@ -114,16 +116,53 @@ class AccessLogger(AbstractAccessLogger):
         ):
             # The same line the logging module would write, without building a LogRecord
             # for it: on a small request the access line cost as much as the request.
-            line = f"{_CLOCK.now()} INFO {self.logger.name} [{request_id_var.get()}] {message}\n"
-            assert handler.lock is not None  # a StreamHandler always has one
-            with handler.lock:
-                handler.stream.write(line)
-                handler.flush()
+            _LINES.add(
+                handler,
+                f"{_CLOCK.now()} INFO {self.logger.name} [{request_id_var.get()}] {message}\n",
+            )
             return
         self.logger.info("%s", message)
 
 
 _CLOCK = _Clock()
+
+
+class _Lines:
+    """Access lines written together once per turn of the event loop.
+
+    stderr is line-buffered, so each line was a write system call of its own; under load
+    several requests end in one turn of the loop, and their lines now share one write,
+    made before the loop waits for anything again (and at exit).
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[str] = []
+        self.handler: logging.StreamHandler | None = None
+
+    def add(self, handler: logging.StreamHandler, line: str) -> None:
+        if self.handler is not handler:
+            self.flush()
+            self.handler = handler
+        self.pending.append(line)
+        if len(self.pending) == 1:
+            try:
+                asyncio.get_running_loop().call_soon(self.flush)
+            except RuntimeError:  # no loop (a line logged outside a server): at once
+                self.flush()
+
+    def flush(self) -> None:
+        if not self.pending or self.handler is None:
+            return
+        text, self.pending = "".join(self.pending), []
+        handler = self.handler
+        assert handler.lock is not None  # a StreamHandler always has one
+        with handler.lock:
+            handler.stream.write(text)
+            handler.flush()
+
+
+_LINES = _Lines()
+atexit.register(_LINES.flush)
 
 
 class JsonAccessLogger(AccessLogger):
