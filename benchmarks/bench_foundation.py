@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         idle_kib = harness.rss_kib(hub.pid)
         hello_idle_kib = harness.rss_kib(hello.pid)
 
+        pids = [bare.pid, hello.pid, hub.pid, hub.pid, hub.pid]
         targets = {
             "bare GET /hello (no access log)": (bare.url + "/hello", None),
             "hello GET /hello (access log)": (hello.url + "/hello", None),
@@ -133,21 +134,28 @@ def main(argv: list[str] | None = None) -> int:
         rps: dict[str, list[float]] = {name: [] for name in names}
         p50: dict[str, list[float]] = {name: [] for name in names}
         p99: dict[str, list[float]] = {name: [] for name in names}
+        # The server's CPU per request: steadier than req/s when other jobs share the cores.
+        cpu_us: dict[str, list[float]] = {name: [] for name in names}
+        pid_of = dict(zip(names, pids, strict=True))
         with harness.PeakRss(hub.pid) as peak:
             for round_no in range(args.rounds):
                 # Rotate the order so no route always runs first (or last) in a round.
                 order = names[round_no % len(names) :] + names[: round_no % len(names)]
                 for name in order:
                     url, headers = targets[name]
+                    cpu_before = harness.cpu_seconds(pid_of[name])
                     result = harness.wrk(
                         url, args.seconds, args.connections, args.threads, headers, cpus=wrk_cpus
                     )
+                    cpu_used = harness.cpu_seconds(pid_of[name]) - cpu_before
+                    cpu_us[name].append(cpu_used / max(result.rps * args.seconds, 1) * 1e6)
                     rps[name].append(result.rps)
                     p50[name].append(result.p50_ms)
                     p99[name].append(result.p99_ms)
                     print(
                         f"#   round {round_no + 1} {name}: {result.rps:,.0f} req/s, "
-                        f"p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms",
+                        f"p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms, "
+                        f"server CPU {cpu_us[name][-1]:.0f} µs/request",
                         flush=True,
                     )
 
@@ -184,6 +192,19 @@ def main(argv: list[str] | None = None) -> int:
             note=f"rounds {harness.spread(rps[name])}, "
             f"p50 {harness.median(p50[name]):.2f} ms, "
             f"p99 {harness.median(p99[name]):.2f} ms",
+        )
+    bare_cpu = harness.median(cpu_us[names[0]])
+    for name in names[1:]:
+        # bare's CPU per request ÷ this one's: the req/s ratio a server bound by its core gets.
+        harness.report(
+            f"{name} server CPU per request",
+            harness.median(cpu_us[name]),
+            "µs",
+            bare_cpu,
+            "bare",
+            higher_is_better=False,
+            digits=0,
+            note=f"bare {bare_cpu:.0f} µs; bare ÷ this = {bare_cpu / harness.median(cpu_us[name]):.2f}",
         )
     harness.report(
         "hubsvc idle RSS",

@@ -317,6 +317,13 @@ def hwm_kib(pid: int) -> int:
     return _status_kib(pid, "VmHWM")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def mib(kib: float) -> float:
     return kib / 1024
 
