@@ -58,7 +58,15 @@ from .services.pushes import push_journal_ctx
 from .store import Store
 from .tasks import BACKGROUND, Background
 from .timeutil import iso
-from .web.auth import BASIC_CACHE, PAT_TOUCHED, TOKEN_CACHE, TokenCache, auth_middleware, cookie_key
+from .web.auth import (
+    BASIC_CACHE,
+    BOT_KEY_HEADER,
+    PAT_TOUCHED,
+    TOKEN_CACHE,
+    TokenCache,
+    auth_middleware,
+    cookie_key,
+)
 from .web.deadlines import body_deadline
 from .web.errors import error_middleware
 from .web.logs import request_id_var
@@ -89,7 +97,28 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
     request[REQUEST_ID] = rid
     request_id_var.set(rid)
     paced_seconds.set(0.0)  # a keep-alive connection's requests share one task's context
+    if request.path == "/health" and _bare_probe(request):
+        # A monitor's poll carries nothing the later middlewares act on (no credentials,
+        # cookie or body, and /health is never rate limited): the handler answers alone,
+        # which the profile showed saves about a tenth of its time. Should it fail, the
+        # whole chain answers again, for the one error middleware's answer.
+        try:
+            return await meta_api.health(request)
+        except Exception:
+            return await handler(request)
     return await handler(request)
+
+
+def _bare_probe(request: web.Request) -> bool:
+    """A GET or HEAD without body, credentials or cookies."""
+    headers = request.headers
+    return (
+        request.method in ("GET", "HEAD")
+        and not request.body_exists
+        and "Authorization" not in headers
+        and "Cookie" not in headers
+        and BOT_KEY_HEADER not in headers
+    )
 
 
 async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:

@@ -316,3 +316,16 @@ async def test_sign_in_limit_groups_ipv6_clients_by_64(aiohttp_client, tmp_path)
     assert await attempt("2001:db8:1:2::abcd") == 429
     # ... another /64 has its own.
     assert await attempt("2001:db8:1:3::1") == 401
+
+
+async def test_health_answered_alone_still_refuses_bad_credentials(client, alice):
+    """/health skips the later middlewares only for a request carrying nothing they act on."""
+    resp = await client.get("/health", headers={"X-Request-Id": "probe-1"})
+    assert resp.status == 200 and (await resp.json())["status"] == "ok"
+    assert resp.headers["X-Request-Id"] == "probe-1"
+    assert (await client.head("/health")).status == 200
+    assert (await client.get("/health", headers=alice.headers)).status == 200
+    for headers in ({"Authorization": "Bearer nope"}, {"X-Chat-Bot-Key": "nope"}):
+        resp = await client.get("/health", headers=headers)
+        assert resp.status == 401 and "error" in await resp.json()
+    assert (await client.post("/health")).status == 405
