@@ -28,11 +28,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = ROOT / "benchmarks"
@@ -219,6 +221,32 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# --- PostgreSQL ----------------------------------------------------------------------
+
+
+@contextmanager
+def postgres_database(server_url: str) -> Iterator[str]:
+    """A fresh, empty database on the PostgreSQL server, named uniquely; dropped after.
+
+    server_url names any database the user may connect to (postgresql://…/postgres);
+    the URL yielded is the same with the new database's name.
+    """
+    try:
+        import psycopg
+    except ImportError:
+        raise ToolMissing(
+            "psycopg is not installed: python -m pip install -e '.[postgres]'"
+        ) from None
+    name = "hubsvc_bench_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlunsplit(urlsplit(server_url)._replace(path="/" + name))
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 # --- seeding -------------------------------------------------------------------------
