@@ -18,12 +18,19 @@ Then it times, as n sequential requests on one kept-alive connection (harness.la
 in interleaved rounds whose order rotates:
 
     GET /health                                   (the floor: middlewares + SELECT 1)
+    GET /api/repositories/bench/tracker           (repository info; no target)
     GET /api/repositories/bench/tracker/issues?limit=30
     GET /api/search?q=<--query>&type=issues      (a word in many issues)
     GET /api/repositories/bench/tracker/pulls?limit=30
+    GET /api/search?q=<--query>&type=issues&offset=N  (uncached: N differs; no target)
 
 and prints each median ÷ the /health median of the same run. Target: each ≤ 3.
 Requests are anonymous (the repository is public) unless --auth.
+
+With `--database postgresql://…/postgres` (a server URL) it does all of it twice, on
+SQLite and on a fresh PostgreSQL database made on that server (dropped at the end): two
+servers, each seeded the same way, timed in the same rounds (the engines alternate),
+then each engine's /health-relative report and every PostgreSQL median ÷ SQLite's.
 
 Exit code 0 when every target is met, 1 when one is not, 2 when git is missing.
 """
