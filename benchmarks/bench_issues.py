@@ -775,6 +775,14 @@ def main(argv: list[str] | None = None) -> int:
             facts[engine] = seed_engine(engine, servers[engine], args)
             samples[engine] = {name: [] for name in facts[engine]["targets"]}
 
+        for engine, server in servers.items():
+            waited = harness.wait_quiet(server.pid)
+            print(
+                f"# {engine} server quiet (under 5 % of a core for 1 s) {waited:.1f} s after"
+                " seeding: its backlog of event consumers and checks is done",
+                flush=True,
+            )
+
         per_round = [
             args.requests // args.rounds + (1 if r < args.requests % args.rounds else 0)
             for r in range(args.rounds)

@@ -336,6 +336,29 @@ def hwm_kib(pid: int) -> int:
     return _status_kib(pid, "VmHWM")
 
 
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process so far, in seconds (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()  # after "(comm)", which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_quiet(pid: int, busy: float = 0.05, window: float = 1.0, timeout: float = 300.0) -> float:
+    """Wait until the process uses under `busy` of a core over `window` s; the wait in s.
+
+    After seeding, a server still works through its backlog (event consumers moving
+    their cursors, mergeability checks), and every write it makes empties its read
+    caches: timing before it is quiet measures the backlog. Gives up after timeout.
+    """
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        before = cpu_seconds(pid)
+        time.sleep(window)
+        if cpu_seconds(pid) - before < busy * window:
+            break
+    return time.monotonic() - start
+
+
 def mib(kib: float) -> float:
     return kib / 1024
 
