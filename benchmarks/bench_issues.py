@@ -61,6 +61,7 @@ OWNER = "bench"
 PASSWORD = "bench-password-1"
 REPO = "tracker"
 HELPERS = 8  # other accounts: authors of some issues, assignees of others
+BUSY_RETRIES = 10  # a seeding request answered 503 (database busy) is tried again
 COMMIT_TIME = 1_700_000_000
 
 # --- realistic text --------------------------------------------------------------------
@@ -519,8 +520,13 @@ def make_branches(local: Path, branches: list[str]) -> None:
 # --- seeding through the API -----------------------------------------------------------
 
 
-async def run_jobs(jobs: list[tuple[str, str, dict, str]], concurrency: int) -> list[dict]:
-    """(method, url, json body, token) jobs, `concurrency` in flight; the JSON answers."""
+async def run_jobs(
+    jobs: list[tuple[str, str, dict, str]], concurrency: int, busy: list[int]
+) -> list[dict]:
+    """(method, url, json body, token) jobs, `concurrency` in flight; the JSON answers.
+
+    busy[0] counts the 503 answers that were tried again.
+    """
     results: list[dict | None] = [None] * len(jobs)
     queue: asyncio.Queue[int] = asyncio.Queue()
     for index in range(len(jobs)):
@@ -536,13 +542,22 @@ async def run_jobs(jobs: list[tuple[str, str, dict, str]], concurrency: int) -> 
                 except asyncio.QueueEmpty:
                     return
                 method, url, body, token = jobs[index]
-                async with session.request(
-                    method, url, json=body, headers=harness.bearer(token)
-                ) as resp:
-                    payload = await resp.json(content_type=None)
-                    if resp.status not in (200, 201):
-                        raise RuntimeError(f"{method} {url} answered {resp.status}: {payload}")
-                    results[index] = payload
+                for attempt in range(BUSY_RETRIES + 1):
+                    async with session.request(
+                        method, url, json=body, headers=harness.bearer(token)
+                    ) as resp:
+                        payload = await resp.json(content_type=None)
+                        status = resp.status
+                    # 503 "the database is busy, try again": a write waited past the
+                    # write deadline (on PostgreSQL: serialization retries under
+                    # contention); a client tries again, and the count is reported.
+                    if status != 503 or attempt == BUSY_RETRIES:
+                        break
+                    busy[0] += 1
+                    await asyncio.sleep(0.1 * (attempt + 1))
+                if status not in (200, 201):
+                    raise RuntimeError(f"{method} {url} answered {status}: {payload}")
+                results[index] = payload
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return results  # type: ignore[return-value]
@@ -604,12 +619,14 @@ def seed(server: harness.Server, args: argparse.Namespace) -> dict:
             )
         )
     rng.shuffle(jobs)
+    busy = [0]
     start = time.perf_counter()
-    created = asyncio.run(run_jobs(jobs, args.concurrency))
+    created = asyncio.run(run_jobs(jobs, args.concurrency, busy))
     elapsed = time.perf_counter() - start
     times[
         f"{args.issues} issues + {args.pulls} pull requests created "
-        f"({len(jobs) / elapsed:,.0f} req/s, {args.concurrency} in flight)"
+        f"({len(jobs) / elapsed:,.0f} req/s, {args.concurrency} in flight, "
+        f"{busy[0]} answers 503 busy and tried again)"
     ] = elapsed
 
     issue_numbers = [c["issue"]["number"] for c in created if "issue" in c]
@@ -620,15 +637,17 @@ def seed(server: harness.Server, args: argparse.Namespace) -> dict:
     mergeable = sum(1 for c in created if c.get("pullRequest", {}).get("mergeable") is True)
 
     to_close = rng.sample(issue_numbers, round(args.closed * len(issue_numbers)))
+    busy = [0]
     start = time.perf_counter()
     asyncio.run(
         run_jobs(
             [("PATCH", f"{base}/issues/{n}", {"state": "closed"}, owner) for n in to_close],
             args.concurrency,
+            busy,
         )
     )
     elapsed = time.perf_counter() - start
-    times[f"{len(to_close)} issues closed"] = elapsed
+    times[f"{len(to_close)} issues closed ({busy[0]} answers 503 busy and tried again)"] = elapsed
     return {
         "times": times,
         "owner": owner,
