@@ -4,10 +4,13 @@
                                           --writers 1,4,16 --seconds 3 --rounds 3 --batch 1]
 
 Event ids are the cursors of every consumer, so they must be commit order: each
-event-writing transaction takes its ids last from one counter row
-(`event_log_state.last_event_id`, hubsvc/store/log.py), whose row lock holds every other
-event writer until it commits. This measures what that costs writers, against the
-same transactions taking their ids from a plain sequence (not commit order).
+event-writing transaction takes its ids last under a lock held until it commits
+(hubsvc/store/log.py, engines reserve_event_ids: on PostgreSQL a transaction-level
+advisory lock and a sequence, on SQLite the write lock and a counter row). This
+measures what that costs writers, against the same transactions taking their ids from a
+plain sequence (not commit order). The first version took a counter row on PostgreSQL
+too; under SERIALIZABLE every waiting writer then failed and reran (0.11x the sequence
+at 16 writers), which is why the store now takes the advisory lock.
 
 On a fresh database of its own on the `--database` server (created, dropped at the end;
 a SQLite file for reference, unless --no-sqlite), through hubsvc.store.Store: one
@@ -16,14 +19,14 @@ repository. For each writer count in `--writers`, in `--rounds` interleaved roun
 N asyncio tasks each write transactions back to back for `--seconds`, each its own
 `Store.db.write` (SERIALIZABLE on PostgreSQL, retried whole on a serialization failure):
 
-    counter row   hubsvc.store.log.append_events: the repository's visibility read, the
-                  counter row update, the events inserted (what events.append writes)
+    store         hubsvc.store.log.append_events: the repository's visibility read, the
+                  ids taken (lock + sequence, or counter row), the events inserted
     sequence      the same visibility read, then the same rows inserted into
                   bench_sequence_events (a copy of `events` whose id is an identity
                   column: a sequence on PostgreSQL, the rowid on SQLite), ids RETURNING
 
 and prints events/s (median of the rounds), p50/p99 transaction latency (over every
-round's transactions) and how many transactions were retried, the counter ÷ the
+round's transactions) and how many transactions were retried, the store's ÷ the
 sequence of the same run. No target: the figures are for the design note.
 """
 
@@ -57,8 +60,8 @@ LOCKED_TABLE = "bench_locked_events"
 # counter row does, but waiting for it is no row conflict, so SERIALIZABLE retries none.
 EVENT_LOCK = 0x6875627376630099
 VARIANTS = {  # the first is the baseline
-    "postgresql": ("sequence", "counter row", "advisory lock + sequence"),
-    "sqlite": ("sequence", "counter row"),
+    "postgresql": ("sequence", "store", "advisory lock + sequence"),
+    "sqlite": ("sequence", "store"),
 }
 
 # The same columns, indexes and foreign key as `events`; only the id differs.
@@ -168,7 +171,7 @@ async def write_for(
     """len(stores) tasks, one per store, writing transactions back to back for seconds."""
     fn = Counted(
         {
-            "counter row": append_events,
+            "store": append_events,
             "sequence": sequence_append,
             "advisory lock + sequence": lambda conn, events: sequence_append(conn, events, True),
         }[variant]
@@ -249,7 +252,7 @@ async def bench_engine(
                         flush=True,
                     )
 
-        tables = {"counter row": "events", "sequence": SEQUENCE_TABLE}
+        tables = {"store": "events", "sequence": SEQUENCE_TABLE}
         tables["advisory lock + sequence"] = LOCKED_TABLE
 
         def ids(conn: Any) -> list[tuple[str, int, int]]:
