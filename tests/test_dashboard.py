@@ -108,10 +108,14 @@ def shoot(browser, name: str) -> None:
     """The current page at a laptop's and a phone's width, for a person to look at."""
     SCREENSHOTS.mkdir(exist_ok=True)
     for width, height in ((1280, 800), (390, 844)):
-        browser.set_window_size(width, height)
+        # The viewport itself at that size (a window's size includes the browser's frame).
+        browser.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
+        )
         time.sleep(0.2)  # let the layout settle after the resize
         browser.save_screenshot(str(SCREENSHOTS / f"{name}-{width}x{height}.png"))
-    browser.set_window_size(1280, 800)
+    browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     print(f"screenshots: {SCREENSHOTS}/{name}-*.png")
 
 
@@ -147,7 +151,12 @@ def test_sign_in_wrong_password_then_right(server, browser):
 
 def test_issue_appears_live_within_a_second(server, browser):
     auth = sign_up(server, "livey")
-    create(server, auth, "/api/repositories", {"name": "board", "description": "a board"})
+    create(
+        server,
+        auth,
+        "/api/repositories",
+        {"name": "board", "description": "a board", "autoInit": True},
+    )
     create(server, auth, "/api/repositories/livey/board/issues", {"title": "first"})
     sign_in(browser, server, "livey")
     wait_text(browser, "#events", "first")
@@ -231,7 +240,7 @@ def test_payloads_render_inert(server, browser):
     wait_text(browser, "#events", "window.__xss=3")  # the SVG shows as text
     assert XSS in browser.find_element("css selector", "#events").text
     no_script_ran(browser)
-    for page in ("/#/r/mallory/xss", f"/#/r/mallory/xss/issues/{number}", "/#/repos"):
+    for page in ("/#/r/mallory/xss", "/#/repos", f"/#/r/mallory/xss/issues/{number}"):
         browser.get(server.url + page)
         wait_text(browser, "main", "window.__xss=")
         no_script_ran(browser)
