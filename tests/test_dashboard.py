@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from .browser import SCREENSHOTS, chromium, need_browser, quit_chromium
+from .gitcli import ENV
 from .server import ServerProcess
 
 PASSWORD = "correct horse battery"
@@ -50,6 +54,22 @@ def create(server: ServerProcess, auth: dict, path: str, body: dict) -> dict:
     status, answer = server.request("POST", path, body, auth)
     assert status in (200, 201), answer
     return answer
+
+
+def push(server: ServerProcess, username: str, repo: str, files: dict[str, str], work: Path):
+    """Commit files and push them with the git CLI over smart HTTP."""
+
+    def run(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=work, env={**os.environ, **ENV}, check=True)
+
+    work.mkdir()
+    run("init", "-q", "-b", "main")
+    for name, text in files.items():
+        (work / name).write_text(text)
+    run("add", ".")
+    run("commit", "-qm", "files")
+    host = server.url.replace("http://", f"http://{username}:{PASSWORD.replace(' ', '%20')}@")
+    run("push", "-q", f"{host}/{username}/{repo}.git", "main")
 
 
 def sign_in(browser, server: ServerProcess, username: str) -> None:
@@ -225,9 +245,12 @@ def test_restart_resumes_without_gaps_or_repeats(server, browser):
     assert ids == sorted(ids, key=int, reverse=True) and len(set(ids)) == len(ids)
 
 
-def test_payloads_render_inert(server, browser):
+def test_payloads_render_inert(server, browser, tmp_path):
     auth = sign_up(server, "mallory")
     create(server, auth, "/api/repositories", {"name": "xss", "description": XSS + SVG})
+    readme = f"# Read me\n\n{XSS}\n\n{SVG}\n\n[click](javascript:window.__xss=5)\n"
+    bad_name = '<img src=x onerror="window.__xss=6">.md'
+    push(server, "mallory", "xss", {"README.md": readme, bad_name: XSS}, tmp_path / "w")
     issue = create(
         server, auth, "/api/repositories/mallory/xss/issues", {"title": XSS, "body": SVG}
     )
@@ -239,6 +262,16 @@ def test_payloads_render_inert(server, browser):
     sign_in(browser, server, "mallory")
     wait_text(browser, "#events", "window.__xss=3")  # the SVG shows as text
     assert XSS in browser.find_element("css selector", "#events").text
+    no_script_ran(browser)
+    browser.get(server.url + "/#/r/mallory/xss")
+    wait_text(browser, "#readme", "Read me")
+    assert browser.find_elements("css selector", "#readme h1")  # the Markdown is rendered
+    assert not browser.find_elements(
+        "css selector", "#readme script, #readme svg, #readme [onerror]"
+    )
+    shoot(browser, "repository-readme")
+    browser.find_element("link text", bad_name).click()
+    wait_text(browser, "#file", "window.__xss=1")
     no_script_ran(browser)
     for page in ("/#/r/mallory/xss", "/#/repos", f"/#/r/mallory/xss/issues/{number}"):
         browser.get(server.url + page)

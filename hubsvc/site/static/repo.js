@@ -62,6 +62,14 @@ export async function showSearch(text, type) {
   if (!results.children.length) results.append(h("li", { class: "muted" }, "Nothing found."));
 }
 
+// The README's HTML was rendered and sanitized by the server (GET …/readme, nh3); the
+// page's CSP is the second line: no inline script runs and no other origin is reached.
+function markdown(html) {
+  const div = h("div", { class: "markdown", id: "readme" });
+  div.innerHTML = html;
+  return div;
+}
+
 function section(title, ...body) {
   return h("section", { class: "card" }, h("h2", {}, title), ...body);
 }
@@ -108,10 +116,13 @@ async function showThread(owner, name, kind, number) {
 }
 
 async function showFile(owner, name, branch, path) {
-  const data = await get(`${repoPath(owner, name)}/file?branch=${q(branch)}&path=${q(path)}`);
+  const file = (await get(`${repoPath(owner, name)}/file?branch=${q(branch)}&path=${q(path)}`)).file;
+  let body = file.content;
+  if (file.truncated) body = `(${file.size} bytes: too large to show)`;
+  else if (file.isBinary) body = `(binary file, ${file.size} bytes)`;
   mount(
     h("p", {}, h("a", { href: repoHash(owner, name) }, `${owner}/${name}`), ` / ${path}`),
-    h("pre", { class: "file" }, data.content ?? data.text ?? ""),
+    h("pre", { class: "file", id: "file" }, body),
   );
 }
 
@@ -119,18 +130,26 @@ export async function showRepo(owner, name, rest) {
   if (rest[0] === "issues" || rest[0] === "pulls") return showThread(owner, name, rest[0], rest[1]);
   const base = repoPath(owner, name);
   const repo = (await get(base)).repo;
-  const branch = rest[0] === "blob" ? rest[1] : repo.defaultBranch || "main";
+  const branch = rest[0] === "blob" || rest[0] === "tree" ? rest[1] : repo.defaultBranch || "main";
   if (rest[0] === "blob") return showFile(owner, name, branch, rest.slice(2).join("/"));
-  const [tree, branches, commits, issues, pulls] = await Promise.all(
+  const dir = rest[0] === "tree" ? rest.slice(2).join("/") : "";
+  const [tree, branches, commits, issues, pulls, readme] = await Promise.all(
     [
-      `${base}/tree?branch=${q(branch)}`,
+      `${base}/tree?branch=${q(branch)}&path=${q(dir)}`,
       `${base}/branches`,
       `${base}/commits?branch=${q(branch)}&limit=10`,
       `${base}/issues?state=open&limit=10`,
       `${base}/pulls?state=open&limit=10`,
+      `${base}/readme?branch=${q(branch)}`,
     ].map((p) => get(p).catch(() => ({}))),
   );
   const files = tree.files || [];
+  const link = (f) =>
+    h(
+      "a",
+      { href: `${repoHash(owner, name)}/${f.type === "dir" ? "tree" : "blob"}/${q(branch)}/${f.path.split("/").map(q).join("/")}` },
+      f.type === "dir" ? `${f.name}/` : f.name,
+    );
   mount(
     h("h1", {}, `${owner}/${name}`, repo.private ? h("span", { class: "badge" }, "private") : null),
     repo.description ? h("p", { class: "desc" }, repo.description) : null,
@@ -138,7 +157,7 @@ export async function showRepo(owner, name, rest) {
       section(
         "Files",
         files.length
-          ? h("ul", { class: "list mono" }, files.map((f) => h("li", {}, f.type === "dir" || f.type === "tree" ? `${f.name}/` : h("a", { href: `${repoHash(owner, name)}/blob/${q(branch)}/${f.path || f.name}` }, f.name))))
+          ? h("ul", { class: "list mono" }, files.map((f) => h("li", {}, link(f))))
           : h("p", { class: "muted" }, "Empty repository."),
       ),
       section("Branches", h("ul", { class: "list mono" }, (branches.branches || []).map((b) => h("li", {}, b.name)))),
@@ -149,5 +168,6 @@ export async function showRepo(owner, name, rest) {
       section("Open issues", issueList(issues.issues || [], owner, name, "issues")),
       section("Open pull requests", issueList(pulls.pullRequests || [], owner, name, "pulls")),
     ),
+    readme.html !== undefined ? section(readme.path, markdown(readme.html)) : null,
   );
 }
