@@ -28,11 +28,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = ROOT / "benchmarks"
@@ -221,6 +223,32 @@ class Server:
         self.stop()
 
 
+# --- PostgreSQL ----------------------------------------------------------------------
+
+
+@contextmanager
+def postgres_database(server_url: str) -> Iterator[str]:
+    """A fresh, empty database on the PostgreSQL server, named uniquely; dropped after.
+
+    server_url names any database the user may connect to (postgresql://…/postgres);
+    the URL yielded is the same with the new database's name.
+    """
+    try:
+        import psycopg
+    except ImportError:
+        raise ToolMissing(
+            "psycopg is not installed: python -m pip install -e '.[postgres]'"
+        ) from None
+    name = "hubsvc_bench_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlunsplit(urlsplit(server_url)._replace(path="/" + name))
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 # --- seeding -------------------------------------------------------------------------
 
 
@@ -306,6 +334,29 @@ def rss_kib(pid: int) -> int:
 def hwm_kib(pid: int) -> int:
     """Highest resident set size the process ever had, in KiB (VmHWM)."""
     return _status_kib(pid, "VmHWM")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process so far, in seconds (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()  # after "(comm)", which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_quiet(pid: int, busy: float = 0.05, window: float = 1.0, timeout: float = 300.0) -> float:
+    """Wait until the process uses under `busy` of a core over `window` s; the wait in s.
+
+    After seeding, a server still works through its backlog (event consumers moving
+    their cursors, mergeability checks), and every write it makes empties its read
+    caches: timing before it is quiet measures the backlog. Gives up after timeout.
+    """
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        before = cpu_seconds(pid)
+        time.sleep(window)
+        if cpu_seconds(pid) - before < busy * window:
+            break
+    return time.monotonic() - start
 
 
 def mib(kib: float) -> float:

@@ -3,7 +3,8 @@
 Two stores over one database stand for two server processes. On PostgreSQL a
 sequence would hand the slow transaction the lower id and let the fast one commit a
 higher id first; a reader that then moved past it would skip the slow event for good.
-The counter row taken last in each event-writing transaction makes the fast writer wait.
+The ids taken last in each event-writing transaction, under a lock held until commit
+(SQLite's write lock, PostgreSQL's advisory lock), make the fast writer wait.
 """
 
 from __future__ import annotations
@@ -61,14 +62,16 @@ async def test_a_slow_event_transaction_is_never_skipped_by_a_reader(tmp_path, d
             await store.close()
 
 
-async def test_many_writers_at_once_give_dense_ids_in_commit_order(tmp_path, database_url):
+async def test_many_writers_at_once_give_unique_ids_in_commit_order(tmp_path, database_url):
     stores = [await _open(tmp_path, database_url) for _ in range(3)]
     try:
         batches = await asyncio.gather(
             *(stores[n % 3].events.append([_event(n), _event(n)]) for n in range(30))
         )
         ids = sorted(int(e.id) for batch in batches for e in batch)
-        assert ids == list(range(1, 61))  # none reused, none skipped
+        # None reused; on PostgreSQL a retried transaction may leave a gap (a cursor
+        # means "every event up to here"), never a repeat.
+        assert len(set(ids)) == 60 and ids[0] >= 1
         for batch in batches:  # one transaction's events are consecutive
             assert int(batch[1].id) == int(batch[0].id) + 1
         logged = [int(e.id) for e in await stores[0].events.after(0, 100)]

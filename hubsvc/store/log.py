@@ -6,16 +6,16 @@ import dataclasses
 import json
 
 from ..events.shape import Event
-from .engines import Conn
+from .engines import Conn, reserve_event_ids
 
 
 def append_events(conn: Conn, events: list[Event]) -> list[Event]:
     """Insert events inside the caller's transaction; returns them with their log ids.
 
-    The ids come from one counter row, taken here, last in the transaction: its row lock
-    holds every other event-writing transaction until this one commits, so ids are
-    commit order on PostgreSQL too (a sequence is not), and a reader past id N has seen
-    every event up to N. What it costs writers is one row update each.
+    The ids are taken here, last in the transaction, under a lock held until it commits
+    (SQLite's write lock and a counter row; PostgreSQL's advisory lock and a sequence):
+    every other event-writing transaction waits for this one's commit, so ids are commit
+    order, and a reader past id N has seen every event up to N.
     """
     if not events:
         return []
@@ -44,11 +44,7 @@ def append_events(conn: Conn, events: list[Event]) -> list[Event]:
                 int(public),
             )
         )
-    last = conn.execute(
-        "UPDATE event_log_state SET value = value + ? WHERE name = 'last_event_id' RETURNING value",
-        (len(rows),),
-    ).fetchone()[0]
-    first = last - len(rows) + 1
+    first = reserve_event_ids(conn, len(rows))
     conn.executemany(
         "INSERT INTO events (id, type, action, repo_id, actor_id, payload, created_at, public)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -25,6 +25,13 @@ def fault_of(exc: BaseException) -> str | None:
     return sqlite.fault_of(exc) or postgres.fault_of(exc)
 
 
+def reserve_event_ids(conn: Conn, count: int) -> int:
+    """The first of count consecutive event ids, in commit order (see store/log.py)."""
+    if getattr(conn, "dialect", "sqlite") == "postgresql":
+        return postgres.reserve_event_ids(conn, count)
+    return sqlite.reserve_event_ids(conn, count)
+
+
 def open_database(
     url: str, path: Path, read_timeout_ms: int, write_timeout_ms: int, pool_size: int = 10
 ) -> AnyDatabase:

@@ -111,6 +111,14 @@ def _set_identities(lite: sqlite3.Connection, pg: Any, tables: list[str]) -> Non
         highest = max(highest, handed.get(table, 0))
         if highest:
             pg.execute("SELECT setval(%s, %s)", (sequence, highest))
+    # Event ids: past every id the source's counter gave (pruned events' included).
+    counter = lite.execute(
+        "SELECT value FROM event_log_state WHERE name = 'last_event_id'"
+    ).fetchone()
+    newest = pg.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]
+    given = max(newest, counter[0] if counter else 0)
+    if given:
+        pg.execute("SELECT setval('events_id_seq', %s)", (given,))
 
 
 def _identities(pg: Any) -> list[tuple[str, str]]:
@@ -128,9 +136,9 @@ def check_postgres(url: str) -> tuple[list[str], int, list[tuple[int, str]]]:
     with postgres.connect(url) as pg:
         schema = pg.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
         # PostgreSQL keeps its constraints itself; what it cannot know is that a copy
-        # left an identity behind the ids it holds (the next insert would collide) or
-        # the event counter behind the log (ids handed out twice).
-        for table, sequence in _identities(pg):
+        # left an id sequence behind the ids it holds (the next insert would collide, or
+        # an event id be handed out twice).
+        for table, sequence in [*_identities(pg), ("events", "events_id_seq")]:
             highest = pg.execute(f'SELECT COALESCE(MAX(id), 0) FROM "{table}"').fetchone()[0]
             last = pg.execute(f"SELECT last_value, is_called FROM {sequence}").fetchone()
             given = last[0] if last[1] else last[0] - 1
@@ -138,12 +146,6 @@ def check_postgres(url: str) -> tuple[list[str], int, list[tuple[int, str]]]:
                 problems.append(
                     f"{table}: its id sequence is at {given}, behind the highest id {highest}"
                 )
-        counter = pg.execute(
-            "SELECT value FROM event_log_state WHERE name = 'last_event_id'"
-        ).fetchone()
-        newest = pg.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]
-        if counter is None or counter[0] < newest:
-            problems.append(f"events: the id counter is behind the newest event {newest}")
         rows = pg.execute(
             "SELECT r.id, COALESCE(u.username, '?') || '/' || r.name FROM repositories r"
             " LEFT JOIN users u ON u.id = r.owner_id ORDER BY r.id"

@@ -157,6 +157,15 @@ def apply_migrations(conn: sqlite3.Connection, sql_dir: Path = SQL_DIR) -> list[
     return applied
 
 
+def reserve_event_ids(conn: sqlite3.Connection, count: int) -> int:
+    """The first of count event ids: from a counter row (never reused, as AUTOINCREMENT)."""
+    last = conn.execute(
+        "UPDATE event_log_state SET value = value + ? WHERE name = 'last_event_id' RETURNING value",
+        (count,),
+    ).fetchone()[0]
+    return int(last) - count + 1
+
+
 class SqliteSql:
     """What the store's queries take from SQLite's dialect: FTS5 search and a few quirks."""
 
