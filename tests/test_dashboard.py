@@ -70,6 +70,7 @@ def push(server: ServerProcess, username: str, repo: str, files: dict[str, str],
     run("commit", "-qm", "files")
     host = server.url.replace("http://", f"http://{username}:{PASSWORD.replace(' ', '%20')}@")
     run("push", "-q", f"{host}/{username}/{repo}.git", "main")
+    return run
 
 
 def sign_in(browser, server: ServerProcess, username: str) -> None:
@@ -302,3 +303,31 @@ def test_private_repository_invisible_to_another_user(server, browser):
     wait_text(browser, "main", "not found")
     browser.get(server.url + "/#/search/classified/issues")
     wait_text(browser, "#results", "Nothing found")
+
+
+def test_pull_request_page_shows_files_and_diff(server, browser, tmp_path):
+    auth = sign_up(server, "puller")
+    create(server, auth, "/api/repositories", {"name": "pr"})
+    run = push(server, "puller", "pr", {"notes.txt": "one\ntwo\n"}, tmp_path / "w")
+    run("checkout", "-qb", "feature")
+    (tmp_path / "w" / "notes.txt").write_text("one\nthree\n")
+    run("commit", "-qam", "three, not two")
+    host = server.url.replace("http://", f"http://puller:{PASSWORD.replace(' ', '%20')}@")
+    run("push", "-q", f"{host}/puller/pr.git", "feature")
+    pull = create(
+        server, auth, "/api/repositories/puller/pr/pulls", {"title": "Say three", "head": "feature"}
+    )
+    number = pull.get("number") or pull["pullRequest"]["number"]
+    sign_in(browser, server, "puller")
+    wait_text(browser, "#events li:first-child", "opened pull request")
+    browser.get(f"{server.url}/#/r/puller/pr/pulls/{number}")
+    wait_text(browser, "main", "Files changed (1)")
+    added = browser.find_elements("css selector", ".diff .add")
+    removed = browser.find_elements("css selector", ".diff .del")
+    assert [e.text for e in added] == ["+three"] and [e.text for e in removed] == ["-two"]
+    shoot(browser, "pull-request")
+    browser.get(f"{server.url}/#/r/puller/pr")
+    wait_text(browser, "main", "Say three")
+    browser.find_element("link text", "notes.txt").click()
+    wait_text(browser, "#file", "two")
+    shoot(browser, "file")

@@ -70,6 +70,18 @@ function markdown(html) {
   return div;
 }
 
+// A patch with its added and removed lines marked: one text node per line.
+function diff(patch) {
+  return h(
+    "pre",
+    { class: "diff" },
+    patch.split("\n").map((line) => {
+      const kind = line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("@@") ? "hunk" : "";
+      return h("span", { class: kind }, line + "\n");
+    }),
+  );
+}
+
 function section(title, ...body) {
   return h("section", { class: "card" }, h("h2", {}, title), ...body);
 }
@@ -110,7 +122,19 @@ async function showThread(owner, name, kind, number) {
   ];
   if (kind === "pulls") {
     const files = (await get(`${base}/files`).catch(() => ({}))).files || [];
-    parts.push(section("Files", h("ul", { class: "list mono" }, files.map((f) => h("li", {}, `${f.status || ""} ${f.filename || f.path || ""}`)))));
+    parts.push(
+      section(
+        `Files changed (${files.length})`,
+        files.map((f) =>
+          h(
+            "div",
+            { class: "pr-file" },
+            h("p", { class: "mono" }, h("strong", {}, f.path), ` ${f.status} +${f.additions} −${f.deletions}`),
+            f.binary ? h("p", { class: "muted" }, "binary file") : diff(f.patch || ""),
+          ),
+        ),
+      ),
+    );
   }
   mount(...parts);
 }
