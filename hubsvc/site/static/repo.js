@@ -19,11 +19,17 @@ function repoItem(repo) {
 }
 
 export async function showRepos(me) {
-  const data = await get(`/api/users/${q(me.username)}/repositories?limit=100`);
-  const repos = data.repositories || [];
+  const [own, stars] = await Promise.all([
+    get(`/api/users/${q(me.username)}/repositories?limit=100`),
+    get(`/api/users/${q(me.username)}/starred?limit=100`),
+  ]);
+  const list = (repos, id) =>
+    repos.length ? h("ul", { class: "list", id }, repos.map(repoItem)) : h("p", { class: "muted", id }, "None yet.");
   mount(
     h("h1", {}, "Your repositories"),
-    repos.length ? h("ul", { class: "list" }, repos.map(repoItem)) : h("p", { class: "muted" }, "None yet."),
+    list(own.repositories || [], "own"),
+    h("h1", {}, "Starred"),
+    list(stars.repositories || [], "starred"),
   );
 }
 
