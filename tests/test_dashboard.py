@@ -332,3 +332,21 @@ def test_pull_request_page_shows_files_and_diff(server, browser, tmp_path):
     browser.find_element("link text", "notes.txt").click()
     wait_text(browser, "#file", "two")
     shoot(browser, "file")
+
+
+def test_sign_in_refused_for_a_while_says_how_long(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    settings = {"rate_limit": {"enabled": True, "sign_in_per_15_minutes": 2}}
+    with ServerProcess(tmp_path / "data", settings) as limited:
+        sign_up(limited, "hasty")
+        browser.get(limited.url + "/#/sign-in")
+        wait_for(browser, "#login")
+        browser.find_element(By.ID, "login").send_keys("hasty")
+        # The submit handler clears the message before it asks, so each wait sees its answer.
+        for expected in ("Wrong username", "Wrong username", "Too many attempts: try again in"):
+            browser.find_element(By.ID, "password").clear()
+            browser.find_element(By.ID, "password").send_keys("not the password")
+            browser.find_element(By.CSS_SELECTOR, "#sign-in button").click()
+            wait_text(browser, "#sign-in-error", expected)
+        assert "seconds" in browser.find_element(By.ID, "sign-in-error").text
