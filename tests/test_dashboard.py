@@ -121,6 +121,9 @@ def no_script_ran(browser) -> None:
     names = browser.execute_script(
         "return performance.getEntriesByType('resource').map(e => e.name)"
     )
+    # The page works under its CSP: nothing of its own was refused by it.
+    refused = [e for e in browser.get_log("browser") if "Content Security Policy" in e["message"]]
+    assert refused == []
     ours = (origin, origin.replace("http", "ws", 1))
     assert all(n.startswith(ours) for n in names), names
 
