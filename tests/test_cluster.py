@@ -358,3 +358,36 @@ async def test_a_password_reset_from_the_command_line_is_refused_on_every_proces
         while (await call(session, server, "GET", "/api/users/me", token=token))[0] != 401:
             assert time.perf_counter() - start < 1.0, "a process still honours the token"
             await asyncio.sleep(0.01)
+
+
+async def test_a_member_added_on_one_process_hears_the_org_repository_on_another(three):
+    (a, b, c), session = three
+    owner = await sign_up(session, a, "owner")
+    member = await sign_up(session, a, "member")
+    assert (await call(session, a, "POST", "/api/orgs", {"name": "acme"}, owner))[0] == 201
+    body = {"name": "secret", "owner": "acme", "visibility": "private"}
+    assert (await call(session, a, "POST", "/api/repositories", body, owner))[0] == 201
+    # B fans an event of the repository out to the owner: its audience is cached there.
+    watching = await socket(session, b, owner)
+    await subscribe(watching, "acme", "secret")
+    await open_issue(session, c, owner, "before", repo="acme/secret")
+    await next_of(watching, "notification")
+    assert (await call(session, b, "GET", "/api/repositories/acme/secret", token=member))[0] == 404
+
+    status, _ = await call(
+        session, a, "PUT", "/api/orgs/acme/members/member", {"role": "member"}, owner
+    )
+    assert status in (200, 201, 204)
+    # Within a second on B (a grant added is told, not waited for; a removal is waited
+    # for before its answer): the member reads the repository, subscribes, and hears.
+    start = time.perf_counter()
+    while (await call(session, b, "GET", "/api/repositories/acme/secret", token=member))[0] != 200:
+        assert time.perf_counter() - start < 1.0, "B does not know of the new member"
+        await asyncio.sleep(0.01)
+    ws = await socket(session, b, member)
+    await subscribe(ws, "acme", "secret")
+    await open_issue(session, c, owner, "after", repo="acme/secret")
+    message = await next_of(ws, "notification", timeout=2.0)
+    assert message["notification"]["data"]["issue"]["title"] == "after"
+    await ws.close()
+    await watching.close()

@@ -53,6 +53,40 @@ async def test_a_push_left_in_flight_is_reconciled_at_start(aiohttp_client, tmp_
     assert await restarted.app[STORE].repos.pushes_in_flight() == []
 
 
+async def test_a_live_push_after_a_dead_one_leaves_the_dead_one_to_record(aiohttp_client, tmp_path):
+    # A push journalled by a process that died moved main; before the start that
+    # reconciles it, a live push of another branch is recorded. It must move the refs
+    # seen by its own update only, so the dead push's main still shows and is recorded.
+    config = make_config(tmp_path)
+    client = await aiohttp_client(create_app(config))
+    alice = await sign_up(client, "alice")
+    repo = await create(client, alice, "proj")
+    url = remote(client, alice, "alice", "proj")
+    work = tmp_path / "w"
+    await git("init", "-q", "-b", "main", str(work))
+    await git("commit", "-q", "--allow-empty", "-m", "one", cwd=work)
+    await git("push", "-q", url, "main", cwd=work)
+    files, store = client.app[REPO_FILES], client.app[STORE]
+    refs = await files.run(int(repo["id"]), lambda g: g.head_oids())
+    await store.repos.push_started(int(repo["id"]), alice.id, refs)  # its process dies
+    await git("commit", "-q", "--allow-empty", "-m", "dead", cwd=work)
+    await git("push", "-q", str(files.path(int(repo["id"]))), "main", cwd=work)
+    await git("checkout", "-q", "-b", "topic", cwd=work)
+    await git("commit", "-q", "--allow-empty", "-m", "live", cwd=work)
+    await git("push", "-q", url, "topic", cwd=work)  # recorded by the server, live
+    await client.close()
+
+    restarted = await aiohttp_client(create_app(config))
+    resp = await restarted.get("/api/repositories/alice/proj/events")
+    pushes = [e for e in (await resp.json())["events"] if e["type"] == "push"]
+    assert sorted((p["data"]["ref"], p["data"]["totalCommits"]) for p in pushes) == [
+        ("refs/heads/main", 1),
+        ("refs/heads/main", 1),
+        ("refs/heads/topic", 1),
+    ]
+    assert await restarted.app[STORE].repos.pushes_in_flight() == []
+
+
 def test_abandoned_quarantines_are_removed(tmp_path):
     objects = tmp_path / "000" / "1.git" / "objects"
     old, fresh = objects / "tmp_objdir-incoming-old", objects / "tmp_objdir-incoming-new"

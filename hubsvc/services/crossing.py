@@ -36,7 +36,11 @@ def join_cluster(app: web.Application) -> None:
     cluster.on("pulse", lambda m: _pulse(app, m))
     cluster.on("credentials", lambda m: _credentials(app, m))
     cluster.on("user", lambda m: _user(app, m))
-    cluster.on("audience", lambda m: app[STORE].repos.forget_audience(int(m["repo"])))
+    # repo None: an organization's grants changed, every cached audience may be stale
+    cluster.on(
+        "audience",
+        lambda m: app[STORE].repos.forget_audience(None if m["repo"] is None else int(m["repo"])),
+    )
     cluster.on("recheck", lambda m: _recheck(app, m))
     cluster.on_reconnect.append(lambda: _missed(app))
 
@@ -106,6 +110,7 @@ async def cluster_ctx(app: web.Application) -> AsyncIterator[None]:
     cluster.pulse_with(lambda: {"head": bus.last_id})
     store.db.write_listeners.append(cluster.pulse)
     store.repos.audience_listeners.append(lambda repo_id: cluster.tell("audience", repo=repo_id))
+    store.orgs.grants_listeners.append(lambda: cluster.tell("audience", repo=None))
     counts = app[SHARED_COUNTS]
     app[HUB].shared = counts
     counts.start()

@@ -63,9 +63,11 @@ async def record_push(
         ]
         data = await files.run(repo["id"], push_data, ref, old, new, others)
         events.append(make_event(app, repo, "push", data, actor))
-    # The bookkeeping and the push events commit together.
+    # The bookkeeping and the push events commit together; the refs seen move by this
+    # push's own updates only (as `after` has them: tags peeled).
+    changed = {ref: after.get(ref) for _old, _new, ref in updates}
     await store.repos.touch(
-        repo["id"], new_default, refs_seen=after, flight=flight, emit=lambda _: events
+        repo["id"], new_default, refs_seen=changed, flight=flight, emit=lambda _: events
     )
     try:
         await files.run(repo["id"], lambda g: g.write_commit_graph())

@@ -43,6 +43,8 @@ def changes_grants(method: StoreMethod) -> StoreMethod:
             return await method(self, *args, **kwargs)
         finally:
             self.grants_changed()
+            for listener in self.grants_listeners:  # other processes' caches (Redis)
+                listener()
 
     made = cast(StoreMethod, wrapper)
     made.sync = method.sync
@@ -63,6 +65,7 @@ class OrgStore(Table):
     def __init__(self, db: Any, grants_changed: Callable[[], None] = lambda: None) -> None:
         super().__init__(db)
         self.grants_changed = grants_changed
+        self.grants_listeners: list[Callable[[], None]] = []
 
     @writes
     def create(self, conn, owner_id: int, name: str, description: str) -> int:

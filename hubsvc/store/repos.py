@@ -355,14 +355,27 @@ class RepoStore(Table):
         conn,
         repo_id: int,
         default_branch: str | None = None,
-        refs_seen: dict[str, str] | None = None,
+        refs_seen: dict[str, str | None] | None = None,
         flight: int | None = None,
     ) -> None:
-        """Record a push: updatedAt, and the default branch when the first one arrived."""
+        """Record a push: updatedAt, and the default branch when the first one arrived.
+
+        refs_seen holds the refs this push changed (None: deleted), merged into the last
+        seen: only its own, so a push a dead process left unrecorded still shows as a
+        difference between what was seen and what is on disk, for reconcile to record.
+        """
         if refs_seen is not None:
+            row = conn.execute(
+                "SELECT refs_seen FROM repositories WHERE id = ?", (repo_id,)
+            ).fetchone()
+            seen = json.loads(row[0]) if row and row[0] else {}
+            for ref, oid in refs_seen.items():
+                if oid is None:
+                    seen.pop(ref, None)
+                else:
+                    seen[ref] = oid
             conn.execute(
-                "UPDATE repositories SET refs_seen = ? WHERE id = ?",
-                (json.dumps(refs_seen), repo_id),
+                "UPDATE repositories SET refs_seen = ? WHERE id = ?", (json.dumps(seen), repo_id)
             )
         if (
             flight is not None
