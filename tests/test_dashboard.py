@@ -211,6 +211,10 @@ def test_issue_appears_live_within_a_second(server, browser):
     browser.get(server.url + "/#/search/board/repositories")
     wait_text(browser, "#results", "livey/board")
     shoot(browser, "search")
+    browser.get(server.url + "/#/search/arrives/issues")
+    wait_text(browser, "#results", "#2 arrives live")
+    browser.find_element("link text", "#2 arrives live").click()
+    wait_text(browser, "main h1", "#2 arrives live")
     no_script_ran(browser)
 
 
