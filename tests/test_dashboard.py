@@ -96,10 +96,13 @@ def wait_for(browser, css: str, timeout: float = 10):
 
 
 def wait_text(browser, css: str, text: str, timeout: float = 10) -> None:
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    WebDriverWait(browser, timeout, poll_frequency=0.05).until(
+    # The page replaces what it shows: an element found a moment ago may be gone already.
+    ignored = (NoSuchElementException, StaleElementReferenceException)
+    WebDriverWait(browser, timeout, poll_frequency=0.05, ignored_exceptions=ignored).until(
         lambda b: text in b.find_element(By.CSS_SELECTOR, css).text
     )
 
@@ -282,9 +285,14 @@ def test_payloads_render_inert(server, browser, tmp_path):
     browser.find_element("link text", bad_name).click()
     wait_text(browser, "#file", "window.__xss=1")
     no_script_ran(browser)
-    for page in ("/#/r/mallory/xss", "/#/repos", f"/#/r/mallory/xss/issues/{number}"):
+    pages = (
+        ("/#/r/mallory/xss", "#readme"),
+        ("/#/repos", "#own"),
+        (f"/#/r/mallory/xss/issues/{number}", "main h1"),
+    )
+    for page, css in pages:
         browser.get(server.url + page)
-        wait_text(browser, "main", "window.__xss=")
+        wait_text(browser, css, "Read me" if css == "#readme" else "window.__xss=")
         no_script_ran(browser)
         hrefs = browser.execute_script(
             "return [...document.querySelectorAll('a')].map(a => a.getAttribute('href'))"
@@ -335,8 +343,9 @@ def test_pull_request_page_shows_files_and_diff(server, browser, tmp_path):
     assert [e.text for e in added] == ["+three"] and [e.text for e in removed] == ["-two"]
     shoot(browser, "pull-request")
     browser.get(f"{server.url}/#/r/puller/pr")
-    wait_text(browser, "main", "Say three")
-    browser.find_element("link text", "notes.txt").click()
+    # Only the hash changes: wait for the repository page itself, not the page before it.
+    wait_text(browser, "main", "Open pull requests")
+    wait_for(browser, "main a[href$='/blob/main/notes.txt']").click()
     wait_text(browser, "#file", "two")
     shoot(browser, "file")
 
