@@ -64,6 +64,7 @@ class RoundRobinProxy:
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        self._loop.close()  # else its self-pipe sockets warn in whichever test runs next
 
     def __enter__(self) -> RoundRobinProxy:
         return self.start()

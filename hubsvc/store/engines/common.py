@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 import time
@@ -23,7 +24,7 @@ def _probe_write(conn: Any) -> None:
     )
 
 
-class DatabaseBase:
+class DatabaseBase(abc.ABC):
     """The listeners told of commits, and /health's probes; engines add read and write."""
 
     PROBE_SECONDS = 5.0
@@ -46,11 +47,13 @@ class DatabaseBase:
         self._probe: tuple[str, float] | None = None
         self._probe_lock = asyncio.Lock()
 
+    @abc.abstractmethod
     async def _write(self, fn: Callable[..., Any], args: Any, kwargs: Any, deadline: float) -> Any:
-        raise NotImplementedError
+        """Run fn(conn, *args, **kwargs) in one write transaction, giving up at deadline."""
 
+    @abc.abstractmethod
     async def read(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        """Run fn(conn, *args, **kwargs) in one read transaction."""
 
     def committed(self, events: list) -> None:
         """Tell the listeners (the bus) of events that just committed."""

@@ -138,7 +138,7 @@ class Cursor:
 
     @property
     def lastrowid(self) -> int:
-        raise NotImplementedError("PostgreSQL has no lastrowid: use INSERT … RETURNING id")
+        raise AttributeError("PostgreSQL has no lastrowid: use INSERT … RETURNING id")
 
     def fetchone(self) -> Row | None:
         return self._cursor.fetchone() if self._cursor.description else None
