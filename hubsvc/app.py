@@ -55,6 +55,7 @@ from .services.crossing import cluster_ctx, join_cluster
 from .services.maintenance import maintenance_ctx
 from .services.pulls import MERGE_LOCKS, pull_sync_ctx
 from .services.pushes import push_journal_ctx
+from .site import pages as site_pages
 from .store import Store
 from .tasks import BACKGROUND, Background
 from .timeutil import iso
@@ -369,6 +370,7 @@ def create_app(config: Config) -> web.Application:
         git_api,
         compare_api,
         smart_http,
+        site_pages,
     ):
         app.router.add_routes(module.routes)
     _setup_cors(app, config)

@@ -169,3 +169,18 @@ class InfoRefsQuerySchema(Base):
     service = fields.String(
         required=True, validate=validate.OneOf(["git-upload-pack", "git-receive-pack"])
     )
+
+
+class ReadmeQuerySchema(Base):
+    branch = _BRANCH
+
+
+class ReadmeSchema(Base):
+    path = Str(required=True, metadata={"description": "the README's path in the tree"})
+    html = Str(
+        required=True,
+        metadata={
+            "description": "the README's Markdown as sanitized HTML (no script, style, SVG, "
+            "event attributes or links other than http, https and mailto)"
+        },
+    )

@@ -28,7 +28,7 @@ FLOORS: list[tuple[int, tuple[str, ...]]] = [
     (3, ("hubsvc.web",)),
     (4, ("hubsvc.notify",)),
     (5, ("hubsvc.services",)),
-    (6, ("hubsvc.api", "hubsvc.bot")),
+    (6, ("hubsvc.api", "hubsvc.bot", "hubsvc.site")),
     (7, ("hubsvc.app", "hubsvc.startup", "hubsvc.cli")),
 ]
 

@@ -14,6 +14,8 @@ from schemas.git import (
     DiffSchema,
     FileEnvelopeSchema,
     FileQuerySchema,
+    ReadmeQuerySchema,
+    ReadmeSchema,
     TreeQuerySchema,
     TreeSchema,
 )
@@ -22,6 +24,7 @@ from ..errors import NotFound
 from ..git.files import REPO_FILES
 from ..git.protocol import stream_blob
 from ..keys import CONFIG
+from ..web.markdown import render
 from ..web.openapi import doc
 from ..web.permissions import load_repo
 from ..web.rest import json_response, read_query
@@ -236,3 +239,39 @@ async def file(request: web.Request) -> web.StreamResponse:
         repo["id"], lambda g: g.file(oid, query["path"], limits["max_blob_bytes"])
     )
     return _answer(request, repo, {"file": data}, etag, immutable)
+
+
+README_NAMES = ("readme.md", "readme.markdown", "readme")
+
+
+@routes.get(REPO + "/readme")
+@doc(
+    "The README at the root, rendered from Markdown to sanitized HTML",
+    query=ReadmeQuerySchema,
+    responses={200: ReadmeSchema, 304: "not modified"},
+    errors=(404,),
+    public=True,
+    tag="git",
+    description="The first of README.md, README.markdown or README (any case) at the root "
+    "of the branch, rendered with markdown-it-py (CommonMark, tables, strikethrough) and "
+    "sanitized with nh3, for a page to show as it is. 404 when there is none.",
+)
+async def readme(request: web.Request) -> web.Response:
+    repo = await load_repo(request)
+    query = read_query(request, ReadmeQuerySchema())
+    oid = await _resolve(request, repo, query.get("branch"))
+    if oid is None:
+        raise NotFound("no README: the repository is empty")
+    etag = _etag("readme", oid)
+    immutable = bool(_OID_RE.match(query.get("branch", "")))
+    if _fresh(request, etag):
+        return web.Response(status=304, headers=_cache_headers(repo, etag, immutable))
+    files, limits = request.app[REPO_FILES], request.app[CONFIG]["git"]
+    entries, _ = await files.run(repo["id"], lambda g: g.tree_page(oid, "", 1000, 0))
+    names = {e["name"].lower(): e["name"] for e in entries if e["type"] == "file"}
+    found = next((names[n] for n in README_NAMES if n in names), None)
+    if found is None:
+        raise NotFound("no README")
+    data = await files.run(repo["id"], lambda g: g.file(oid, found, limits["max_blob_bytes"]))
+    text = data["content"] if data["encoding"] == "utf-8" else ""
+    return _answer(request, repo, {"path": found, "html": render(text)}, etag, immutable)

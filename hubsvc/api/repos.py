@@ -140,6 +140,27 @@ async def user_repos(request: web.Request) -> web.Response:
     return json_response({"repositories": [_repo_json(request, r) for r in rows], "hasMore": more})
 
 
+@routes.get("/api/users/{username}/starred")
+@doc(
+    "Repositories a user starred that the caller may read, most recently starred first",
+    query=PageQuerySchema,
+    responses={200: RepoListSchema},
+    errors=(401, 404),
+    public=True,
+    tag="repositories",
+    description="`me` as the username lists the caller's own stars.",
+)
+async def starred(request: web.Request) -> web.Response:
+    page = read_query(request, PageQuerySchema())
+    user = await request.app[STORE].users.by_username(path_username(request))
+    if user is None:
+        raise NotFound("user not found")
+    rows, more = await request.app[STORE].repos.starred_by(
+        user["id"], _viewer_id(request), page["limit"], page["offset"]
+    )
+    return json_response({"repositories": [_repo_json(request, r) for r in rows], "hasMore": more})
+
+
 @routes.get(REPO)
 @doc(
     "Repository info",

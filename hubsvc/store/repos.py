@@ -219,6 +219,19 @@ class RepoStore(Table):
         return _page([_repo(r) for r in rows], limit)
 
     @reads
+    def starred_by(
+        self, conn, user_id: int, viewer: int, limit: int, offset: int
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Repositories a user starred that the viewer may read, most recently starred first."""
+        # REPO_SELECT binds :viewer, so this query names its parameters too.
+        rows = conn.execute(
+            REPO_SELECT + " JOIN stars st ON st.repo_id = r.id AND st.user_id = :user"
+            f" WHERE {VISIBLE} ORDER BY st.created_at DESC, r.id DESC LIMIT :limit OFFSET :offset",
+            {"user": user_id, "viewer": viewer, "limit": limit + 1, "offset": offset},
+        )
+        return _page([_repo(r) for r in rows], limit)
+
+    @reads
     def forks(
         self, conn, repo_id: int, viewer: int, limit: int, offset: int
     ) -> tuple[list[dict[str, Any]], bool]:

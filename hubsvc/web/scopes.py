@@ -20,7 +20,9 @@ _STATUS_ROUTE = re.compile(
     r"^/api/repositories/\{owner\}/\{name\}/(statuses/|commits/[^/]+/status)"
 )
 # Readable without any scope, as GitHub's token metadata is.
-_OPEN = frozenset({"/health", "/api/openapi.json", "/api/docs", "/api/docs/init.js"})
+_OPEN = frozenset(
+    {"/health", "/api/openapi.json", "/api/docs", "/api/docs/init.js", "/", "/ui/{file}"}
+)
 # Answers that span repositories: a token limited to some repositories may not use them.
 _ACROSS = frozenset({"/api/search", "/api/events", "/ws"})
 GIT_ROUTE = re.compile(r"^/\{owner\}/\{name\}/")
