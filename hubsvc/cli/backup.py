@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 import sys
@@ -37,7 +36,7 @@ from .common import (
     _schema_version,
     _sha256,
 )
-from .copying import _copy_repository, _copy_secret, stage_into
+from .copying import _copy_repository, _copy_secret, finish_backup, stage_into
 from .pgbackup import backup_postgres, restore_postgres
 
 
@@ -121,16 +120,7 @@ def backup(config: Config, dest: Path) -> None:
         "database": {"file": DB_NAME, "sha256": _sha256(dest_db)},
         "secretKey": secret.is_file(),
     }
-    # Written last: a backup without a manifest is an incomplete one.
-    tmp = dest / (MANIFEST_NAME + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    os.sync()
-    if failed:
-        os.unlink(tmp)
-        for line in failed[:-1]:
-            print(f"hubsvc: {line}", file=sys.stderr)
-        raise CommandError(f"backup in {dest} is incomplete: {failed[-1]}")
-    os.replace(tmp, dest / MANIFEST_NAME)
+    finish_backup(dest, manifest, failed)
     if deleted:
         print(
             f"note: left out {len(deleted)} repositories deleted while the backup ran: "

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
 from ..datadir import tighten
-from .common import COPY_ATTEMPTS, DB_NAME, REPOS_NAME, SECRET_NAME, _git, _output_lines
+from .common import (
+    COPY_ATTEMPTS,
+    DB_NAME,
+    MANIFEST_NAME,
+    REPOS_NAME,
+    SECRET_NAME,
+    CommandError,
+    _git,
+    _output_lines,
+)
 
 
 def _copy_file(src: Path, dst: Path, immutable: bool) -> None:
@@ -177,3 +188,16 @@ def stage_into(target: Path, src: Path, present: list[str], with_database: bool)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     tighten(target)  # copy2 kept the backup's modes
+
+
+def finish_backup(dest: Path, manifest: dict, failed: list[str]) -> None:
+    """Write the manifest last (a backup without one is incomplete), or fail naming why."""
+    tmp = dest / (MANIFEST_NAME + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    os.sync()
+    if failed:
+        os.unlink(tmp)
+        for line in failed[:-1]:
+            print(f"hubsvc: {line}", file=sys.stderr)
+        raise CommandError(f"backup in {dest} is incomplete: {failed[-1]}")
+    os.replace(tmp, dest / MANIFEST_NAME)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 import sys
@@ -24,14 +22,13 @@ from .check import check_data
 from .common import (
     BACKUP_FORMAT,
     BACKUP_FORMAT_VERSION,
-    MANIFEST_NAME,
     REPOS_NAME,
     SECRET_NAME,
     WORKERS,
     CommandError,
     _sha256,
 )
-from .copying import _copy_repository, _copy_secret, stage_into
+from .copying import _copy_repository, _copy_secret, finish_backup, stage_into
 from .moving import _safe
 
 DUMP_NAME = "hubsvc.pgdump"
@@ -103,15 +100,7 @@ def backup_postgres(config: Config, dest: Path) -> None:
         "leftOut": left_out,
         "secretKey": secret.is_file(),
     }
-    tmp = dest / (MANIFEST_NAME + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    os.sync()
-    if failed:
-        os.unlink(tmp)
-        for line in failed[:-1]:
-            print(f"hubsvc: {line}", file=sys.stderr)
-        raise CommandError(f"backup in {dest} is incomplete: {failed[-1]}")
-    os.replace(tmp, dest / MANIFEST_NAME)
+    finish_backup(dest, manifest, failed)
     print(
         f"backed up {_safe(url)} (schema {schema}) and {manifest['repositories']}"
         f" repositories to {dest} in {time.monotonic() - started:.1f} s"
