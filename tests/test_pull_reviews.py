@@ -119,6 +119,53 @@ async def test_a_push_makes_an_approval_stale_and_protection_counts_writers(
     assert (await review(client, alice, event="APPROVE")).status == 422
 
 
+
+async def test_held_until_a_second_person_approves_and_ci_posts_success_then_merged(
+    client, alice, bob, tmp_path
+):
+    """The whole team flow: one approval from someone else and CI's success, then it merges."""
+    from .test_accounts import bearer, new_pat
+
+    await setup(client, alice, bob, tmp_path)
+    await client.put(
+        REPO + "/branches/main/protection",
+        json={
+            "requiredPullRequestReviews": {"requiredApprovingReviewCount": 1},
+            "requiredStatusChecks": {"contexts": ["ci/test"]},
+            "enforceAdmins": True,
+        },
+        headers=alice.headers,
+    )
+    ci = bearer((await new_pat(client, alice, scopes=["statuses:write"]))["secret"])
+    resp = await client.get(REPO + "/pulls/1")
+    assert resp.status == 200, await resp.text()
+    body = await resp.json()
+    sha = body.get("pullRequest", body)["headSha"]
+
+    async def merge_refusal() -> str:
+        resp = await client.post(REPO + "/pulls/1/merge", json={}, headers=bob.headers)
+        assert resp.status == 405, await resp.text()
+        return (await resp.json())["error"]
+
+    error = await merge_refusal()
+    assert "approvals 0 of 1" in error and "ci/test is expected" in error
+    # The author's own approval is refused; a second person's counts.
+    assert (await review(client, bob, event="APPROVE")).status == 422
+    assert (await review(client, alice, event="APPROVE")).status == 201
+    error = await merge_refusal()
+    assert "approvals" not in error and "ci/test is expected" in error
+    body = {"state": "pending", "context": "ci/test"}
+    resp = await client.post(f"{REPO}/statuses/{sha}", json=body, headers=ci)
+    assert resp.status == 201, await resp.text()
+    assert "ci/test is pending" in await merge_refusal()
+    body = {"state": "success", "context": "ci/test"}
+    assert (await client.post(f"{REPO}/statuses/{sha}", json=body, headers=ci)).status == 201
+    resp = await client.post(REPO + "/pulls/1/merge", json={}, headers=bob.headers)
+    assert resp.status == 200, await resp.text()
+    # main now holds the approved, CI-checked head.
+    log = (await (await client.get(REPO + "/commits?branch=main&limit=5")).json())["commits"]
+    assert sha in {c["oid"] for c in log} | {p for c in log for p in c["parents"]}
+
 async def test_reviews_are_events_and_private_ones_stay_private(client, alice, bob, tmp_path):
     await setup(client, alice, bob, tmp_path)
     await review(client, alice, event="COMMENT", body="looks fine @bob")

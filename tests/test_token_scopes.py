@@ -56,7 +56,7 @@ async def test_a_read_only_token_clones_and_cannot_push(client, alice, tmp_path)
     resp = await client.get(
         "/alice/proj.git/info/refs?service=git-receive-pack", headers=bearer(secret)
     )
-    assert resp.status == 403
+    assert resp.status == 403 and "repo:write" in await resp.text()
 
 
 async def test_a_token_limited_to_repositories(client, alice):
