@@ -119,7 +119,6 @@ async def test_a_push_makes_an_approval_stale_and_protection_counts_writers(
     assert (await review(client, alice, event="APPROVE")).status == 422
 
 
-
 async def test_held_until_a_second_person_approves_and_ci_posts_success_then_merged(
     client, alice, bob, tmp_path
 ):
@@ -165,6 +164,7 @@ async def test_held_until_a_second_person_approves_and_ci_posts_success_then_mer
     # main now holds the approved, CI-checked head.
     log = (await (await client.get(REPO + "/commits?branch=main&limit=5")).json())["commits"]
     assert sha in {c["oid"] for c in log} | {p for c in log for p in c["parents"]}
+
 
 async def test_reviews_are_events_and_private_ones_stay_private(client, alice, bob, tmp_path):
     await setup(client, alice, bob, tmp_path)
