@@ -131,7 +131,7 @@ def no_script_ran(browser) -> None:
     assert all(n.startswith(ours) for n in names), names
 
 
-def shoot(browser, name: str) -> None:
+def shoot(browser, name: str, bottom: str | None = None) -> None:
     """The current page at a laptop's and a phone's width, for a person to look at."""
     SCREENSHOTS.mkdir(exist_ok=True)
     for width, height in ((1280, 800), (390, 844)):
@@ -141,6 +141,10 @@ def shoot(browser, name: str) -> None:
             {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
         )
         time.sleep(0.2)  # let the layout settle after the resize
+        if bottom:  # the element at the viewport's foot, wherever the new width put it
+            browser.execute_script(
+                "document.querySelector(arguments[0]).scrollIntoView({block: 'end'})", bottom
+            )
         browser.save_screenshot(str(SCREENSHOTS / f"{name}-{width}x{height}.png"))
     browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     print(f"screenshots: {SCREENSHOTS}/{name}-*.png")

@@ -14,6 +14,7 @@ from .dashboard import (  # noqa: F401 (server and browser are fixtures)
     create,
     lines,
     server,
+    shoot,
     sign_in,
     sign_up,
     wait_for,
@@ -59,6 +60,7 @@ def test_first_load_reads_the_newest_page_and_older_ones_on_demand(server, brows
     assert len(feeds) == 1 and "before=" in feeds[0], feeds  # one page, not the whole log
     older = wait_for(browser, "#older")
     assert older.is_displayed()
+    shoot(browser, "activity-older", bottom="#older")
     older.click()
     # The page before holds the other 15 and, the server being shared, other tests' events.
     wait_text(browser, "#events", "#1 issue 0 ")
