@@ -14,6 +14,13 @@ _CURSOR = fields.String(
 
 class FeedQuerySchema(Base):
     after = _CURSOR
+    before = fields.String(
+        validate=validate.Regexp(r"^[0-9]{1,18}$", error="must be an event id"),
+        metadata={
+            "description": "an event id: only events before it, newest first (paging back "
+            "from the newest, as GitHub's feeds do); with after too, only those between"
+        },
+    )
     limit = fields.Integer(load_default=30, validate=validate.Range(1, 100))
 
 
@@ -22,6 +29,13 @@ class WsQuerySchema(Base):
         validate=validate.Length(max=200), metadata={"description": "a token, if no cookie is sent"}
     )
     after = _CURSOR
+    subscribe = fields.String(
+        validate=validate.OneOf(["all"]),
+        metadata={
+            "description": "all: follow every repository the user may read, new ones too "
+            "(as the message subscribe {all: true}, but before the ?after= replay)"
+        },
+    )
 
 
 class EventSchema(Base):

@@ -164,3 +164,51 @@ async def test_resume_past_the_retention_asks_for_a_resync(client, alice):
     carol = await sign_up(client, "carol")
     resp = await client.get(f"/ws?token={carol.token}&after=x1")
     assert resp.status == 400
+
+
+async def test_before_pages_back_from_the_newest(client, alice, bob):
+    await create(client, alice, "proj")
+    await create(client, alice, "secret", visibility="private")
+    await _issues(client, alice, "alice/proj", 7)
+    await _issues(client, alice, "alice/secret", 2)  # the newest: not bob's to see
+    _, everything = await _feed(client, user=alice, limit=100)
+    head = int(everything["events"][-1]["id"])
+    seen, before, pages = [], str(head + 1), 0
+    while True:
+        _, page = await _feed(client, user=bob, limit=3, before=before)
+        ids = [int(e["id"]) for e in page["events"]]
+        assert ids == sorted(ids, reverse=True)
+        if pages == 0:
+            newest = page["lastEventId"]
+        seen += [e["data"]["issue"]["title"] for e in page["events"]]
+        pages += 1
+        if not page["hasMore"]:
+            break
+        before = page["events"][-1]["id"]
+    assert seen == [f"issue {n}" for n in reversed(range(7))] and pages == 3
+    # lastEventId is the newest returned: after= from it holds nothing new for bob.
+    _, rest = await _feed(client, user=bob, after=newest)
+    assert rest["events"] == []
+    # Between after and before, newest first; before far past the log never moves past it.
+    ids = [e["id"] for e in everything["events"]]
+    _, page = await _feed(client, user=alice, after=ids[1], before=ids[4])
+    assert [e["id"] for e in page["events"]] == [ids[3], ids[2]]
+    _, page = await _feed(client, user=alice, after=str(head), before="999999999")
+    assert page == {"events": [], "hasMore": False, "lastEventId": str(head)}
+    status, body = await _feed(client, user=alice, before="x")
+    assert status == 400 and "before" in body["error"]
+
+
+async def test_subscribe_all_on_the_upgrade_widens_the_replay(client, alice, bob):
+    ws, hello = await _connect(client, bob)
+    await ws.close()
+    await create(client, alice, "newer")  # not bob's, not starred: only 'all' reaches it
+    await _issues(client, alice, "alice/newer", 2)
+    ws = await client.ws_connect(
+        f"/ws?token={bob.token}&after={hello['lastEventId']}&subscribe=all"
+    )
+    assert (await ws.receive_json(timeout=5))["type"] == "connected"
+    assert await ws.receive_json(timeout=5) == {"type": "subscribed", "all": True}
+    got = await _notifications(ws, 2)
+    assert [n["data"]["issue"]["title"] for n in got] == ["issue 0", "issue 1"]
+    await ws.close()

@@ -223,3 +223,39 @@ async def test_deeply_nested_messages_get_an_error_and_the_socket_stays_open(cli
         msg = await ws.receive(timeout=5)
     assert msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSED, WSMsgType.CLOSING)
     assert ws.close_code == 1009
+
+
+async def test_subscribe_all_follows_every_readable_repository_even_new_ones(client, alice, bob):
+    ws = await connect(client, bob)
+    await ws.send_json({"type": "subscribe", "all": True})
+    assert await next_of(ws, "subscribed") == {"type": "subscribed", "all": True}
+    # Repositories made after the subscription, which bob neither owns, stars nor names.
+    await create(client, alice, "later")
+    await create(client, alice, "hidden", visibility="private")
+    for repo in ("hidden", "later"):
+        await client.post(
+            f"/api/repositories/alice/{repo}/issues", json={"title": repo}, headers=alice.headers
+        )
+    note = (await next_of(ws, "notification"))["notification"]
+    assert note["repository"] == {"owner": "alice", "name": "later"}
+    await nothing_for(ws)  # nothing of the private one
+    await client.put(
+        "/api/repositories/alice/hidden/collaborators/bob",
+        json={"permission": "read"},
+        headers=alice.headers,
+    )
+    await client.post(
+        "/api/repositories/alice/hidden/issues", json={"title": "now"}, headers=alice.headers
+    )
+    note = (await next_of(ws, "notification"))["notification"]
+    assert note["data"]["issue"]["title"] == "now"
+    await ws.send_json({"type": "unsubscribe", "all": True})
+    assert await next_of(ws, "unsubscribed") == {"type": "unsubscribed", "all": True}
+    await client.post(
+        "/api/repositories/alice/later/issues", json={"title": "unheard"}, headers=alice.headers
+    )
+    await nothing_for(ws)
+    await ws.close()
+    with pytest.raises(aiohttp.WSServerHandshakeError) as info:
+        await client.ws_connect(f"/ws?token={bob.token}&subscribe=some")
+    assert info.value.status == 400

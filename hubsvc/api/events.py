@@ -19,7 +19,10 @@ FEED_DESCRIPTION = (
     "kept). Each event as the WebSocket sends it, its id the log id. Only events of "
     "repositories the caller may read now. Events are kept for events.retention_days: a "
     "cursor older than that answers 410 (start again without after). Pass lastEventId as "
-    "after= to go on."
+    "after= to go on. With `before` (an event id), the newest events before it, newest "
+    "first: pass the oldest one's id as before= for the page before (hasMore: there are "
+    "older ones); lastEventId is then the newest one returned, the cursor to go on from "
+    "with after= (or the WebSocket's ?after=)."
 )
 
 
@@ -33,11 +36,19 @@ async def _feed(request: web.Request, repo_id: int | None) -> web.Response:
             "start again without after",
             410,
         )
-    user = current_user(request)
-    events, more = await store.events.visible_after(
-        user["id"] if user else 0, after, query["limit"], repo_id
-    )
-    last = events[-1].id if events else str(after)
+    viewer = user["id"] if (user := current_user(request)) else 0
+    if "before" in query:
+        before = int(query["before"])
+        events, more = await store.events.visible_before(
+            viewer, before, after, query["limit"], repo_id
+        )
+        if events:
+            last = events[0].id
+        else:  # nothing readable before it: go on from there, but never past the log's end
+            last = str(max(min(before - 1, await store.events.last_id()), after))
+    else:
+        events, more = await store.events.visible_after(viewer, after, query["limit"], repo_id)
+        last = events[-1].id if events else str(after)
     return json_response(
         {"events": [e.to_dict() for e in events], "hasMore": more, "lastEventId": last}
     )

@@ -51,15 +51,20 @@ async def _ws_user(request: web.Request) -> tuple[dict[str, Any], bytes | None]:
     query=WsQuerySchema,
     description="Server messages: connected {userId, username, lastEventId}, ping, pong, "
     "notification {notification: event} (event as in GET /api/events, its id the "
-    "log id), subscribed {repository}, unsubscribed {repository, reason?}, "
+    "log id), subscribed {repository} or {all: true}, unsubscribed {repository, "
+    "reason?} or {all: true}, "
     "resumed {lastEventId} (a replay ended; live events follow), resync "
     "{lastEventId, reason} (the cursor is older than events.retention_days: read "
     "the state again, then go on from lastEventId), error {error}. Client "
     "messages: ping, pong, subscribe {repository: {owner, name}}, unsubscribe "
-    '{repository}, resume {after: "<event id>"}. Resume (or ?after=<id> on the '
-    "upgrade) first sends, in order, the notifications the socket would have got "
-    "since that id (events of repositories the user owns, collaborates on, "
-    "starred or subscribed to, and may read now), then live ones, with no gap "
+    "{repository}, subscribe {all: true} and unsubscribe {all: true}, resume {after: "
+    '"<event id>"}. subscribe {all: true} (or ?subscribe=all on the upgrade, which '
+    "also widens its ?after= replay) follows every repository the user may read, "
+    "including ones created later: the events GET /api/events shows, live. "
+    "Resume (or ?after=<id> on the upgrade) first sends, in order, the "
+    "notifications the socket would have got since that id (events of "
+    "repositories the user owns, collaborates on, starred or subscribed to, or "
+    "every one with subscribe all, and may read now), then live ones, with no gap "
     "and no repeat at the seam. "
     "A malformed message, or one nested deeper than limits.json_depth, gets "
     "error {error} and the socket stays open; over 64 KiB closes it (1009). "
@@ -72,6 +77,9 @@ async def _ws_user(request: web.Request) -> tuple[dict[str, Any], bytes | None]:
 async def websocket(request: web.Request) -> web.StreamResponse:
     user, digest = await _ws_user(request)
     after = _cursor(request.query.get("after"))
+    everything = request.query.get("subscribe")
+    if everything not in (None, "all"):
+        raise BadRequest("subscribe: must be all")
     hub = request.app[HUB]
     config = request.app[CONFIG]["websocket"]
     ip = client_ip(request)
@@ -100,6 +108,10 @@ async def websocket(request: web.Request) -> web.StreamResponse:
             "lastEventId": str(hub.cursor),
         },
     )
+    if everything:
+        # Before the replay starts, so the replay holds every readable repository's events.
+        hub.subscribe_all(client)
+        hub.send(client, {"type": "subscribed", "all": True})
     if after is not None:
         hub.resume(client, after)
     beat = asyncio.get_running_loop().create_task(
@@ -174,6 +186,9 @@ async def _handle(request: web.Request, hub: Hub, client: Client, text: str) -> 
             hub.send(client, {"type": "error", "error": error})
             return
         hub.resume(client, after)
+    elif kind in ("subscribe", "unsubscribe") and message.get("all") is True:
+        hub.subscribe_all(client, kind == "subscribe")
+        hub.send(client, {"type": f"{kind}d", "all": True})
     elif kind in ("subscribe", "unsubscribe"):
         ref = message.get("repository")
         if not (

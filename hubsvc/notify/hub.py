@@ -48,6 +48,8 @@ class Client:
         self.username: str = user["username"]
         self.ip = ip
         self.subscriptions: set[int] = set()
+        # Subscribed to every repository the user may read (subscribe {all: true}).
+        self.everything = False
         self.queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_SIZE)
         self.writer: asyncio.Task | None = None
         # False while a resume replays the log: live events wait for the replay to end.
@@ -95,7 +97,11 @@ def _wants(client: Client, event: Event, audience: Audience) -> bool:
     """Whether a client watches or subscribed to the event's repository and may read it."""
     return (
         client.web
-        and (client.user_id in audience.watchers or event.repo_number in client.subscriptions)
+        and (
+            client.everything
+            or client.user_id in audience.watchers
+            or event.repo_number in client.subscriptions
+        )
         and audience.may_read(client.user_id, event)
     )
 
@@ -108,6 +114,7 @@ class Hub:
         self.clients: set[Client] = set()
         self.by_user: defaultdict[int, set[Client]] = defaultdict(set)
         self.by_repo: defaultdict[int, set[Client]] = defaultdict(set)
+        self.everyone: set[Client] = set()  # the clients subscribed to all they may read
         self.per_ip: defaultdict[str, int] = defaultdict(int)
         self.closing = False
         self._closers: set[asyncio.Task] = set()
@@ -148,6 +155,7 @@ class Hub:
         self.by_user[client.user_id].discard(client)
         if not self.by_user[client.user_id]:
             del self.by_user[client.user_id]
+        self.everyone.discard(client)
         for repo_id in client.subscriptions:
             self.by_repo[repo_id].discard(client)
             if not self.by_repo[repo_id]:
@@ -168,6 +176,14 @@ class Hub:
     def unsubscribe(self, client: Client, repo_id: int) -> None:
         client.subscriptions.discard(repo_id)
         self.by_repo.get(repo_id, set()).discard(client)
+
+    def subscribe_all(self, client: Client, on: bool = True) -> None:
+        """Follow (or stop following) every repository the user may read, new ones too."""
+        client.everything = on
+        if on:
+            self.everyone.add(client)
+        else:
+            self.everyone.discard(client)
 
     async def _write(self, client: Client) -> None:
         try:
@@ -297,7 +313,7 @@ class Hub:
     def _targets(self, event: Event, audience: Audience) -> set[Client]:
         """The live clients an event goes to: watchers and subscribers who may read it."""
         repo_id = event.repo_number
-        targets: set[Client] = set(self.by_repo.get(repo_id, ()))
+        targets: set[Client] = set(self.by_repo.get(repo_id, ())) | self.everyone
         for user_id in audience.watchers:
             targets |= self.by_user.get(user_id, set())
         if audience.readers is not None or not event.public:

@@ -113,6 +113,26 @@ class EventStore(Table):
         ).fetchall()
         return [_event(r) for r in rows[:limit]], len(rows) > limit
 
+    @reads
+    def visible_before(
+        self, conn, viewer: int, before: int, after: int, limit: int, repo_id: int | None = None
+    ) -> tuple[list[Event], bool]:
+        """Events the viewer may read, newest first, after `after` and before `before`."""
+        where = "e.repo_id = :repo" if repo_id is not None else "1 = 1"
+        rows = conn.execute(
+            "SELECT e.* FROM events e JOIN repositories r ON r.id = e.repo_id"
+            f" WHERE e.id < :before AND e.id > :after AND {where} AND CASE WHEN e.public = 1"
+            f" THEN {VISIBLE} ELSE {READ_THEN} END ORDER BY e.id DESC LIMIT :limit",
+            {
+                "before": before,
+                "after": after,
+                "viewer": viewer,
+                "repo": repo_id,
+                "limit": limit + 1,
+            },
+        ).fetchall()
+        return [_event(r) for r in rows[:limit]], len(rows) > limit
+
     @writes
     def prune(self, conn, before_iso: str) -> int:
         """Drop events created before the time; remembers how far pruning went."""

@@ -1,22 +1,22 @@
-// Live activity: the feed of every readable repository, then the WebSocket for what
-// happens next; after a drop, the feed from its cursor and the socket from there again,
-// so nothing is missed, and events are keyed by id so nothing shows twice.
-import { get } from "./api.js";
+// Live activity: one WebSocket subscribed to every repository the user may read
+// (/ws?subscribe=all, new repositories too), and the newest page of the feed read back
+// from the socket's first cursor (GET /api/events?before=), older pages on demand.
+// After a drop the socket comes back with ?after= its last event id, so the server
+// replays what was missed; events are keyed by id, so nothing shows twice.
+import { ApiError, get } from "./api.js";
 import { h, mount } from "./dom.js";
 import { eventLine } from "./events.js";
 
-const KEEP = 200; // lines on the page
-const POLL_MS = 15000; // the feed also catches readable repositories the socket doesn't follow
+const KEEP = 300; // lines on the page; older ones come back with "Older"
+const PAGE = 30;
 const seen = new Map(); // id (BigInt) → <li>
-let feedCursor = "0";
+let cursor = null; // the newest event id settled: every readable one up to it was offered
 let socket = null;
 let stopped = true;
 let attempt = 0;
 let retryTimer = null;
-let pollTimer = null;
 let list = null;
-const repos = new Map(); // "owner/name" → {owner, name}: followed live on the socket
-let following = new Set(); // what the current socket was asked to follow
+let older = null; // the "Older" button
 
 function setStatus(text, kind) {
   const el = document.getElementById("status");
@@ -29,7 +29,6 @@ function add(event) {
   if (seen.has(id)) return;
   const li = eventLine(event);
   seen.set(id, li);
-  follow(event.repository);
   // Newest first: before the first line with a smaller id.
   let before = null;
   for (const node of list.children) {
@@ -43,50 +42,36 @@ function add(event) {
     const last = list.lastElementChild;
     seen.delete(BigInt(last.dataset.id));
     last.remove();
+    older.hidden = false; // what was dropped can be read again
   }
-  document.getElementById("empty")?.remove();
+  document.getElementById("empty").hidden = true;
 }
 
-async function drainFeed() {
-  for (;;) {
-    let page;
-    try {
-      page = await get(`/api/events?limit=100&after=${feedCursor}`);
-    } catch (err) {
-      if (err.status === 410) {
-        feedCursor = "0"; // pruned past the cursor: start again from the oldest kept
-        continue;
-      }
-      throw err;
-    }
+// The page of the feed just before the oldest line shown (or before the socket's first
+// cursor, on an empty page): live events cover everything after that.
+async function loadOlder() {
+  const oldest = list.lastElementChild ? BigInt(list.lastElementChild.dataset.id) : cursor + 1n;
+  older.disabled = true;
+  try {
+    const page = await get(`/api/events?limit=${PAGE}&before=${oldest}`);
     page.events.forEach(add);
-    feedCursor = page.lastEventId;
-    if (!page.hasMore) return;
+    older.hidden = !page.hasMore;
+    if (!list.children.length) document.getElementById("empty").hidden = false;
+  } catch (err) {
+    older.hidden = false;
+    older.textContent = "Try again";
+    throw err;
+  } finally {
+    older.disabled = false;
   }
-}
-
-// The socket sends on its own only what the user owns, collaborates on or starred; other
-// readable repositories in the feed are subscribed to on this socket, so they are live too.
-function follow(repo) {
-  if (!repo) return;
-  const key = `${repo.owner}/${repo.name}`;
-  repos.set(key, { owner: repo.owner, name: repo.name });
-  if (socket && socket.readyState === WebSocket.OPEN && !following.has(key)) {
-    following.add(key);
-    socket.send(JSON.stringify({ type: "subscribe", repository: repos.get(key) }));
-  }
+  older.textContent = "Older";
 }
 
 function connect() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
-  const ws = new WebSocket(`${proto}//${location.host}/ws?after=${feedCursor}`);
+  const after = cursor === null ? "" : `&after=${cursor}`;
+  const ws = new WebSocket(`${proto}//${location.host}/ws?subscribe=all${after}`);
   socket = ws;
-  ws.onopen = () => {
-    attempt = 0;
-    following = new Set();
-    for (const repo of repos.values()) follow(repo);
-    setStatus("live", "live");
-  };
   ws.onmessage = (msg) => {
     let m;
     try {
@@ -94,9 +79,27 @@ function connect() {
     } catch (_) {
       return;
     }
-    if (m.type === "notification" && m.notification) add(m.notification);
-    else if (m.type === "ping") ws.send(JSON.stringify({ type: "pong" }));
-    else if (m.type === "resync") ws.close(); // the reconnect reads the feed again
+    if (m.type === "notification" && m.notification) {
+      const id = BigInt(m.notification.id);
+      if (cursor === null || id > cursor) cursor = id;
+      add(m.notification);
+    } else if (m.type === "connected") {
+      attempt = 0;
+      setStatus("live", "live");
+      if (cursor === null) {
+        // First connection: everything after lastEventId comes on this socket, and the
+        // newest page up to it from the feed.
+        cursor = BigInt(m.lastEventId);
+        loadOlder().catch(() => setStatus("could not read the feed", "reconnecting"));
+      }
+    } else if (m.type === "ping") ws.send(JSON.stringify({ type: "pong" }));
+    else if (m.type === "resync") {
+      // Missed more than the server keeps: start again from the newest page.
+      cursor = null;
+      seen.clear();
+      list.replaceChildren();
+      ws.close();
+    }
   };
   ws.onclose = (ev) => {
     if (socket !== ws) return;
@@ -121,23 +124,21 @@ function retry() {
 
 async function resume() {
   if (stopped) return;
+  // A refused upgrade tells the page nothing; a plain request says whether the session
+  // is still good (401: sign in again) or the server is still away (try later).
   try {
-    await drainFeed();
+    await get("/api/users/me");
   } catch (err) {
-    if (err.status === 401) {
-      location.hash = "#/sign-in";
-      return;
-    }
-    retry();
+    if (err instanceof ApiError && err.status === 401) location.hash = "#/sign-in";
+    else retry();
     return;
   }
-  connect();
+  if (!stopped) connect();
 }
 
 export function stopActivity() {
   stopped = true;
   clearTimeout(retryTimer);
-  clearInterval(pollTimer);
   if (socket) {
     const ws = socket;
     socket = null;
@@ -150,17 +151,17 @@ export async function showActivity() {
   stopActivity();
   stopped = false;
   seen.clear();
-  repos.clear();
-  feedCursor = "0";
+  cursor = null;
+  attempt = 0;
   list = h("ol", { id: "events", class: "events" });
+  older = h("button", { id: "older", type: "button", class: "more", hidden: true }, "Older");
+  older.addEventListener("click", () => loadOlder().catch(() => {}));
   mount(
     h("h1", {}, "Activity"),
-    h("p", { class: "muted", id: "empty" }, "Nothing has happened yet in the repositories you can read."),
+    h("p", { class: "muted", id: "empty", hidden: true }, "Nothing has happened yet in the repositories you can read."),
     list,
+    older,
   );
   setStatus("connecting…", "reconnecting");
-  await resume();
-  pollTimer = setInterval(() => {
-    if (socket && socket.readyState === WebSocket.OPEN) drainFeed().catch(() => {});
-  }, POLL_MS);
+  connect();
 }

@@ -94,7 +94,10 @@ async function signOut() {
 }
 
 async function route() {
-  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  // #/path/parts?state=…&page=…: each part decoded on its own, so a branch may hold "/".
+  const [path, query] = location.hash.replace(/^#\/?/, "").split("?", 2);
+  const parts = path.split("/").map(decodeURIComponent);
+  const params = new URLSearchParams(query || "");
   if (!me && parts[0] !== "sign-in") {
     location.hash = "#/sign-in";
     return;
@@ -106,7 +109,7 @@ async function route() {
   }
   if (parts[0] === "r" && parts.length >= 3) {
     stopActivity();
-    await showRepo(parts[1], parts[2], parts.slice(3));
+    await showRepo(parts[1], parts[2], parts.slice(3).filter(Boolean), params);
   } else if (parts[0] === "repos") {
     stopActivity();
     await showRepos(me);

@@ -9,7 +9,7 @@ export function h(tag, attrs, ...children) {
     else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
     else el.setAttribute(key, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -26,7 +26,8 @@ export function safeHref(value) {
 
 export function mount(...children) {
   const main = document.getElementById("main");
-  main.replaceChildren(...children);
+  // replaceChildren would write null as the text "null": leave the missing parts out.
+  main.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
   return main;
 }
 

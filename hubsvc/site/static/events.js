@@ -36,7 +36,11 @@ export function describe(event) {
     const link = Number.isInteger(item.number) ? `${base}/${pull ? "pulls" : "issues"}/${item.number}` : base;
     return [what, String(item.title || ""), colour, link];
   }
-  if (event.type === "push") return [String(d.summary || pushSummary(d)), "", "blue", `${base}/commits`];
+  if (event.type === "push") {
+    const ref = String(d.ref || "");
+    const branch = ref.startsWith("refs/heads/") && !d.deleted ? `/${encodeURIComponent(ref.slice(11))}` : "";
+    return [String(d.summary || pushSummary(d)), "", "blue", `${base}/commits${branch}`];
+  }
   if (event.type === "star") {
     const added = action === "added";
     return [added ? "starred" : "unstarred", "", added ? "yellow" : "gray", base];

@@ -1,10 +1,10 @@
 // A repository (files, branches, commits, issues, pull requests), the user's
 // repositories, and search: all text nodes, from the public API.
 import { get, repoPath } from "./api.js";
-import { h, mount, timeEl } from "./dom.js";
-
-const repoHash = (owner, name) => `#/r/${encodeURIComponent(owner)}/${encodeURIComponent(name)}`;
-const q = encodeURIComponent;
+import { h, mount } from "./dom.js";
+import { branchPicker, commitList, showCommit, showCommits } from "./history.js";
+import { showThread, showThreads, threadList } from "./threads.js";
+import { crumbs, q, repoHash, section } from "./views.js";
 
 function repoItem(repo) {
   const owner = (repo.owner && repo.owner.username) || String(repo.fullName || "").split("/")[0];
@@ -76,128 +76,90 @@ function markdown(html) {
   return div;
 }
 
-// A patch with its added and removed lines marked: one text node per line.
-function diff(patch) {
-  return h(
-    "pre",
-    { class: "diff" },
-    patch.split("\n").map((line) => {
-      const kind = line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("@@") ? "hunk" : "";
-      return h("span", { class: kind }, line + "\n");
-    }),
-  );
-}
-
-function section(title, ...body) {
-  return h("section", { class: "card" }, h("h2", {}, title), ...body);
-}
-
-function issueList(items, owner, name, kind) {
-  if (!items.length) return h("p", { class: "muted" }, `No open ${kind === "pulls" ? "pull requests" : "issues"}.`);
-  return h(
-    "ul",
-    { class: "list" },
-    items.map((it) =>
-      h(
-        "li",
-        { class: "item" },
-        h("a", { href: `${repoHash(owner, name)}/${kind}/${it.number}` }, `#${it.number} ${it.title}`),
-        " ",
-        timeEl(it.createdAt),
-      ),
-    ),
-  );
-}
-
-async function showThread(owner, name, kind, number) {
-  const base = `${repoPath(owner, name)}/${kind}/${q(number)}`;
-  const data = await get(base);
-  const item = data.issue || data.pullRequest || data;
-  const comments = (await get(`${base}/comments`).catch(() => ({}))).comments || [];
-  const parts = [
-    h("p", {}, h("a", { href: repoHash(owner, name) }, `${owner}/${name}`)),
-    h("h1", {}, `#${item.number} ${item.title}`),
-    h("p", { class: "muted" }, `${item.state} · `, (item.author && item.author.username) || "", " · ", timeEl(item.createdAt)),
-    h("pre", { class: "body" }, item.body || ""),
-    section(
-      "Comments",
-      comments.length
-        ? h("ul", { class: "list" }, comments.map((c) => h("li", { class: "item" }, h("strong", {}, (c.author && c.author.username) || "?"), " ", timeEl(c.createdAt), h("pre", { class: "body" }, c.body || ""))))
-        : h("p", { class: "muted" }, "No comments."),
-    ),
-  ];
-  if (kind === "pulls") {
-    const files = (await get(`${base}/files`).catch(() => ({}))).files || [];
-    parts.push(
-      section(
-        `Files changed (${files.length})`,
-        files.map((f) =>
-          h(
-            "div",
-            { class: "pr-file" },
-            h("p", { class: "mono" }, h("strong", {}, f.path), ` ${f.status} +${f.additions} −${f.deletions}`),
-            f.binary ? h("p", { class: "muted" }, "binary file") : diff(f.patch || ""),
-          ),
-        ),
-      ),
-    );
-  }
-  mount(...parts);
-}
-
 async function showFile(owner, name, branch, path) {
   const file = (await get(`${repoPath(owner, name)}/file?branch=${q(branch)}&path=${q(path)}`)).file;
   let body = file.content;
   if (file.truncated) body = `(${file.size} bytes: too large to show)`;
   else if (file.isBinary) body = `(binary file, ${file.size} bytes)`;
-  mount(
-    h("p", {}, h("a", { href: repoHash(owner, name) }, `${owner}/${name}`), ` / ${path}`),
-    h("pre", { class: "file", id: "file" }, body),
-  );
+  mount(crumbs(owner, name, ` / ${branch} / ${path}`), h("pre", { class: "file", id: "file" }, body));
 }
 
-export async function showRepo(owner, name, rest) {
-  if (rest[0] === "issues" || rest[0] === "pulls") return showThread(owner, name, rest[0], rest[1]);
+// A card's title with a link to the whole list.
+const more = (title, href, label) => h("span", { class: "more-link" }, title, " ", h("a", { href }, label));
+
+async function showOverview(owner, name, rest) {
   const base = repoPath(owner, name);
   const repo = (await get(base)).repo;
-  const branch = rest[0] === "blob" || rest[0] === "tree" ? rest[1] : repo.defaultBranch || "main";
-  if (rest[0] === "blob") return showFile(owner, name, branch, rest.slice(2).join("/"));
+  const branch = rest[0] === "tree" && rest[1] ? rest[1] : repo.defaultBranch || "main";
   const dir = rest[0] === "tree" ? rest.slice(2).join("/") : "";
   const [tree, branches, commits, issues, pulls, readme] = await Promise.all(
     [
       `${base}/tree?branch=${q(branch)}&path=${q(dir)}`,
-      `${base}/branches`,
+      `${base}/branches?limit=100`,
       `${base}/commits?branch=${q(branch)}&limit=10`,
       `${base}/issues?state=open&limit=10`,
       `${base}/pulls?state=open&limit=10`,
       `${base}/readme?branch=${q(branch)}`,
     ].map((p) => get(p).catch(() => ({}))),
   );
+  const home = repoHash(owner, name);
+  const atBranch = (b) => `${home}/tree/${q(b)}`;
   const files = tree.files || [];
   const link = (f) =>
     h(
       "a",
-      { href: `${repoHash(owner, name)}/${f.type === "dir" ? "tree" : "blob"}/${q(branch)}/${f.path.split("/").map(q).join("/")}` },
+      { href: `${home}/${f.type === "dir" ? "tree" : "blob"}/${q(branch)}/${f.path.split("/").map(q).join("/")}` },
       f.type === "dir" ? `${f.name}/` : f.name,
     );
+  const up = dir ? h("li", {}, h("a", { href: `${atBranch(branch)}/${dir.split("/").slice(0, -1).map(q).join("/")}` }, "../")) : null;
   mount(
     h("h1", {}, `${owner}/${name}`, repo.private ? h("span", { class: "badge" }, "private") : null),
     repo.description ? h("p", { class: "desc" }, repo.description) : null,
-    h("div", { class: "grid" },
+    h("div", { class: "toolbar" }, branchPicker(branches.branches || [], branch, atBranch), dir ? h("span", { class: "mono" }, `/${dir}`) : null),
+    h(
+      "div",
+      { class: "grid" },
       section(
         "Files",
-        files.length
-          ? h("ul", { class: "list mono" }, files.map((f) => h("li", {}, link(f))))
+        files.length || up
+          ? h("ul", { class: "list mono", id: "tree" }, up, files.map((f) => h("li", {}, link(f))))
           : h("p", { class: "muted" }, "Empty repository."),
       ),
-      section("Branches", h("ul", { class: "list mono" }, (branches.branches || []).map((b) => h("li", {}, b.name)))),
       section(
-        "Recent commits",
-        h("ul", { class: "list" }, (commits.commits || []).map((c) => h("li", { class: "item" }, h("code", {}, String(c.oid || c.sha || "").slice(0, 7)), " ", String(c.message || "").split("\n")[0]))),
+        "Branches",
+        h(
+          "ul",
+          { class: "list mono", id: "branches" },
+          (branches.branches || []).map((b) =>
+            h("li", {}, h("a", { href: atBranch(b.name), class: b.name === branch ? "current" : "" }, b.name), b.isDefault ? h("span", { class: "badge" }, "default") : null),
+          ),
+        ),
       ),
-      section("Open issues", issueList(issues.issues || [], owner, name, "issues")),
-      section("Open pull requests", issueList(pulls.pullRequests || [], owner, name, "pulls")),
+      section(
+        more("Recent commits", `${home}/commits/${q(branch)}`, "all →"),
+        commitList(commits.commits || [], owner, name),
+      ),
+      section(
+        more("Open issues", `${home}/issues?state=open`, "all →"),
+        threadList(issues.issues || [], owner, name, "issues", "No open issues."),
+      ),
+      section(
+        more("Open pull requests", `${home}/pulls?state=open`, "all →"),
+        threadList(pulls.pullRequests || [], owner, name, "pulls", "No open pull requests."),
+      ),
     ),
     readme.html !== undefined ? section(readme.path, markdown(readme.html)) : null,
   );
+}
+
+// #/r/owner/name[/tree/branch/dir | /blob/branch/path | /commits[/branch] | /commit/oid |
+// /issues[/n] | /pulls[/n]], with ?state= and ?page= for the lists.
+export async function showRepo(owner, name, rest, params) {
+  const [what, arg] = rest;
+  if ((what === "issues" || what === "pulls") && arg) return showThread(owner, name, what, arg);
+  if (what === "issues" || what === "pulls") return showThreads(owner, name, what, params);
+  if (what === "commits") return showCommits(owner, name, arg, params);
+  if (what === "commit" && arg) return showCommit(owner, name, arg);
+  if (what === "blob" && arg) return showFile(owner, name, arg, rest.slice(2).join("/"));
+  return showOverview(owner, name, rest);
 }

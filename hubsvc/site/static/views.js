@@ -1,0 +1,78 @@
+// Pieces the repository pages share: links, cards, diffs, state tabs and pagers.
+import { h } from "./dom.js";
+
+export const q = encodeURIComponent;
+export const repoHash = (owner, name) => `#/r/${q(owner)}/${q(name)}`;
+export const PAGE = 30;
+
+export function section(title, ...body) {
+  return h("section", { class: "card" }, h("h2", {}, title), ...body);
+}
+
+// "owner/name" (a link) and what follows it, above a repository's pages.
+export function crumbs(owner, name, ...rest) {
+  return h("p", { class: "crumbs" }, h("a", { href: repoHash(owner, name) }, `${owner}/${name}`), ...rest);
+}
+
+// A patch with its added and removed lines marked: one text node per line.
+export function diff(patch) {
+  return h(
+    "pre",
+    { class: "diff" },
+    patch.split("\n").map((line) => {
+      const kind = line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("@@") ? "hunk" : "";
+      return h("span", { class: kind }, line + "\n");
+    }),
+  );
+}
+
+// The files of a diff (a commit's or a pull request's), each with its patch.
+export function diffFiles(files) {
+  return files.map((f) =>
+    h(
+      "div",
+      { class: "pr-file" },
+      h(
+        "p",
+        { class: "mono" },
+        h("strong", {}, f.path),
+        f.oldPath && f.oldPath !== f.path ? ` (from ${f.oldPath})` : "",
+        ` ${f.status} `,
+        h("span", { class: "plus" }, `+${f.additions}`),
+        " ",
+        h("span", { class: "minus" }, `−${f.deletions}`),
+      ),
+      f.binary ? h("p", { class: "muted" }, "binary file") : diff(f.patch || ""),
+      f.truncated ? h("p", { class: "muted" }, "(cut: too large to show in full)") : null,
+    ),
+  );
+}
+
+// Tabs that link to the same list in another state; the current one is marked.
+export function stateTabs(base, states, current) {
+  return h(
+    "nav",
+    { class: "tabs", id: "states", "aria-label": "State" },
+    states.map((s) =>
+      h("a", { href: `${base}?state=${s}`, class: s === current ? "current" : "", "aria-current": s === current ? "page" : null }, s),
+    ),
+  );
+}
+
+// Newer / page n / Older links; `href(page)` builds a page's link.
+export function pager(page, hasMore, href) {
+  if (page <= 1 && !hasMore) return null;
+  return h(
+    "nav",
+    { class: "pager", id: "pager", "aria-label": "Pages" },
+    page > 1 ? h("a", { href: href(page - 1), rel: "prev", id: "prev" }, "← Newer") : h("span", {}),
+    h("span", { class: "muted" }, `page ${page}`),
+    hasMore ? h("a", { href: href(page + 1), rel: "next", id: "next" }, "Older →") : h("span", {}),
+  );
+}
+
+// The page number of a list's hash (?page=n), 1 when absent or nonsense.
+export function pageOf(params) {
+  const n = Number.parseInt(params.get("page") || "1", 10);
+  return Number.isFinite(n) && n > 0 ? n : 1;
+}
