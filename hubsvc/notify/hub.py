@@ -344,8 +344,13 @@ class Hub:
                 )
                 client.live = True
                 return
-            if after > self.cursor and self.shared is not None:
-                await self._reach(after)
+            if self.shared is not None:
+                # What other processes committed before this resume belongs in its
+                # replay, not after "resumed": catch up to the log's head first.
+                head = max(after, await store.events.last_id())
+                if head > self.cursor:
+                    self.app[BUS].heard(head)
+                    await self._reach(head)
             cursor, audiences = min(after, self.cursor), {}
             while True:
                 target = self.cursor
