@@ -84,6 +84,10 @@ def sign_in(browser, server: ServerProcess, username: str) -> None:
     browser.find_element(By.CSS_SELECTOR, "#sign-in button").click()
     wait_for(browser, "#events")
     wait_text(browser, "#status", "live")
+    # One socket: a second route of the same page would open one and close it unopened.
+    logged = [e["message"] for e in browser.get_log("browser")]
+    assert not [m for m in logged if "closed before the connection" in m], logged
+    assert not [m for m in logged if "Content Security Policy" in m], logged
 
 
 def wait_for(browser, css: str, timeout: float = 10):

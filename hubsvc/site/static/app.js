@@ -57,6 +57,12 @@ function showSignIn() {
     password,
     h("button", { type: "submit" }, "Sign in"),
     message,
+    h(
+      "p",
+      { class: "muted" },
+      "No account yet? An administrator makes one (python run.py create-user); " +
+        "where sign-up is open, POST /auth/sign-up makes your own (README).",
+    ),
   );
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
@@ -73,8 +79,9 @@ function showSignIn() {
       return;
     }
     await loadMe();
-    location.hash = "#/";
-    route();
+    // A hash change routes by itself; routing here too would open the feed twice.
+    if (location.hash === "#/") route();
+    else location.hash = "#/";
   });
   mount(form);
   login.focus();
