@@ -1,11 +1,17 @@
-"""Commit history through the git CLI (fast with the commit-graph), and upkeep."""
+"""Commit history: pages of one branch (walk.py), ranges through the git CLI, and upkeep."""
 
 from __future__ import annotations
 
+from dulwich.errors import ObjectFormatException
+from dulwich.objects import Commit
+
 from ..errors import BadRequest, NotFound
-from .base import RepoBase
-from .objects import _LOG_FORMAT, ZERO_OID, _parse_log, check_oid
+from .base import RepoBase, _locked
+from .objects import _LOG_FORMAT, ZERO_OID, _commit_item, _parse_log, _readable, check_oid
 from .process import GitError, _git_status, _run_git
+from .walk import IN_PROCESS, LONGEST, WALKS, walk_commits
+
+HEX = 40  # a commit's oid as kept in a walk
 
 
 class HistoryMixin(RepoBase):
@@ -26,8 +32,66 @@ class HistoryMixin(RepoBase):
             if self.is_empty():
                 return None, [], False
             raise NotFound("branch not found")
-        items = self._log([oid], skip=skip, max_count=limit + 1)
+        items = self._page(oid.encode("ascii"), skip, limit + 1)
         return oid, items[:limit], len(items) > limit
+
+    def _page(self, start: bytes, skip: int, count: int) -> list[dict]:
+        """Items skip to skip + count of `git log start`, from the kept walk where one serves.
+
+        Shallow pages are walked through dulwich, deeper ones ordered once by git rev-list
+        and kept; either way the page's commits are then read through dulwich. git log
+        answers alone what neither can: a walk past LONGEST, an object dulwich declines.
+        """
+        end = skip + count
+        key = str(self.path)
+        kept = WALKS.get(key, start)
+        if kept is None or (len(kept[0]) < end * HEX and not kept[1]):
+            if end <= IN_PROCESS:
+                walked = self._walk_here(start, end)
+                if walked is not None:
+                    commits, complete = walked
+                    WALKS.put(key, start, b"".join(c.id for c in commits), complete)
+                    if all(_readable(c) for c in commits[skip:end]):
+                        return [_commit_item(c) for c in commits[skip:end]]
+            elif end <= LONGEST:
+                have = len(kept[0]) // HEX if kept else 0
+                wanted = min(max(end, 2 * have), LONGEST)
+                listed = _run_git(
+                    key,
+                    "rev-list",
+                    f"--max-count={wanted}",
+                    "--end-of-options",
+                    start.decode(),
+                    "--",
+                ).replace(b"\n", b"")
+                WALKS.put(key, start, listed, len(listed) < wanted * HEX)
+            kept = WALKS.get(key, start)
+        if kept is not None and (len(kept[0]) >= end * HEX or kept[1]):
+            items = self._items(kept[0][skip * HEX : end * HEX])
+            if items is not None:
+                return items
+        return self._log([start.decode("ascii")], skip=skip, max_count=count)
+
+    @_locked
+    def _walk_here(self, start: bytes, count: int) -> tuple[list[Commit], bool] | None:
+        commit = self._commit_or_none(start)
+        if commit is None:
+            return None
+        try:
+            return walk_commits(self._store.__getitem__, commit, count)
+        except ObjectFormatException:
+            return None
+
+    @_locked
+    def _items(self, oids: bytes) -> list[dict] | None:
+        """API items of commits given as concatenated hex oids; None if one cannot be read."""
+        items = []
+        for at in range(0, len(oids), HEX):
+            commit = self._commit_or_none(oids[at : at + HEX])
+            if commit is None or not _readable(commit):
+                return None
+            items.append(_commit_item(commit))
+        return items
 
     def commits_between(self, old: str | None, new: str, max_count: int) -> tuple[list[dict], int]:
         """Commits in new but not old (newest first, capped) and their total."""
@@ -97,4 +161,5 @@ class HistoryMixin(RepoBase):
         # loose ones; the commit-graph is rewritten so it names no pruned commit.
         _run_git(git_dir, "repack", "-a", "-d", "-q")
         _run_git(git_dir, "prune", "--expire=now")
+        WALKS.forget(git_dir)
         self.write_commit_graph()
