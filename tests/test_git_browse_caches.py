@@ -13,7 +13,7 @@ import pytest
 
 from hubsvc.git import history, trees, walk
 from hubsvc.git.repo import GitRepo
-from hubsvc.git.walk import IN_PROCESS, WalkCache
+from hubsvc.git.walk import IN_PROCESS, WalkCache, Window
 
 FIELDS = "%x00".join(("%H", "%P", "%an", "%ae", "%at", "%cn", "%ce", "%ct", "%B"))
 BASE_DATE = 1_700_000_000
@@ -148,8 +148,22 @@ def test_walks_are_kept_and_a_new_commit_is_seen(tangled, tmp_path, fresh_cache)
         tip = git(git_dir, "rev-parse", "main").decode().strip()
         assert repo.commits("main", 30, 300)[0] == git_log(git_dir, "main", 300, 30)
         kept = fresh_cache.get(str(git_dir), tip.encode())
-        assert kept is not None and len(kept[0]) >= 330 * 40
-        assert kept[0][:40] == tip.encode()
+        expected = git(git_dir, "rev-list", "--skip=300", "-n31", "main").split()
+        assert kept == Window(300, b"".join(expected), False)  # git log's page starts it
+        # The next pages grow that window (by its length at least): no process for 330.
+        assert repo.commits("main", 30, 330)[0] == git_log(git_dir, "main", 330, 30)
+        grown = fresh_cache.get(str(git_dir), tip.encode())
+        assert grown is not None and grown.first == 300 and grown.end >= 361
+        assert grown.oids == b"".join(
+            git(git_dir, "rev-list", "--skip=300", f"-n{grown.end - 300}", "main").split()
+        )
+        assert repo.commits("main", 30, 331)[0] == git_log(git_dir, "main", 331, 30)
+        assert fresh_cache.get(str(git_dir), tip.encode()) == grown
+        # Within the first IN_PROCESS commits the walk is dulwich's and starts at 0.
+        repo.commits("main", 10, 5)
+        assert fresh_cache.get(str(git_dir), tip.encode()).first == 0
+        # Past the end of history: an empty page, kept as such.
+        assert repo.commits("main", 30, 5000) == ([], False)
         # Another writer (a push, here git itself) moves main on: the page starts anew.
         tree = git(git_dir, "rev-parse", "main^{tree}").decode().strip()
         new = git(git_dir, "commit-tree", tree, "-p", tip, "-m", "pushed later").decode().strip()
@@ -205,20 +219,25 @@ def test_a_date_git_would_not_keep_is_left_to_git(tmp_path, fresh_cache):
     assert not fresh_cache._walks
 
 
-def test_cache_budget_keeps_the_longest_and_the_most_recent():
+def test_cache_budget_drops_the_least_recently_used():
     cache = WalkCache(budget=100)
-    cache.put("r", b"a", b"x" * 40, False)
-    cache.put("r", b"a", b"x" * 20, True)  # shorter: the longer walk stays
-    assert cache.get("r", b"a") == (b"x" * 40, False)
-    cache.put("r", b"b", b"y" * 40, True)
+    cache.put("r", b"a", Window(0, b"x" * 40, False))
+    cache.put("r", b"a", Window(7, b"x" * 20, True))  # one window a walk: the last put
+    assert cache.get("r", b"a") == Window(7, b"x" * 20, True)
+    cache.put("r", b"b", Window(0, b"y" * 40, True))
     cache.get("r", b"a")  # a is now the most recently used
-    cache.put("r", b"c", b"z" * 40, True)  # 120 bytes: b goes
+    cache.put("r", b"c", Window(0, b"z" * 40, True))  # 100 bytes: still all three
+    cache.put("r", b"d", Window(0, b"w" * 40, True))  # b goes
     assert cache.get("r", b"b") is None and cache.get("r", b"a") is not None
-    cache.put("s", b"a", b"w" * 40, True)
+    cache.put("s", b"a", Window(0, b"v" * 40, True))
     cache.forget("r")
     assert cache.get("r", b"a") is None and cache.get("r", b"c") is None
-    assert cache.get("s", b"a") == (b"w" * 40, True)
+    assert cache.get("s", b"a") == Window(0, b"v" * 40, True)
     assert walk.WALKS.budget == walk.CACHE_BYTES
+    window = Window(10, b"a" * 40 + b"b" * 40, False)
+    assert window.end == 12 and window.page(11, 12) == b"b" * 40
+    assert window.covers(10, 12) and not window.covers(9, 11) and not window.covers(11, 13)
+    assert Window(10, b"", True).covers(50, 80)  # past the end of history: an empty page
 
 
 def test_prune_forgets_the_walks(tangled, tmp_path, fresh_cache):

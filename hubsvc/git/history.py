@@ -9,9 +9,7 @@ from ..errors import BadRequest, NotFound
 from .base import RepoBase, _locked
 from .objects import _LOG_FORMAT, ZERO_OID, _commit_item, _parse_log, _readable, check_oid
 from .process import GitError, _git_status, _run_git
-from .walk import IN_PROCESS, LONGEST, WALKS, walk_commits
-
-HEX = 40  # a commit's oid as kept in a walk
+from .walk import HEX, IN_PROCESS, LONGEST, WALKS, Window, walk_commits
 
 
 class HistoryMixin(RepoBase):
@@ -36,41 +34,53 @@ class HistoryMixin(RepoBase):
         return oid, items[:limit], len(items) > limit
 
     def _page(self, start: bytes, skip: int, count: int) -> list[dict]:
-        """Items skip to skip + count of `git log start`, from the kept walk where one serves.
+        """Items skip to skip + count of `git log start`, from the kept window where one serves.
 
-        Shallow pages are walked through dulwich, deeper ones ordered once by git rev-list
-        and kept; either way the page's commits are then read through dulwich. git log
-        answers alone what neither can: a walk past LONGEST, an object dulwich declines.
+        Pages within the first IN_PROCESS commits are walked through dulwich; a deeper page
+        is git log's, and the window it starts grows by git rev-list as pages go on from
+        it. Kept pages are read through dulwich; git log answers what dulwich declines.
         """
         end = skip + count
         key = str(self.path)
         kept = WALKS.get(key, start)
-        if kept is None or (len(kept[0]) < end * HEX and not kept[1]):
+        if kept is None or not kept.covers(skip, end):
             if end <= IN_PROCESS:
                 walked = self._walk_here(start, end)
                 if walked is not None:
                     commits, complete = walked
-                    WALKS.put(key, start, b"".join(c.id for c in commits), complete)
+                    WALKS.put(key, start, Window(0, b"".join(c.id for c in commits), complete))
                     if all(_readable(c) for c in commits[skip:end]):
                         return [_commit_item(c) for c in commits[skip:end]]
-            elif end <= LONGEST:
-                have = len(kept[0]) // HEX if kept else 0
-                wanted = min(max(end, 2 * have), LONGEST)
-                listed = _run_git(
-                    key,
-                    "rev-list",
-                    f"--max-count={wanted}",
-                    "--end-of-options",
-                    start.decode(),
-                    "--",
-                ).replace(b"\n", b"")
-                WALKS.put(key, start, listed, len(listed) < wanted * HEX)
+            elif kept is not None and kept.first <= skip <= kept.end < kept.first + LONGEST:
+                WALKS.put(key, start, self._grown(start, kept, end))
+            else:
+                # A page away from any kept window costs what it did: one git log, which
+                # skips through the commit-graph. Its oids start a window.
+                logged = self._log([start.decode("ascii")], skip=skip, max_count=count)
+                oids = b"".join(item["oid"].encode("ascii") for item in logged)
+                WALKS.put(key, start, Window(skip, oids, len(logged) < count))
+                return logged
             kept = WALKS.get(key, start)
-        if kept is not None and (len(kept[0]) >= end * HEX or kept[1]):
-            items = self._items(kept[0][skip * HEX : end * HEX])
+        if kept is not None and kept.covers(skip, end):
+            items = self._items(kept.page(skip, end))
             if items is not None:
                 return items
         return self._log([start.decode("ascii")], skip=skip, max_count=count)
+
+    def _grown(self, start: bytes, kept: Window, end: int) -> Window:
+        """The kept window grown to end at least (by its own length at least), by git rev-list."""
+        # Doubling keeps the processes few while someone pages on through history.
+        count = min(max(end - kept.end, kept.end - kept.first), LONGEST)
+        listed = _run_git(
+            str(self.path),
+            "rev-list",
+            f"--skip={kept.end}",
+            f"--max-count={count}",
+            "--end-of-options",
+            start.decode("ascii"),
+            "--",
+        ).replace(b"\n", b"")
+        return Window(kept.first, kept.oids + listed, len(listed) < count * HEX)
 
     @_locked
     def _walk_here(self, start: bytes, count: int) -> tuple[list[Commit], bool] | None:

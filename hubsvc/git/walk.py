@@ -6,9 +6,11 @@ commit, shows it, and queues each parent it has not seen yet, first parent first
 (revision.c: get_revision_1, process_parents, commit_list_insert_by_date). A heap on
 (-date, queue order) pops in that same order.
 
-The order from a commit never changes: its history is content-addressed. So the oids of
-a walk are kept per (repository, start commit) in one process-wide cache with a byte
-budget; a push moves a branch to a new start and old walks age out unused.
+The order from a commit never changes: its history is content-addressed. So a window of
+each walk's oids is kept per (repository, start commit) in one process-wide cache with a
+byte budget; a push moves a branch to a new start and old walks age out unused. git
+skips commits cheaply (dates and parents from the commit-graph) but pays ~2 µs for each
+commit it lists, so a window starts at the page asked for and grows as pages follow it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import heapq
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from dulwich.errors import ObjectFormatException
 from dulwich.objects import Commit
@@ -29,44 +31,64 @@ _DATE_RANGE = range(1, 1 << 34)
 # process, 1.5 ms and up, but git reads dates and parents from the commit-graph).
 IN_PROCESS = 100
 CACHE_BYTES = 16 << 20  # walks kept, as hex oids (40 bytes a commit): 400,000 commits
-LONGEST = 200_000  # commits in one kept walk; deeper pages are git log's alone
+LONGEST = 100_000  # commits in one kept window
+HEX = 40  # a commit's oid as kept
+
+
+class Window(NamedTuple):
+    """A stretch of one walk: the oids from position `first` on, as hex run together."""
+
+    first: int
+    oids: bytes
+    complete: bool  # history ends right after the last oid
+
+    @property
+    def end(self) -> int:
+        """The position after the last oid."""
+        return self.first + len(self.oids) // HEX
+
+    def covers(self, skip: int, end: int) -> bool:
+        """Whether positions skip to end are all here (or past the end of history)."""
+        return self.first <= skip and (end <= self.end or self.complete)
+
+    def page(self, skip: int, end: int) -> bytes:
+        """The hex oids of positions skip to end."""
+        return self.oids[(skip - self.first) * HEX : (end - self.first) * HEX]
 
 
 class WalkCache:
-    """Walks by (repository, start oid): their hex oids run together, and whether history ends there."""
+    """One window of each walk, by (repository, start oid), least recently used dropped first."""
 
     def __init__(self, budget: int = CACHE_BYTES) -> None:
         self.budget = budget
-        self._walks: OrderedDict[tuple[str, bytes], tuple[bytes, bool]] = OrderedDict()
+        self._walks: OrderedDict[tuple[str, bytes], Window] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()  # git threads of every repository share it
 
-    def get(self, repo: str, start: bytes) -> tuple[bytes, bool] | None:
-        """The walk kept for start, or None."""
+    def get(self, repo: str, start: bytes) -> Window | None:
+        """The window kept for start, or None."""
         with self._lock:
-            walk = self._walks.get((repo, start))
-            if walk is not None:
+            window = self._walks.get((repo, start))
+            if window is not None:
                 self._walks.move_to_end((repo, start))
-            return walk
+            return window
 
-    def put(self, repo: str, start: bytes, oids: bytes, complete: bool) -> None:
-        """Keep a walk (a longer one replaces a shorter), dropping the least recently used."""
+    def put(self, repo: str, start: bytes, window: Window) -> None:
+        """Keep a window of the walk from start, in place of any other."""
         with self._lock:
             old = self._walks.pop((repo, start), None)
             if old is not None:
-                self._size -= len(old[0])
-                if len(old[0]) > len(oids):
-                    oids, complete = old
-            self._walks[(repo, start)] = (oids, complete)
-            self._size += len(oids)
+                self._size -= len(old.oids)
+            self._walks[(repo, start)] = window
+            self._size += len(window.oids)
             while self._size > self.budget and self._walks:
-                self._size -= len(self._walks.popitem(last=False)[1][0])
+                self._size -= len(self._walks.popitem(last=False)[1].oids)
 
     def forget(self, repo: str) -> None:
         """Drop every walk of a repository (after its objects were pruned)."""
         with self._lock:
             for key in [key for key in self._walks if key[0] == repo]:
-                self._size -= len(self._walks.pop(key)[0])
+                self._size -= len(self._walks.pop(key).oids)
 
 
 WALKS = WalkCache()
