@@ -662,8 +662,31 @@ def bench_browse(args: argparse.Namespace, url: str, repo: Path, env: dict[str, 
         "diff": (f"{api}/commits/{oid}/diff", git + ["show", f"--format={LOG_FORMAT}", "-M", oid]),
     }
     check_same_work(cases, env, page)
-    for name, (_, cmd) in cases.items():
-        print(f"#   {name}: GET {cases[name][0][len(url) :]}  vs  {shlex.join(cmd)}", flush=True)
+    # hubsvc keeps what it learnt of a walk by its start commit: the same page asked again
+    # is read from that. Here every request starts from another commit (the API takes an
+    # oid for `branch`), so each one costs what a first request does.
+    per_round = 10 + args.requests  # harness.latency's warm-up, then the timed ones
+    starts = run(git + ["rev-list", f"--max-count={args.rounds * per_round}", "main"], env)
+    starts_list = starts.decode().split()
+    if (
+        len(starts_list) < args.rounds * per_round
+        or int(run(git + ["rev-list", "--count", starts_list[-1]], env)) <= SKIP + LIMIT
+    ):
+        raise RuntimeError("too few commits for the first-request case: raise --commits")
+    cold = f"commits?limit={LIMIT}&skip={SKIP}, first request from each start"
+    cases[cold] = (
+        [f"{api}/commits?branch={start}&limit={LIMIT}&skip={SKIP}" for start in starts_list],
+        cases[f"commits?limit={LIMIT}&skip={SKIP}"][1][:-2] + [starts_list[0], "--"],
+    )
+    first = harness.expect(*harness.request_json(cases[cold][0][-1]), 200)
+    if (
+        first["commits"]
+        != git_log_items(run(cases[cold][1][:-2] + [starts_list[-1], "--"], env))[:LIMIT]
+    ):
+        raise RuntimeError("hubsvc's page from another start differs from git log's")
+    for name, (target, cmd) in cases.items():
+        shown = (target if isinstance(target, str) else target[0])[len(url) :]
+        print(f"#   {name}: GET {shown}  vs  {shlex.join(cmd)}", flush=True)
 
     hub_ms: dict[str, list[float]] = {name: [] for name in cases}
     git_ms: dict[str, list[float]] = {name: [] for name in cases}
@@ -672,6 +695,8 @@ def bench_browse(args: argparse.Namespace, url: str, repo: Path, env: dict[str, 
         order = names[round_no % len(names) :] + names[: round_no % len(names)]
         for name in order:
             target, cmd = cases[name]
+            if not isinstance(target, str):  # this round's own start commits
+                target = target[round_no * per_round : (round_no + 1) * per_round]
             hub = harness.latency(target, args.requests).samples_ms
             base = time_process(cmd, env, args.runs)
             hub_ms[name] += hub
@@ -688,7 +713,7 @@ def bench_browse(args: argparse.Namespace, url: str, repo: Path, env: dict[str, 
             "ms",
             base,
             "git",
-            target=BROWSE_TARGETS[name.split("?")[0]],
+            target=None if name == cold else BROWSE_TARGETS[name.split("?")[0]],
             higher_is_better=False,
             digits=2,
             note=f"{len(hub_ms[name])} requests, p90 "
