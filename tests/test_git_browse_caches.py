@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hubsvc.git import history, trees, walk
+from hubsvc.git.objects import Kept
 from hubsvc.git.repo import GitRepo
 from hubsvc.git.walk import IN_PROCESS, WalkCache, Window
 
@@ -112,6 +113,7 @@ def fresh_cache(monkeypatch):
     """Each test starts with nothing kept."""
     cache = WalkCache()
     monkeypatch.setattr(history, "WALKS", cache)
+    monkeypatch.setattr(history, "ITEMS", Kept(1 << 11))
     return cache
 
 
@@ -252,7 +254,7 @@ def test_prune_forgets_the_walks(tangled, tmp_path, fresh_cache):
 
 
 def test_sizes_are_kept_and_a_listing_still_matches_ls_tree(tangled, tmp_path, monkeypatch):
-    sizes = trees.SizeCache(most=4)
+    sizes: Kept[bytes, int] = Kept(4)
     monkeypatch.setattr(trees, "SIZES", sizes)
     git_dir = tmp_path / "s.git"
     git(tangled, "clone", "--bare", "--quiet", str(tangled), str(git_dir))
@@ -263,9 +265,27 @@ def test_sizes_are_kept_and_a_listing_still_matches_ls_tree(tangled, tmp_path, m
         for _ in range(2):  # the second listing reads sizes kept by the first
             entries = repo.tree("main", "")
             assert {e["name"]: e["size"] for e in entries} == expected
-            assert len(sizes._sizes) <= sizes.most
+            assert len(sizes._kept) <= sizes.most
     sizes.put(b"x" * 20, 1)
     assert sizes.get(b"x" * 20) == 1
     for n in range(sizes.most):
         sizes.put(bytes([n]) * 20, n)
-    assert sizes.get(b"x" * 20) is None and len(sizes._sizes) <= sizes.most
+    assert sizes.get(b"x" * 20) is None and len(sizes._kept) <= sizes.most
+
+
+def test_items_are_kept_unless_huge(tmp_path, monkeypatch):
+    items: Kept[bytes, dict] = Kept(1 << 11)
+    monkeypatch.setattr(history, "ITEMS", items)
+    git_dir = tmp_path / "items.git"
+    GitRepo.init_bare(git_dir, "main").close()
+    fast_import(git_dir, [("main", [], BASE_DATE), ("main", [1], BASE_DATE + 1)])
+    tree = git(git_dir, "rev-parse", "main^{tree}").decode().strip()
+    tip = git(git_dir, "rev-parse", "main").decode().strip()
+    huge = git(git_dir, "commit-tree", tree, "-p", tip, "-m", "x" * 3000).decode().strip()
+    git(git_dir, "update-ref", "refs/heads/main", huge)
+    with GitRepo(git_dir) as repo:
+        for _ in range(2):
+            # The first read walks in-process; the second reads items through the window.
+            assert repo.commits(huge, 3, 0) == (git_log(git_dir, huge, 0, 3), False)
+        assert items.get(tip.encode()) == git_log(git_dir, tip, 0, 1)[0]
+        assert items.get(huge.encode()) is None  # 3,000 bytes of message: read each time

@@ -7,7 +7,7 @@ import stat
 import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from dulwich.errors import ObjectFormatException
 from dulwich.objects import S_ISGITLINK, Commit
@@ -47,6 +47,30 @@ _IMAGE_MAGIC = (
 )
 
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Kept(Generic[K, V]):
+    """Facts about objects by oid, for every repository: an object never changes.
+
+    Past `most` entries it starts empty again: no bookkeeping on a read, and a lookup
+    or a store is one dict operation, safe from any thread.
+    """
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self._kept: dict[K, V] = {}
+
+    def get(self, key: K) -> V | None:
+        """The value kept for key, or None."""
+        return self._kept.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        """Keep a value."""
+        if len(self._kept) >= self.most:
+            self._kept = {}
+        self._kept[key] = value
 
 
 def clean_path(path: str) -> list[str]:
@@ -145,7 +169,8 @@ def _readable(commit: Commit) -> bool:
         fields = (commit.author, commit.author_time, commit.committer, commit.commit_time)
     except ObjectFormatException:
         return False
-    return None not in fields
+    # git reads a date as unsigned: a negative one is git's to show.
+    return None not in fields and commit.author_time >= 0 and commit.commit_time >= 0
 
 
 def _log_item(fields: list[bytes]) -> dict:

@@ -17,6 +17,7 @@ from ..errors import NotFound
 from .base import RepoBase, _locked
 from .objects import (
     BINARY_SNIFF,
+    Kept,
     _as_text,
     _content_type,
     _entry_type,
@@ -27,26 +28,7 @@ from .objects import (
 )
 from .process import _git_env, _git_status
 
-
-class SizeCache:
-    """Object sizes by binary oid, for every repository: an oid's size never changes."""
-
-    def __init__(self, most: int = 1 << 16) -> None:
-        self.most = most
-        self._sizes: dict[bytes, int] = {}
-
-    def get(self, sha: bytes) -> int | None:
-        """The size kept for sha, or None."""
-        return self._sizes.get(sha)
-
-    def put(self, sha: bytes, size: int) -> None:
-        """Keep a size; past `most` the cache starts empty again (no bookkeeping per read)."""
-        if len(self._sizes) >= self.most:
-            self._sizes = {}
-        self._sizes[sha] = size
-
-
-SIZES = SizeCache()  # at most 65,536 sizes, about 8 MiB
+SIZES: Kept[bytes, int] = Kept(1 << 16)  # object sizes by binary oid: 65,536, about 8 MiB
 
 
 class TreeMixin(RepoBase):
