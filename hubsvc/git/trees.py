@@ -28,7 +28,7 @@ from .objects import (
 )
 from .process import _git_env, _git_status
 
-SIZES: Kept[bytes, int] = Kept(1 << 16)  # object sizes by binary oid: 65,536, about 8 MiB
+SIZES: Kept[bytes, int] = Kept(1 << 16)  # object sizes by oid: 65,536, about 8 MiB
 
 
 class TreeMixin(RepoBase):
