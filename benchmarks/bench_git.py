@@ -1,7 +1,7 @@
 """Git benchmark: clone, browsing latency and clone memory of hubsvc against git itself.
 
     python benchmarks/bench_git.py [--rounds 5 --commits 5000 --files 500
-                                    --requests 50 --runs 30 --baseline auto]
+                                    --requests 50 --runs 30 --baseline auto --only all]
 
 Generates a bare repository with make_repo.py, signs up one user, creates a public
 repository and pushes the generated history into it with `git push --mirror`. Every
@@ -11,9 +11,11 @@ which hubsvc writes after each push):
 
 1. `git clone --bare -q` wall time through hubsvc ÷ through `git http-backend` (CGI)
    serving that same folder; interleaved rounds, medians. Target ≤ 1.2.
-2. Latency of the browsing routes (commits?skip=4000, tree, file, diff) through hubsvc,
-   n sequential requests on one kept-alive connection, ÷ the git command doing the
-   same work, timed as a spawned process. Target ≤ 2 each.
+2. Latency of the browsing routes (commits?skip=4000, tree, file, one commit, diff)
+   through hubsvc, n sequential requests on one kept-alive connection, ÷ the git command
+   doing the same work, timed as a spawned process. Targets (issue 25): tree, file and
+   commit ≤ 0.5, diff and commits ≤ 1. The commits page is also timed as a first
+   request (each from another start commit), without a target.
 3. The server's VmRSS while three clones run one after another: idle before, the peak
    during each, against the pack size. Streaming means no growth with the pack.
 
@@ -44,6 +46,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
@@ -51,7 +54,8 @@ import harness
 from make_repo import make_repo
 
 CLONE_TARGET = 1.2  # hubsvc clone wall time ÷ http-backend clone wall time
-BROWSE_TARGET = 2.0  # hubsvc request latency ÷ git process time
+# hubsvc request latency ÷ the git process doing the same work (issue 25 item 2)
+BROWSE_TARGETS = {"commits": 1.0, "tree": 0.5, "file": 0.5, "commit": 0.5, "diff": 1.0}
 STREAM_TARGET = 0.5  # RSS growth during a clone ÷ pack size (buffering the pack is ≥ 1)
 USERNAME = "bench"
 PASSWORD = "bench-password-1"
@@ -87,6 +91,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=("auto", "lighttpd", "bridge"),
         default="auto",
         help="what serves git-http-backend (auto: lighttpd if installed)",
+    )
+    parser.add_argument(
+        "--only",
+        choices=("all", "browse"),
+        default="all",
+        help="browse: part 2 alone, no clones, no http-backend baseline (all)",
     )
     return parser.parse_args(argv)
 
@@ -448,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     kind = args.baseline
     if kind == "auto":
         kind = "lighttpd" if lighttpd_path() else "bridge"
+    if args.only == "browse":
+        kind = "bridge"  # never started: part 2 times git itself
     if kind == "lighttpd" and not lighttpd_path():
         print(
             "bench_git: `lighttpd` is not installed: `apt-get update && apt-get install -y "
@@ -472,7 +484,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.getloadavg()[0]:.2f} at start",
         flush=True,
     )
-    print(f"# baseline: {baseline_desc}, serving hubsvc's own bare repository folder", flush=True)
+    if args.only == "all":
+        print(
+            f"# baseline: {baseline_desc}, serving hubsvc's own bare repository folder",
+            flush=True,
+        )
 
     failed = False
     with tempfile.TemporaryDirectory(prefix="bench-git-") as tmp_name:
@@ -530,11 +546,12 @@ def main(argv: list[str] | None = None) -> int:
             )
 
             hub_url = f"{hub.url}/{USERNAME}/{REPO_NAME}.git"
-            # Memory first, so "idle" is the server after the push only, before any clone.
-            failed |= bench_memory(args, hub, hub_url, tmp, cenv, pack_bytes, start_kib)
-            with backend_server(kind, served.parent, served.name, tmp) as backend:
-                base_url = f"{backend.url}/git/{served.name}"
-                failed |= bench_clones(args, hub_url, base_url, tmp, cenv)
+            if args.only == "all":
+                # Memory first, so "idle" is the server after the push only, before any clone.
+                failed |= bench_memory(args, hub, hub_url, tmp, cenv, pack_bytes, start_kib)
+                with backend_server(kind, served.parent, served.name, tmp) as backend:
+                    base_url = f"{backend.url}/git/{served.name}"
+                    failed |= bench_clones(args, hub_url, base_url, tmp, cenv)
             failed |= bench_browse(args, hub.url, served, genv)
             graph_after = commit_graph(served)
             if graph_after != graph:
@@ -638,11 +655,40 @@ def bench_browse(args: argparse.Namespace, url: str, repo: Path, env: dict[str, 
             f"{api}/file?branch=main&path={quote(path)}",
             git + ["cat-file", "blob", f"main:{path}"],
         ),
+        # One commit by oid: the API's page of one (hasMore from its parents), against
+        # git printing that commit's fields.
+        "commit": (
+            f"{api}/commits?branch={oid}&limit=1",
+            git + ["show", "-s", "-z", f"--format={LOG_FORMAT}", oid, "--"],
+        ),
         "diff": (f"{api}/commits/{oid}/diff", git + ["show", f"--format={LOG_FORMAT}", "-M", oid]),
     }
     check_same_work(cases, env, page)
-    for name, (_, cmd) in cases.items():
-        print(f"#   {name}: GET {cases[name][0][len(url) :]}  vs  {shlex.join(cmd)}", flush=True)
+    # hubsvc keeps what it learnt of a walk by its start commit: the same page asked again
+    # is read from that. Here every request starts from another commit (the API takes an
+    # oid for `branch`), so each one costs what a first request does.
+    per_round = 10 + args.requests  # harness.latency's warm-up, then the timed ones
+    starts = run(git + ["rev-list", f"--max-count={args.rounds * per_round}", "main"], env)
+    starts_list = starts.decode().split()
+    if (
+        len(starts_list) < args.rounds * per_round
+        or int(run(git + ["rev-list", "--count", starts_list[-1]], env)) <= SKIP + LIMIT
+    ):
+        raise RuntimeError("too few commits for the first-request case: raise --commits")
+    cold = f"commits?limit={LIMIT}&skip={SKIP}, first request from each start"
+    cases[cold] = (
+        [f"{api}/commits?branch={start}&limit={LIMIT}&skip={SKIP}" for start in starts_list],
+        cases[f"commits?limit={LIMIT}&skip={SKIP}"][1][:-2] + [starts_list[0], "--"],
+    )
+    first = harness.expect(*harness.request_json(cases[cold][0][-1]), 200)
+    if (
+        first["commits"]
+        != git_log_items(run(cases[cold][1][:-2] + [starts_list[-1], "--"], env))[:LIMIT]
+    ):
+        raise RuntimeError("hubsvc's page from another start differs from git log's")
+    for name, (target, cmd) in cases.items():
+        shown = (target if isinstance(target, str) else target[0])[len(url) :]
+        print(f"#   {name}: GET {shown}  vs  {shlex.join(cmd)}", flush=True)
 
     hub_ms: dict[str, list[float]] = {name: [] for name in cases}
     git_ms: dict[str, list[float]] = {name: [] for name in cases}
@@ -651,6 +697,8 @@ def bench_browse(args: argparse.Namespace, url: str, repo: Path, env: dict[str, 
         order = names[round_no % len(names) :] + names[: round_no % len(names)]
         for name in order:
             target, cmd = cases[name]
+            if not isinstance(target, str):  # this round's own start commits
+                target = target[round_no * per_round : (round_no + 1) * per_round]
             hub = harness.latency(target, args.requests).samples_ms
             base = time_process(cmd, env, args.runs)
             hub_ms[name] += hub
@@ -667,7 +715,7 @@ def bench_browse(args: argparse.Namespace, url: str, repo: Path, env: dict[str, 
             "ms",
             base,
             "git",
-            target=BROWSE_TARGET,
+            target=None if name == cold else BROWSE_TARGETS[name.split("?")[0]],
             higher_is_better=False,
             digits=2,
             note=f"{len(hub_ms[name])} requests, p90 "
@@ -677,13 +725,38 @@ def bench_browse(args: argparse.Namespace, url: str, repo: Path, env: dict[str, 
     return failed
 
 
+def git_log_items(output: bytes) -> list[dict]:
+    """The API's commit items from `git log -z --format=LOG_FORMAT` output, field by field."""
+    fields = output.split(b"\0")
+
+    def person(name: bytes, email: bytes, seconds: bytes) -> dict:
+        when = datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {"name": name.decode(), "email": email.decode(), "date": when}
+
+    items = []
+    for i in range(0, len(fields) - 1, 9):
+        oid, parents, an, ae, at, cn, ce, ct, message = fields[i : i + 9]
+        items.append(
+            {
+                "oid": oid.decode(),
+                "message": message.decode(),
+                "author": person(an, ae, at),
+                "committer": person(cn, ce, ct),
+                "parents": parents.decode().split(),
+                "timestamp": int(at) * 1000,
+            }
+        )
+    return items
+
+
 def check_same_work(cases: dict, env: dict[str, str], page: dict) -> None:
     """Make sure each pair answers the same question before timing it."""
-    (c_url, c_cmd), (t_url, t_cmd), (f_url, f_cmd), (d_url, d_cmd) = cases.values()
-    fields = run(c_cmd, env).split(b"\0")
-    git_oids = [fields[i].decode() for i in range(0, len(fields) - 1, 9)][:LIMIT]
-    if git_oids != [c["oid"] for c in page["commits"]]:
+    (c_url, c_cmd), (t_url, t_cmd), (f_url, f_cmd), (o_url, o_cmd), (d_url, d_cmd) = cases.values()
+    if git_log_items(run(c_cmd, env))[:LIMIT] != page["commits"]:
         raise RuntimeError("hubsvc's commits page differs from git log's")
+    one = harness.expect(*harness.request_json(o_url), 200)
+    if one["commits"] != git_log_items(run(o_cmd, env)):
+        raise RuntimeError("hubsvc's commit differs from git show's")
     tree = harness.expect(*harness.request_json(t_url), 200)
     if len(tree["files"]) != len(run(t_cmd, env).splitlines()):
         raise RuntimeError("hubsvc's tree differs from git ls-tree's")

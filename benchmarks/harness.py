@@ -585,7 +585,7 @@ class LatencyResult:
 
 
 def latency(
-    url: str,
+    url: str | Sequence[str],
     n: int = 200,
     headers: dict[str, str] | None = None,
     *,
@@ -598,22 +598,28 @@ def latency(
     """Time n requests one after another over one persistent http.client connection.
 
     For endpoints too slow or too heavy for wrk: the figure is the time a single
-    client waits, without queueing behind other requests.
+    client waits, without queueing behind other requests. Given a list of URLs (of one
+    server, at least warmup + n), request i asks for the i-th: no answer is asked twice.
     """
-    parts = urlsplit(url)
-    target = parts.path + (f"?{parts.query}" if parts.query else "")
+    urls = [url] * (warmup + n) if isinstance(url, str) else list(url)
+    if len(urls) < warmup + n:
+        raise ValueError(f"latency needs {warmup + n} URLs, got {len(urls)}")
+    targets = []
+    for each in urls:  # split before timing
+        parts = urlsplit(each)
+        targets.append((parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
     wanted = set(expect_status)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     samples: list[float] = []
     try:
         for i in range(warmup + n):
             start = time.perf_counter()
-            conn.request(method, target or "/", body=body, headers=headers or {})
+            conn.request(method, targets[i], body=body, headers=headers or {})
             resp = conn.getresponse()
             payload = resp.read()
             elapsed = (time.perf_counter() - start) * 1000
             if resp.status not in wanted:
-                raise RuntimeError(f"{method} {url} answered {resp.status}: {payload[:300]!r}")
+                raise RuntimeError(f"{method} {urls[i]} answered {resp.status}: {payload[:300]!r}")
             if resp.will_close:
                 conn.close()  # http.client reopens on the next request
             if i >= warmup:

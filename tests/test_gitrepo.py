@@ -820,3 +820,26 @@ def test_a_command_that_overruns_is_killed_and_reported():
         _spawn(["sleep", "5"], None, dict(os.environ), 0.2)
     assert time.monotonic() - started < 2
     assert _spawn(["true"], None, dict(os.environ), 5)[0] == 0
+
+
+def test_one_watchdog_kills_each_overrun_in_deadline_order():
+    from hubsvc.git.process import _Watchdog
+
+    watchdog = _Watchdog()
+    procs = [subprocess.Popen(["sleep", "30"]) for _ in range(3)]
+    late = watchdog.watch(procs[0], 1.0)
+    spared = watchdog.watch(procs[1], 0.3)
+    soon = watchdog.watch(procs[2], 0.2)  # the earliest, added last: the thread wakes for it
+    spared.cancel()
+    assert procs[2].wait(5) == -9 and soon.fired.is_set()
+    assert procs[0].poll() is None and not late.fired.is_set()  # its deadline is 0.8 s on
+    assert procs[0].wait(5) == -9 and late.fired.is_set()
+    assert procs[1].poll() is None and not spared.fired.is_set()
+    procs[1].kill()
+    procs[1].wait()
+    late.cancel()  # after it fired: nothing changes
+    assert late.fired.is_set() and not late.cancelled
+    # Cancelled deadlines do not pile up: the heap is rebuilt once they are half of it.
+    for _ in range(200):
+        watchdog.watch(procs[1], 60).cancel()
+    assert len(watchdog._heap) < 100

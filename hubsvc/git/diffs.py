@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from dulwich.diff_tree import (
@@ -88,7 +89,7 @@ class DiffMixin(TreeMixin):
             raise NotFound("commit not found")
         base = self._commit_or_none(commit.parents[0]) if commit.parents else None
         old_tree = base.tree if base else None
-        packs = self._store.packs
+        packs = self._packs_once()
         # Content rename detection reads every deleted and modified blob whole: only
         # when none is large; else renames are found by oid alone, which reads nothing.
         changes = list(tree_changes(self._store, old_tree, commit.tree))
@@ -119,12 +120,14 @@ class DiffMixin(TreeMixin):
         }
         return answer
 
-    def _too_large(self, entry: Any, packs: list[Pack]) -> bool:
+    def _too_large(self, entry: Any, packs: Callable[[], list[Pack]]) -> bool:
         if entry is None or entry.sha is None or S_ISGITLINK(entry.mode):
             return False
         return (self._object_size(entry.sha, packs) or 0) > DIFF_MAX_BLOB
 
-    def _file_change(self, change: TreeChange, packs: list[Pack], patch_limit: int) -> dict:
+    def _file_change(
+        self, change: TreeChange, packs: Callable[[], list[Pack]], patch_limit: int
+    ) -> dict:
         kind = change.type
         old = change.old if kind in (CHANGE_DELETE, CHANGE_MODIFY, CHANGE_RENAME) else None
         new = change.new if kind != CHANGE_DELETE else None

@@ -1,11 +1,28 @@
-"""Commit history through the git CLI (fast with the commit-graph), and upkeep."""
+"""Commit history: pages of one branch (walk.py), ranges through the git CLI, and upkeep."""
 
 from __future__ import annotations
 
+from dulwich.errors import ObjectFormatException
+from dulwich.objects import Commit
+
 from ..errors import BadRequest, NotFound
-from .base import RepoBase
-from .objects import _LOG_FORMAT, ZERO_OID, _parse_log, check_oid
+from .base import RepoBase, _locked
+from .objects import (
+    _LOG_FORMAT,
+    ZERO_OID,
+    Kept,
+    _commit_item,
+    _parse_log,
+    _readable,
+    check_oid,
+)
 from .process import GitError, _git_status, _run_git
+from .walk import HEX, IN_PROCESS, LONGEST, WALKS, Window, walk_commits
+
+# Commit items by hex oid: a page read again, or a branch moved on by a push, reads
+# only the commits it has not shown yet. 2,048 items of 2 KiB of text at most: under
+# 8 MiB, about 3 MiB for common commits.
+ITEMS: Kept[bytes, dict] = Kept(1 << 11)
 
 
 class HistoryMixin(RepoBase):
@@ -26,8 +43,87 @@ class HistoryMixin(RepoBase):
             if self.is_empty():
                 return None, [], False
             raise NotFound("branch not found")
-        items = self._log([oid], skip=skip, max_count=limit + 1)
+        items = self._page(oid.encode("ascii"), skip, limit + 1)
         return oid, items[:limit], len(items) > limit
+
+    def _page(self, start: bytes, skip: int, count: int) -> list[dict]:
+        """Items skip to skip + count of `git log start`, from the kept window where one serves.
+
+        Pages within the first IN_PROCESS commits are walked through dulwich; a deeper page
+        is git log's, and the window it starts grows by git rev-list as pages go on from
+        it. Kept pages are read through dulwich; git log answers what dulwich declines.
+        """
+        end = skip + count
+        key = str(self.path)
+        kept = WALKS.get(key, start)
+        if kept is None or not kept.covers(skip, end):
+            if end <= IN_PROCESS:
+                walked = self._walk_here(start, end)
+                if walked is not None:
+                    commits, complete = walked
+                    WALKS.put(key, start, Window(0, b"".join(c.id for c in commits), complete))
+                    if all(_readable(c) for c in commits[skip:end]):
+                        return [_commit_item(c) for c in commits[skip:end]]
+            elif kept is not None and kept.first <= skip <= kept.end < kept.first + LONGEST:
+                WALKS.put(key, start, self._grown(start, kept, end))
+            else:
+                # A page away from any kept window costs what it did: one git log, which
+                # skips through the commit-graph. Its oids start a window.
+                logged = self._log([start.decode("ascii")], skip=skip, max_count=count)
+                oids = b"".join(item["oid"].encode("ascii") for item in logged)
+                WALKS.put(key, start, Window(skip, oids, len(logged) < count))
+                return logged
+            kept = WALKS.get(key, start)
+        if kept is not None and kept.covers(skip, end):
+            items = self._items(kept.page(skip, end))
+            if items is not None:
+                return items
+        return self._log([start.decode("ascii")], skip=skip, max_count=count)
+
+    def _grown(self, start: bytes, kept: Window, end: int) -> Window:
+        """The kept window grown to end at least (by its own length at least), by git rev-list."""
+        # Doubling keeps the processes few while someone pages on through history.
+        count = min(max(end - kept.end, kept.end - kept.first), LONGEST)
+        listed = _run_git(
+            str(self.path),
+            "rev-list",
+            f"--skip={kept.end}",
+            f"--max-count={count}",
+            "--end-of-options",
+            start.decode("ascii"),
+            "--",
+        ).replace(b"\n", b"")
+        return Window(kept.first, kept.oids + listed, len(listed) < count * HEX)
+
+    @_locked
+    def _walk_here(self, start: bytes, count: int) -> tuple[list[Commit], bool] | None:
+        commit = self._commit_or_none(start)
+        if commit is None:
+            return None
+        try:
+            return walk_commits(self._store.__getitem__, commit, count)
+        except ObjectFormatException:
+            return None
+
+    @_locked
+    def _items(self, oids: bytes) -> list[dict] | None:
+        """API items of commits given as hex oids run together; None if one cannot be read.
+
+        Items are kept by oid (ITEMS), shared between answers: never change one.
+        """
+        items = []
+        for at in range(0, len(oids), HEX):
+            oid = oids[at : at + HEX]
+            item = ITEMS.get(oid)
+            if item is None:
+                commit = self._commit_or_none(oid)
+                if commit is None or not _readable(commit):
+                    return None
+                item = _commit_item(commit)
+                if len(commit.message or b"") + len(commit.author) + len(commit.committer) <= 2048:
+                    ITEMS.put(oid, item)  # a crafted huge commit is read each time, not kept
+            items.append(item)
+        return items
 
     def commits_between(self, old: str | None, new: str, max_count: int) -> tuple[list[dict], int]:
         """Commits in new but not old (newest first, capped) and their total."""
@@ -97,4 +193,5 @@ class HistoryMixin(RepoBase):
         # loose ones; the commit-graph is rewritten so it names no pruned commit.
         _run_git(git_dir, "repack", "-a", "-d", "-q")
         _run_git(git_dir, "prune", "--expire=now")
+        WALKS.forget(git_dir)
         self.write_commit_graph()

@@ -7,8 +7,9 @@ import stat
 import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
+from dulwich.errors import ObjectFormatException
 from dulwich.objects import S_ISGITLINK, Commit
 from dulwich.pack import OFS_DELTA, REF_DELTA
 from dulwich.refs import check_ref_format
@@ -46,6 +47,30 @@ _IMAGE_MAGIC = (
 )
 
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Kept(Generic[K, V]):
+    """Facts about objects by oid, for every repository: an object never changes.
+
+    Past `most` entries it starts empty again: no bookkeeping on a read, and a lookup
+    or a store is one dict operation, safe from any thread.
+    """
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self._kept: dict[K, V] = {}
+
+    def get(self, key: K) -> V | None:
+        """The value kept for key, or None."""
+        return self._kept.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        """Keep a value."""
+        if len(self._kept) >= self.most:
+            self._kept = {}
+        self._kept[key] = value
 
 
 def clean_path(path: str) -> list[str]:
@@ -108,26 +133,44 @@ def _text(raw: bytes, encoding: bytes | None = None) -> str:
 
 
 def _split_ident(raw: bytes) -> tuple[bytes, bytes]:
-    """Split "Name <email>" into its two parts as git's %an and %ae do."""
-    name, _, rest = raw.partition(b"<")
-    email = rest.rpartition(b">")[0] if b">" in rest else rest
-    return name.strip(), email
+    """Split "Name <email>" into its two parts as git's %an and %ae do (split_ident_line).
+
+    The name runs to the first "<" less trailing whitespace (leading whitespace stays);
+    the email runs from there to the next ">". Without both, git shows neither.
+    """
+    name, bracket, rest = raw.partition(b"<")
+    email, closed, _ = rest.partition(b">")
+    if not bracket or not closed:
+        return b"", b""
+    return name.rstrip(b" \t\n\r"), email
 
 
-def _person(name: bytes, email: bytes, seconds: int) -> dict:
-    return {"name": _text(name), "email": _text(email), "date": _iso(seconds)}
+def _person(name: bytes, email: bytes, seconds: int, encoding: bytes | None = None) -> dict:
+    return {"name": _text(name, encoding), "email": _text(email, encoding), "date": _iso(seconds)}
 
 
 def _commit_item(commit: Commit) -> dict:
-    """The API's commit item from a dulwich commit."""
+    """The API's commit item from a dulwich commit, as `git log` shows it (see _log_item)."""
+    # git log re-encodes the whole commit, names too, from its encoding header.
+    encoding = commit.encoding
     return {
         "oid": commit.id.decode("ascii"),
-        "message": _text(commit.message, commit.encoding),
-        "author": _person(*_split_ident(commit.author), commit.author_time),
-        "committer": _person(*_split_ident(commit.committer), commit.commit_time),
+        "message": _text(commit.message or b"", encoding),
+        "author": _person(*_split_ident(commit.author), commit.author_time, encoding),
+        "committer": _person(*_split_ident(commit.committer), commit.commit_time, encoding),
         "parents": [parent.decode("ascii") for parent in commit.parents],
         "timestamp": commit.author_time * 1000,
     }
+
+
+def _readable(commit: Commit) -> bool:
+    """Whether _commit_item can describe the commit as git log would (else git answers)."""
+    try:
+        fields = (commit.author, commit.author_time, commit.committer, commit.commit_time)
+    except ObjectFormatException:
+        return False
+    # git reads a date as unsigned: a negative one is git's to show.
+    return None not in fields and commit.author_time >= 0 and commit.commit_time >= 0
 
 
 def _log_item(fields: list[bytes]) -> dict:

@@ -1,9 +1,10 @@
 """A thin, blocking wrapper over one bare repository that returns plain data.
 
 Small reads (refs, trees, blobs, one commit's diff) go through dulwich in-process,
-which beats spawning git for them. History walks (`commits`, `commits_between`)
-run the git CLI: it stops after `--skip` + limit commits using the commit-graph,
-where dulwich's walker parses every commit it passes.
+which beats spawning git for them. A page of history is walked in-process near the
+top, and deeper by the git CLI, which skips commits through the commit-graph without
+parsing them; what a walk learnt is kept (walk.py), so a page read again, or the next
+one, is dulwich reads again. Ranges (`commits_between`) run the git CLI.
 
 One `GitRepo` keeps one dulwich `Repo` open. Its object store caches open packs
 and rescans the pack directory whenever an object is missing, so a push landed by
