@@ -211,6 +211,29 @@ def test_odd_commits_read_as_git_log_shows_them(tmp_path, name, header, message)
         assert repo.commits(parent, 1, 0) == (git_log(git_dir, parent, 0, 1), True), name
 
 
+def test_a_date_or_e_mail_git_cannot_read_answers_instead_of_failing(tmp_path):
+    """git log prints no date for these; the page shows the epoch, not a 500."""
+    git_dir = tmp_path / "crafted.git"
+    GitRepo.init_bare(git_dir, "main").close()
+    tree = git(git_dir, "mktree", stdin=b"").decode().strip()
+    parent = None
+    for ident in (b"Neg <n@x.org> -5 +0000", b"No Mail 1700000000 +0000"):
+        raw = b"tree " + tree.encode() + b"\n"
+        raw += b"parent " + parent.encode() + b"\n" if parent else b""
+        raw += b"author " + ident + b"\ncommitter " + ident + b"\n\ncrafted\n"
+        hashed = git(
+            git_dir, "hash-object", "--literally", "-t", "commit", "-w", "--stdin", stdin=raw
+        )
+        parent = hashed.decode().strip()
+    git(git_dir, "update-ref", "refs/heads/main", parent)
+    with GitRepo(git_dir) as repo:
+        items, more = repo.commits("main", 9, 0)
+        for item in items:
+            assert repo.diff(item["oid"])["commit"]["oid"] == item["oid"]
+    assert [c["oid"] for c in items] == git(git_dir, "rev-list", "main").decode().split()
+    assert not more and all(isinstance(c["timestamp"], int) for c in items)
+
+
 def test_a_date_git_would_not_keep_is_left_to_git(tmp_path, fresh_cache):
     git_dir = tmp_path / "future.git"
     GitRepo.init_bare(git_dir, "main").close()

@@ -115,10 +115,11 @@ def _ref_name(prefix: bytes, name: str) -> bytes | None:
     return ref if check_ref_format(ref) else None
 
 
-def _iso(seconds: int) -> str:
+def _iso(seconds: int | None) -> str:
     """Epoch seconds as ISO 8601 UTC with a Z."""
-    # A crafted commit can carry any timestamp; datetime only covers years 1..9999.
-    seconds = min(max(seconds, 0), 253402300799)
+    # A crafted commit can carry any timestamp, or one dulwich reads as None;
+    # datetime only covers years 1..9999.
+    seconds = min(max(seconds or 0, 0), 253402300799)
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -145,7 +146,7 @@ def _split_ident(raw: bytes) -> tuple[bytes, bytes]:
     return name.rstrip(b" \t\n\r"), email
 
 
-def _person(name: bytes, email: bytes, seconds: int, encoding: bytes | None = None) -> dict:
+def _person(name: bytes, email: bytes, seconds: int | None, encoding: bytes | None = None) -> dict:
     return {"name": _text(name, encoding), "email": _text(email, encoding), "date": _iso(seconds)}
 
 
@@ -159,7 +160,7 @@ def _commit_item(commit: Commit) -> dict:
         "author": _person(*_split_ident(commit.author), commit.author_time, encoding),
         "committer": _person(*_split_ident(commit.committer), commit.commit_time, encoding),
         "parents": [parent.decode("ascii") for parent in commit.parents],
-        "timestamp": commit.author_time * 1000,
+        "timestamp": max(commit.author_time or 0, 0) * 1000,  # as _iso reads it
     }
 
 
@@ -173,16 +174,21 @@ def _readable(commit: Commit) -> bool:
     return None not in fields and commit.author_time >= 0 and commit.commit_time >= 0
 
 
+def _epoch(raw: bytes) -> int:
+    """A `git log` date in seconds; 0 where git printed none (a crafted, unreadable date)."""
+    return int(raw) if raw.isdigit() else 0
+
+
 def _log_item(fields: list[bytes]) -> dict:
     """The API's commit item from one `git log` record (see _LOG_FIELDS)."""
     oid, parents, an, ae, at, cn, ce, ct, message = fields
     return {
         "oid": oid.decode("ascii"),
         "message": _text(message),
-        "author": _person(an, ae, int(at)),
-        "committer": _person(cn, ce, int(ct)),
+        "author": _person(an, ae, _epoch(at)),
+        "committer": _person(cn, ce, _epoch(ct)),
         "parents": [p.decode("ascii") for p in parents.split()],
-        "timestamp": int(at) * 1000,
+        "timestamp": _epoch(at) * 1000,
     }
 
 

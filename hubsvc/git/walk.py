@@ -26,7 +26,15 @@ from dulwich.objects import Commit
 
 # git keeps dates in the commit-graph in 34 bits; past that (or before 1970) git's order
 # could differ from the object's date, and git answers such walks itself.
-_DATE_RANGE = range(1, 1 << 34)
+LAST_DATE = 1 << 34  # the commit-graph keeps dates below this as they are
+
+
+def _plain_date(seconds: object) -> bool:
+    """Whether git keeps the date as it is (dulwich gives None for an unreadable one)."""
+    # Not `in range(...)`: for anything but an int that walks the whole range.
+    return type(seconds) is int and 0 < seconds < LAST_DATE
+
+
 # Commits walked through dulwich (~20 µs each); deeper walks are git rev-list's (a
 # process, 1.5 ms and up, but git reads dates and parents from the commit-graph).
 IN_PROCESS = 100
@@ -102,7 +110,7 @@ def walk_commits(
     read(oid) returns the object or raises KeyError. None when git must answer instead: a
     missing parent, a commit dulwich cannot parse, a date git would not keep as it is.
     """
-    if start.commit_time not in _DATE_RANGE:
+    if not _plain_date(start.commit_time):
         return None
     queue: list[tuple[int, int, Commit]] = [(-start.commit_time, 0, start)]
     seen = {start.id}
@@ -117,7 +125,7 @@ def walk_commits(
             seen.add(oid)
             try:
                 parent = read(oid)
-                if not isinstance(parent, Commit) or parent.commit_time not in _DATE_RANGE:
+                if not isinstance(parent, Commit) or not _plain_date(parent.commit_time):
                     return None
             except (KeyError, ObjectFormatException):
                 return None
