@@ -90,6 +90,16 @@ limit="$HUBSVC_MAX_OBJECT_BYTES"
 news=$(printf '%s\\n' "$updates" | while read -r old new ref; do
   [ -z "$new" ] || [ "$new" = "$zero" ] || echo "$new"; done)
 [ -n "$news" ] || exit 0
+# The objects a push brings are those of git's quarantine, where receive-pack keeps them
+# (the repository's own come in as alternates): listing their sizes costs a fraction of
+# the walk below, which is left for naming the file when one is over the limit.
+if [ -n "$GIT_QUARANTINE_PATH" ] && {
+  GIT_ALTERNATE_OBJECT_DIRECTORIES= git cat-file --batch-all-objects --unordered \
+    --batch-check='%(objectsize)' || echo failed; } |
+  awk -v limit="$limit" '$1 == "failed" || $1 + 0 > limit + 0 { big = 1; exit } END { exit big }'
+then
+  exit 0
+fi
 # A failing rev-list feeds cat-file a name it reports missing, which refuses the push.
 { printf '%s\\n' "$news" | git rev-list --objects --stdin --not --all || echo hubsvc-failed; } |
 git cat-file --batch-check='%(objecttype) %(objectsize) %(rest)' |
@@ -337,6 +347,7 @@ async def serve_rpc(
     hooks: Path | None = None,
     env: dict[str, str] | None = None,
     timeout: float | None = None,
+    mark: Callable[[str], None] | None = None,
 ) -> tuple[web.StreamResponse, int]:
     """POST git-upload-pack / git-receive-pack: stream body in and answer out.
 
@@ -348,6 +359,8 @@ async def serve_rpc(
     a pushing git reads as its own error packet (errors.error_answer).
     git still running after `timeout` seconds is killed: before any answer went out that
     is a 408 (the body never came) or 504; after, the connection is closed.
+    `mark(phase)`, when given, is called as git starts, as the body is all in and as git
+    exits (push_timing.PushClock).
     """
     if request.content_type != f"application/x-{service}-request":
         raise BadRequest(f"expected Content-Type application/x-{service}-request")
@@ -368,6 +381,9 @@ async def serve_rpc(
     assert proc.stdout is not None and proc.stdin is not None  # both are PIPEs
     head, framer = bytearray(), Framer()
     feeder = asyncio.ensure_future(_feed(request, proc.stdin, limit, head))
+    if mark is not None:
+        mark("spawn")
+        feeder.add_done_callback(lambda _: mark("body"))
     resp = web.StreamResponse(
         headers={
             "Content-Type": f"application/x-{service}-result",
@@ -391,6 +407,8 @@ async def serve_rpc(
                 await _pump(proc.stdout, resp, framer)
             await feeder
             code, last_error = await _finish(proc, service)
+            if mark is not None:
+                mark("git")
     except BaseException as exc:
         body_done = feeder.done() and not feeder.cancelled()
         for task in (feeder, first_read):

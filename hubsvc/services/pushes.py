@@ -7,7 +7,7 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +39,12 @@ async def record_push(
     updates: list[tuple[str, str, str]],
     actor: dict | None,
     flight: int | None = None,
+    mark: Callable[[str], None] = lambda _phase: None,
 ) -> None:
     """The bookkeeping and events of ref updates git applied: (old, new, ref) each."""
     files, store = app[REPO_FILES], app[STORE]
     after = await files.run(repo["id"], lambda g: g.head_oids())
+    mark("refs")
     # The refs as they were before this push: what it changed, put back.
     before = dict(after)
     for old, _new, ref in updates:
@@ -63,16 +65,25 @@ async def record_push(
         ]
         data = await files.run(repo["id"], push_data, ref, old, new, others)
         events.append(make_event(app, repo, "push", data, actor))
+    mark("event-data")
     # The bookkeeping and the push events commit together; the refs seen move by this
     # push's own updates only (as `after` has them: tags peeled).
     changed = {ref: after.get(ref) for _old, _new, ref in updates}
     await store.repos.touch(
         repo["id"], new_default, refs_seen=changed, flight=flight, emit=lambda _: events
     )
+    mark("transaction")
+
+
+async def after_answer(
+    app: web.Application, repo_id: int, mark: Callable[[str], None] = lambda _phase: None
+) -> None:
+    """A push's upkeep no one waits for: the commit-graph, so history walks stay fast."""
     try:
-        await files.run(repo["id"], lambda g: g.write_commit_graph())
+        await app[REPO_FILES].run(repo_id, lambda g: g.write_commit_graph())
     except Exception:
-        log.warning("commit-graph write failed for repository %s", repo["id"], exc_info=True)
+        log.warning("commit-graph write failed for repository %s", repo_id, exc_info=True)
+    mark("commit-graph")
 
 
 def push_data(git: GitRepo, ref: str, old: str, new: str, others: list[str]) -> dict:
@@ -129,6 +140,7 @@ async def reconcile(app: web.Application) -> int:
                 flight["holder"] or "(an earlier run)",
             )
             await record_push(app, repo, updates, actor, flight["id"])
+            await after_answer(app, repo["id"])
             done += 1
         except Conflict:
             pass  # its own process recorded it meanwhile (it was not dead, only slow)
