@@ -19,6 +19,7 @@ from pathlib import Path
 from aiohttp import web
 
 from ..errors import ApiError, BadRequest, BodyTimeout, PayloadTooLarge
+from . import pipes
 from .pktline import Framer, error_packet, pkt_line
 
 log = logging.getLogger("hubsvc.githttp")
@@ -167,13 +168,7 @@ async def advertise(
     request: web.Request, service: str, path: Path, timeout: float | None = None
 ) -> web.StreamResponse:
     """GET info/refs?service=…: the ref advertisement, streamed; git is killed after timeout s."""
-    proc = await asyncio.create_subprocess_exec(
-        *git_command(service, path, "--advertise-refs"),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=_env(request),
-    )
+    proc = await pipes.start(git_command(service, path, "--advertise-refs"), _env(request))
     assert proc.stdout is not None  # a PIPE
     resp = web.StreamResponse(
         headers={
@@ -199,15 +194,12 @@ async def advertise(
     return resp
 
 
-async def _reap(proc: asyncio.subprocess.Process) -> None:
+async def _reap(proc: pipes.Piped) -> None:
     """Kill git if it still runs, and wait for it: no process outlives its request."""
-    if proc.returncode is None:
-        proc.kill()
+    proc.kill()
     # Pipes left unread (a client that stalled, a body that never came) stay open until
-    # the transport closes; asyncio's Process offers no public close.
-    transport = getattr(proc, "_transport", None)
-    if transport is not None:
-        transport.close()
+    # their transports close.
+    proc.close()
     await proc.wait()
 
 
@@ -229,20 +221,14 @@ async def stream_blob(
         await resp.prepare(request)
         await resp.write_eof()
         return resp
-    proc = await asyncio.create_subprocess_exec(
-        "git",
-        f"--git-dir={path}",
-        "cat-file",
-        "blob",
-        oid,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-        env={
+    proc = await pipes.start(
+        ["git", f"--git-dir={path}", "cat-file", "blob", oid],
+        {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "GIT_CONFIG_NOSYSTEM": "1",
             "HOME": os.environ.get("HOME", "/"),
         },
+        stderr=False,
     )
     assert proc.stdout is not None  # a PIPE
     resp = web.StreamResponse(headers=headers)
@@ -270,7 +256,7 @@ async def _pump(
             framer.feed(chunk)
 
 
-async def _finish(proc: asyncio.subprocess.Process, service: str) -> tuple[int, str]:
+async def _finish(proc: pipes.Piped, service: str) -> tuple[int, str]:
     """git's exit code and the last line it printed on stderr."""
     stderr = await proc.stderr.read() if proc.stderr else b""
     code = await proc.wait()
@@ -371,12 +357,8 @@ async def serve_rpc(
         and request.headers.get("Content-Encoding", "").lower() != "gzip"
     ):
         raise _too_large(limit)
-    proc = await asyncio.create_subprocess_exec(
-        *git_command(service, path, hooks=hooks),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=_env(request, env),
+    proc = await pipes.start(
+        git_command(service, path, hooks=hooks), _env(request, env), stdin=True
     )
     assert proc.stdout is not None and proc.stdin is not None  # both are PIPEs
     head, framer = bytearray(), Framer()
