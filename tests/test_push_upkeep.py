@@ -10,6 +10,7 @@ import struct
 from pathlib import Path
 
 from hubsvc.git.files import REPO_FILES
+from hubsvc.git.protocol import install_hooks, parse_push_counts
 
 from .conftest import sign_up
 from .gitcli import git, remote
@@ -101,3 +102,34 @@ async def test_push_timing_is_logged_when_asked(client, alice, tmp_path, caplog)
         "git.pre-receive=",
     ):
         assert phase in line
+
+
+async def test_the_pre_receive_hook_counts_what_each_branch_update_brings(tmp_path):
+    work = tmp_path / "w"
+    await git("init", "-q", "-b", "main", str(work))
+    for n in range(3):
+        await git("commit", "-q", "--allow-empty", "-m", f"main {n}", cwd=work)
+    main = (await git("rev-parse", "main", cwd=work))[1].strip()
+    await git("checkout", "-qb", "topic", cwd=work)
+    await git("commit", "-q", "--allow-empty", "-m", "topic", cwd=work)
+    topic = (await git("rev-parse", "topic", cwd=work))[1].strip()
+    await git("checkout", "-q", "--detach", cwd=work)
+    await git("update-ref", "-d", "refs/heads/topic", cwd=work)  # as before the push
+    hooks = install_hooks(tmp_path / "hooks")
+    counts = tmp_path / "counts"
+    zero, first = "0" * 40, (await git("rev-parse", "main~2", cwd=work))[1].strip()
+    updates = f"{first} {main} refs/heads/main\n{zero} {topic} refs/heads/topic\n"
+    updates += f"{zero} {main} refs/tags/v1\n{main} {zero} refs/heads/gone\n"
+    proc = await asyncio.create_subprocess_exec(
+        str(hooks / "pre-receive"),
+        cwd=work,
+        stdin=asyncio.subprocess.PIPE,
+        env={**os.environ, "GIT_DIR": str(work / ".git"), "HUBSVC_PUSH_COUNTS": str(counts)},
+    )
+    await proc.communicate(updates.encode())
+    assert proc.returncode == 0
+    # main moved two commits; the new topic brings the one commit no branch had.
+    assert parse_push_counts(counts.read_text()) == {
+        (first, main, "refs/heads/main"): 2,
+        (zero, topic, "refs/heads/topic"): 1,
+    }

@@ -19,7 +19,7 @@ from schemas.git import InfoRefsQuerySchema
 
 from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..git.files import REPO_FILES
-from ..git.protocol import SERVICES, advertise, parse_ref_updates, serve_rpc
+from ..git.protocol import SERVICES, advertise, parse_push_counts, parse_ref_updates, serve_rpc
 from ..git.slots import git_slot
 from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
@@ -268,11 +268,17 @@ async def _receive(request: web.Request, repo: dict, clock: PushClock) -> web.St
         spool.unlink(missing_ok=True)
         raise
 
+    counts_file = spool.with_suffix(".counts")
+    counts: dict[tuple[str, str, str], int] = {}
+
     def take_updates() -> list[tuple[str, str, str]]:
         try:
+            if counts_file.exists():
+                counts.update(parse_push_counts(counts_file.read_text("utf-8", "replace")))
             return parse_ref_updates(spool.read_text("utf-8", "replace"))
         finally:
             spool.unlink(missing_ok=True)
+            counts_file.unlink(missing_ok=True)
 
     landed = False
 
@@ -280,7 +286,7 @@ async def _receive(request: web.Request, repo: dict, clock: PushClock) -> web.St
         nonlocal landed
         landed = True
         return request.app[BACKGROUND].spawn(
-            _after_push(request.app, repo, updates, actor, flight, clock)
+            _after_push(request.app, repo, updates, actor, flight, clock, counts)
         )
 
     async def record() -> None:
@@ -296,6 +302,7 @@ async def _receive(request: web.Request, repo: dict, clock: PushClock) -> web.St
     config = request.app[CONFIG]
     env = {
         "HUBSVC_PUSH_LOG": str(spool),
+        "HUBSVC_PUSH_COUNTS": str(counts_file),
         "HUBSVC_MAX_OBJECT_BYTES": str(config["git"]["max_object_bytes"]),
         "HUBSVC_PROTECTED": hook_rules(
             await request.app[STORE].protection.rules(repo["id"]), repo.get("role")
@@ -331,6 +338,7 @@ async def _receive(request: web.Request, repo: dict, clock: PushClock) -> web.St
                 spawn(updates)
             else:
                 request.app[BACKGROUND].spawn(request.app[STORE].repos.push_ended(flight))
+        counts_file.unlink(missing_ok=True)  # the pre-receive hook's, of a push refused
         # What no one needs to wait for runs once the answer is out.
         if landed:
             request.app[BACKGROUND].spawn(_upkeep(request.app, repo["id"], clock))
@@ -351,9 +359,10 @@ async def _after_push(
     actor: dict | None,
     flight: int,
     clock: PushClock,
+    counts: dict[tuple[str, str, str], int],
 ) -> None:
     """Record the push: updatedAt, default branch, one push event per ref."""
     try:
-        await record_push(app, repo, updates, actor, flight, clock.mark)
+        await record_push(app, repo, updates, actor, flight, clock.mark, counts)
     except Exception:
         log.exception("recording a push to repository %s failed", repo["id"])

@@ -86,33 +86,50 @@ $updates
 UPDATES
   [ "$bad" = 0 ] || exit 1
 fi
-limit="$HUBSVC_MAX_OBJECT_BYTES"
-[ -n "$limit" ] || exit 0
-news=$(printf '%s\\n' "$updates" | while read -r old new ref; do
-  [ -z "$new" ] || [ "$new" = "$zero" ] || echo "$new"; done)
-[ -n "$news" ] || exit 0
-# The objects a push brings are those of git's quarantine, where receive-pack keeps them
-# (the repository's own come in as alternates): listing their sizes costs a fraction of
-# the walk below, which is left for naming the file when one is over the limit.
-if [ -n "$GIT_QUARANTINE_PATH" ] && {
-  GIT_ALTERNATE_OBJECT_DIRECTORIES= git cat-file --batch-all-objects --unordered \
-    --batch-check='%(objectsize)' || echo failed; } |
-  awk -v limit="$limit" '$1 == "failed" || $1 + 0 > limit + 0 { big = 1; exit } END { exit big }'
-then
-  exit 0
+# The commit counts the push events carry ("old new ref count" lines for the server),
+# counted meanwhile: the pushed objects are readable here, and the size check below
+# takes longer. A new branch brings what no branch had, an update what old lacked.
+if [ -n "$HUBSVC_PUSH_COUNTS" ]; then
+  printf '%s\\n' "$updates" | while read -r old new ref; do
+    case "$ref" in refs/heads/*) ;; *) continue ;; esac
+    [ -n "$new" ] && [ "$new" != "$zero" ] || continue
+    if [ "$old" = "$zero" ]; then not=--branches; else not=$old; fi
+    count=$(git rev-list --count "$new" --not "$not") && echo "$old $new $ref $count"
+  done > "$HUBSVC_PUSH_COUNTS" &
 fi
-# A failing rev-list feeds cat-file a name it reports missing, which refuses the push.
-{ printf '%s\\n' "$news" | git rev-list --objects --stdin --not --all || echo hubsvc-failed; } |
-git cat-file --batch-check='%(objecttype) %(objectsize) %(rest)' |
-awk -v limit="$limit" '
-  $2 == "missing" { print "error: hubsvc could not check the pushed objects"; bad = 1; next }
-  $1 == "blob" && $2 + 0 > limit + 0 {
-    path = $0; sub(/^[^ ]+ [^ ]+ ?/, "", path)
-    printf "error: %s is %.1f MiB; this server refuses files over %.1f MiB ([git] max_object_bytes)\\n",
-      (path == "" ? "a file" : path), $2 / 1048576, limit / 1048576
-    bad = 1
-  }
-  END { exit bad }'
+sizes() {
+  limit="$HUBSVC_MAX_OBJECT_BYTES"
+  [ -n "$limit" ] || return 0
+  news=$(printf '%s\\n' "$updates" | while read -r old new ref; do
+    [ -z "$new" ] || [ "$new" = "$zero" ] || echo "$new"; done)
+  [ -n "$news" ] || return 0
+  # The objects a push brings are those of git's quarantine, where receive-pack keeps
+  # them (the repository's own come in as alternates): listing their sizes costs a
+  # fraction of the walk below, which is left for naming the file over the limit.
+  if [ -n "$GIT_QUARANTINE_PATH" ] && {
+    GIT_ALTERNATE_OBJECT_DIRECTORIES= git cat-file --batch-all-objects --unordered \\
+      --batch-check='%(objectsize)' || echo failed; } |
+    awk -v limit="$limit" '$1 == "failed" || $1 + 0 > limit + 0 { big = 1; exit } END { exit big }'
+  then
+    return 0
+  fi
+  # A failing rev-list feeds cat-file a name it reports missing, which refuses the push.
+  { printf '%s\\n' "$news" | git rev-list --objects --stdin --not --all || echo hubsvc-failed; } |
+  git cat-file --batch-check='%(objecttype) %(objectsize) %(rest)' |
+  awk -v limit="$limit" '
+    $2 == "missing" { print "error: hubsvc could not check the pushed objects"; bad = 1; next }
+    $1 == "blob" && $2 + 0 > limit + 0 {
+      path = $0; sub(/^[^ ]+ [^ ]+ ?/, "", path)
+      printf "error: %s is %.1f MiB; this server refuses files over %.1f MiB ([git] max_object_bytes)\\n",
+        (path == "" ? "a file" : path), $2 / 1048576, limit / 1048576
+      bad = 1
+    }
+    END { exit bad }'
+}
+sizes
+checked=$?
+wait
+exit $checked
 """
 HOOKS = {"post-receive": _POST_RECEIVE, "pre-receive": _PRE_RECEIVE}
 
@@ -138,6 +155,18 @@ def parse_ref_updates(text: str) -> list[tuple[str, str, str]]:
         if len(parts) == 3 and len(parts[0]) == len(parts[1]) == 40:
             updates.append((parts[0], parts[1], parts[2]))
     return updates
+
+
+def parse_push_counts(text: str) -> dict[tuple[str, str, str], int]:
+    """The commit counts the pre-receive hook wrote: (old, new, ref) to how many commits."""
+    counts = {}
+    for line in text.splitlines():
+        old, _, rest = line.partition(" ")
+        new, _, rest = rest.partition(" ")
+        ref, _, count = rest.rpartition(" ")
+        if len(old) == len(new) == 40 and ref and count.isdigit():
+            counts[(old, new, ref)] = int(count)
+    return counts
 
 
 def git_command(service: str, path: Path, *args: str, hooks: Path | None = None) -> list[str]:

@@ -40,8 +40,12 @@ async def record_push(
     actor: dict | None,
     flight: int | None = None,
     mark: Callable[[str], None] = lambda _phase: None,
+    counts: dict[tuple[str, str, str], int] | None = None,
 ) -> None:
-    """The bookkeeping and events of ref updates git applied: (old, new, ref) each."""
+    """The bookkeeping and events of ref updates git applied: (old, new, ref) each.
+
+    counts: the commit count of an update when known already (the pre-receive hook's).
+    """
     files, store = app[REPO_FILES], app[STORE]
     after = await files.run(repo["id"], lambda g: g.head_oids())
     mark("refs")
@@ -63,7 +67,8 @@ async def record_push(
         others = [
             oid for name, oid in before.items() if name.startswith("refs/heads/") and name != ref
         ]
-        data = await files.run(repo["id"], push_data, ref, old, new, others)
+        total = (counts or {}).get((old, new, ref))
+        data = await files.run(repo["id"], push_data, ref, old, new, others, total)
         events.append(make_event(app, repo, "push", data, actor))
     mark("event-data")
     # The bookkeeping and the push events commit together; the refs seen move by this
@@ -86,15 +91,20 @@ async def after_answer(
     mark("commit-graph")
 
 
-def push_data(git: GitRepo, ref: str, old: str, new: str, others: list[str]) -> dict:
-    """A push event's data for one ref update, as GitHub describes one."""
+def push_data(
+    git: GitRepo, ref: str, old: str, new: str, others: list[str], total: int | None = None
+) -> dict:
+    """A push event's data for one ref update, as GitHub describes one (total: its commit
+    count, when known)."""
     created, deleted = old == ZERO, new == ZERO
     forced = not created and not deleted and not git.is_ancestor(old, new)
-    commits, total = list[dict[str, Any]](), 0
+    commits = list[dict[str, Any]]()
     if ref.startswith("refs/heads/") and not deleted:
         # A new branch brings only what no other branch had; an update what old lacked.
         exclude = others if created else [old]
-        commits, total = git.commits_new(new, exclude, PUSH_COMMITS_KEPT)
+        commits, total = git.commits_new(new, exclude, PUSH_COMMITS_KEPT, total)
+    else:
+        total = 0
     data = {
         "ref": ref,
         "before": old,
