@@ -21,6 +21,7 @@ is missing.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import re
@@ -77,7 +78,11 @@ def serve_hubsvc(argv: list[str]) -> None:
 
 def lighttpd_config(root: Path, port: int, folder: Path) -> str:
     """git-http-backend as CGI under /git behind HTTP Basic, streaming both bodies."""
-    env = backend_env(root)
+    # Each git process writes its trace2 events into a file of its own there, as
+    # hubsvc's receive-pack does when its timing is on: both sides pay for it, and
+    # receive-pack's children can be compared.
+    (folder / "trace2").mkdir(exist_ok=True)
+    env = {**backend_env(root), "GIT_TRACE2_EVENT": str(folder / "trace2")}
     pairs = ", ".join(f'"{k}" => "{v}"' for k, v in env.items())
     users = folder / "users"
     users.write_text(f"{USERNAME}:{PASSWORD}\n")
@@ -191,13 +196,15 @@ def main(argv: list[str] | None = None) -> int:
             name="http-backend-lighttpd",
         )
         with TimedHub(root=args.root) as hub, backend:
-            return bench(args, hub, backend, source, tip, backend_root, cenv)
+            trace2 = tmp / "lighttpd" / "trace2"
+            return bench(args, hub, backend, trace2, source, tip, backend_root, cenv)
 
 
 def bench(
     args: argparse.Namespace,
     hub: harness.Server,
     backend: harness.Server,
+    trace2: Path,
     source: Path,
     tip: str,
     backend_root: Path,
@@ -272,8 +279,16 @@ def bench(
         digits=0,
         note=f"rounds {harness.spread(t * 1000 for t in times['hubsvc'])} ms",
     )
+    # Each round's two pushes ran back to back: their ratio shrugs off load that comes
+    # and goes between rounds, which the ratio of medians does not.
+    paired = [h / b for h, b in zip(times["hubsvc"], times["http-backend"], strict=True)]
+    print(
+        f"# median of the rounds' own ratios: {harness.median(paired):.2f} "
+        f"(rounds {min(paired):.2f}–{max(paired):.2f})",
+        flush=True,
+    )
     if timed:
-        print_phases(timing_lines(hub)[1:])
+        print_phases(timing_lines(hub)[1:], backend_children(trace2)[1:])
     return 1 if "NOT MET" in text else 0
 
 
@@ -293,11 +308,38 @@ def check_landed(hub: harness.Server, backend_root: Path, tip: str, rounds: int)
     print(f"# checked: all {len(folders)} pushes landed main at {tip[:12]}; commit-graphs written")
 
 
-def print_phases(lines: list[tuple[float, dict[str, float]]]) -> None:
+def backend_children(folder: Path) -> list[dict[str, float]]:
+    """receive-pack's children under http-backend, per push in time order, from trace2."""
+    pushes = []
+    for path in folder.iterdir():
+        events = [json.loads(line) for line in path.read_text().splitlines() if line]
+        argv = next((e["argv"] for e in events if e["event"] == "start"), [])
+        if "receive-pack" not in argv or "--advertise-refs" in argv:
+            continue
+        own, names, spans = events[0]["sid"], {}, {}
+        for event in events:
+            if event["sid"] != own:
+                continue
+            if event["event"] == "child_start":
+                args = event.get("argv") or ["?"]
+                names[event["child_id"]] = event.get("hook_name") or (
+                    args[1] if args[0] == "git" else args[0]
+                )
+            elif event["event"] == "child_exit" and event["child_id"] in names:
+                name = "git." + names[event["child_id"]]
+                spans[name] = spans.get(name, 0.0) + event["t_rel"] * 1000
+        pushes.append((events[0]["time"], spans))
+    return [spans for _time, spans in sorted(pushes, key=lambda item: item[0])]
+
+
+def print_phases(
+    lines: list[tuple[float, dict[str, float]]], backend: list[dict[str, float]]
+) -> None:
     """Each phase's median over the measured pushes, in the order the server logged them."""
     print(
         "\n## where hubsvc's time goes (medians of the server's phase timings, ms; "
-        "`git.*` are receive-pack's children, inside `body` + `git`)",
+        "`git.*` are receive-pack's children, inside `body` + `git`, with http-backend's "
+        "own receive-pack's beside them)",
         flush=True,
     )
     names: list[str] = []
@@ -308,7 +350,10 @@ def print_phases(lines: list[tuple[float, dict[str, float]]]) -> None:
     after = False
     for name in names:
         values = [phases.get(name, 0.0) for _total, phases in lines]
-        where = "  (of body + git)" if name.startswith("git.") else ""
+        where = ""
+        if name.startswith("git."):
+            theirs = [spans.get(name, 0.0) for spans in backend]
+            where = f"  (of body + git; http-backend's {harness.median(theirs or [0]):.1f})"
         where = "  after the answer" if after and not where else where
         print(f"  {name:<22} {harness.median(values):8.1f}{where}", flush=True)
         after |= name == "answer"
