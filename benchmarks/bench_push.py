@@ -236,11 +236,15 @@ def bench(
     )
     times: dict[str, list[float]] = {"hubsvc": [], "http-backend": []}
     pushes, timed = 0, True
+    hub_cpu: list[float] = []  # the server process's own CPU time during its pushes
     for round_no in range(args.rounds + 1):  # round 0 warms up, unmeasured
         order = ["hubsvc", "http-backend"] if round_no % 2 == 0 else ["http-backend", "hubsvc"]
         for name in order:
             target = hub_target(round_no) if name == "hubsvc" else backend_target(round_no)
+            cpu = harness.cpu_seconds(hub.pid)
             elapsed = push_seconds(source, target, env)
+            if name == "hubsvc" and round_no:
+                hub_cpu.append(harness.cpu_seconds(hub.pid) - cpu)
             if name == "hubsvc" and timed:
                 pushes += 1
                 try:
@@ -285,6 +289,11 @@ def bench(
     print(
         f"# median of the rounds' own ratios: {harness.median(paired):.2f} "
         f"(rounds {min(paired):.2f}–{max(paired):.2f})",
+        flush=True,
+    )
+    print(
+        f"# hubsvc's own process used {harness.median(hub_cpu) * 1000:.0f} ms of CPU per push "
+        "(its git children not counted)",
         flush=True,
     )
     if timed:
