@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 
 from hubsvc.git.files import REPO_FILES
-from hubsvc.git.protocol import install_hooks, parse_push_counts
+from hubsvc.git.push_hooks import install_hooks, parse_push_counts
 
 from .conftest import sign_up
 from .gitcli import git, remote

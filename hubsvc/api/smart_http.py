@@ -19,7 +19,8 @@ from schemas.git import InfoRefsQuerySchema
 
 from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..git.files import REPO_FILES
-from ..git.protocol import SERVICES, advertise, parse_push_counts, parse_ref_updates, serve_rpc
+from ..git.protocol import SERVICES, advertise, serve_rpc
+from ..git.push_hooks import parse_push_counts, parse_ref_updates
 from ..git.slots import git_slot
 from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
