@@ -121,6 +121,13 @@ def serve_lighttpd(root: Path, port: int, folder: Path) -> None:
     os.execv(lighttpd, [lighttpd, "-D", "-f", str(config)])
 
 
+def children_cpu(pid: int) -> float:
+    """cutime + cstime of a process: the CPU of the children (and theirs) it waited for."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
 def push_seconds(source: Path, url: str, env: dict[str, str]) -> float:
     start = time.perf_counter()
     # A post buffer larger than the pack: git sends it with a Content-Length, which
@@ -237,11 +244,13 @@ def bench(
     times: dict[str, list[float]] = {"hubsvc": [], "http-backend": []}
     pushes, timed = 0, True
     hub_cpu: list[float] = []  # the server process's own CPU time during its pushes
+    children: dict[str, list[float]] = {"hubsvc": [], "http-backend": []}
     for round_no in range(args.rounds + 1):  # round 0 warms up, unmeasured
         order = ["hubsvc", "http-backend"] if round_no % 2 == 0 else ["http-backend", "hubsvc"]
         for name in order:
             target = hub_target(round_no) if name == "hubsvc" else backend_target(round_no)
-            cpu = harness.cpu_seconds(hub.pid)
+            server = hub if name == "hubsvc" else backend
+            cpu, git_cpu = harness.cpu_seconds(hub.pid), children_cpu(server.pid)
             elapsed = push_seconds(source, target, env)
             if name == "hubsvc" and round_no:
                 hub_cpu.append(harness.cpu_seconds(hub.pid) - cpu)
@@ -254,6 +263,8 @@ def bench(
                         raise
                     timed = False  # a checkout from before the timing line
                     print("# this hubsvc logs no push phases", flush=True)
+            if round_no:  # with the commit-graph written after the answer, when timed
+                children[name].append(children_cpu(server.pid) - git_cpu)
             if round_no:
                 times[name].append(elapsed)
         if round_no:
@@ -294,6 +305,11 @@ def bench(
     print(
         f"# hubsvc's own process used {harness.median(hub_cpu) * 1000:.0f} ms of CPU per push "
         "(its git children not counted)",
+        flush=True,
+    )
+    print(
+        "# CPU of the git processes each server waited for, per push: "
+        + ", ".join(f"{name} {harness.median(v) * 1000:.0f} ms" for name, v in children.items()),
         flush=True,
     )
     if timed:
