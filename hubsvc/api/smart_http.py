@@ -9,6 +9,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -311,6 +312,7 @@ async def _receive(request: web.Request, repo: dict, clock: PushClock) -> web.St
     }
     trace = spool.with_suffix(".trace")
     if clock.on:
+        trace.mkdir()
         env["GIT_TRACE2_EVENT"] = str(trace)
     clock.mark("rules")
     try:
@@ -330,7 +332,7 @@ async def _receive(request: web.Request, repo: dict, clock: PushClock) -> web.St
     finally:
         if clock.on:
             clock.git_children(trace)
-            trace.unlink(missing_ok=True)
+            shutil.rmtree(trace, ignore_errors=True)
         if spool.exists():
             # The answer failed after git applied the updates (a client that hung up):
             # the refs moved all the same, so they are recorded all the same.
