@@ -9,6 +9,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -19,13 +20,15 @@ from schemas.git import InfoRefsQuerySchema
 
 from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..git.files import REPO_FILES
-from ..git.protocol import SERVICES, advertise, parse_ref_updates, serve_rpc
+from ..git.protocol import SERVICES, advertise, serve_rpc
+from ..git.push_hooks import parse_push_counts, parse_ref_updates
 from ..git.slots import git_slot
 from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
 from ..notify.leader import LEADER
 from ..services.protection import hook_rules
-from ..services.pushes import record_push
+from ..services.push_timing import PushClock
+from ..services.pushes import after_answer, record_push
 from ..tasks import BACKGROUND
 from ..web.auth import BASIC_CACHE, check_password, current_user, password_problem, user_for_token
 from ..web.openapi import doc
@@ -236,15 +239,17 @@ async def lfs(request: web.Request) -> web.Response:
     },
 )
 async def receive_pack(request: web.Request) -> web.StreamResponse:
+    clock = PushClock()
     repo = await _git_repo(request, "write")
+    clock.mark("auth")
     # The slot first: a push refused for want of one has written nothing. pushing: a
     # repository going public is pruned with no push half-way (RepoFiles.quiet).
     with git_slot(request):
         async with request.app[REPO_FILES].pushing(repo["id"]):
-            return await _receive(request, repo)
+            return await _receive(request, repo, clock)
 
 
-async def _receive(request: web.Request, repo: dict) -> web.StreamResponse:
+async def _receive(request: web.Request, repo: dict, clock: PushClock) -> web.StreamResponse:
     """Journal the push, run git receive-pack, record what it applied."""
     files, actor = request.app[REPO_FILES], current_user(request)
     # git's post-receive hook writes the updates it applied into a file of this push's
@@ -259,30 +264,57 @@ async def _receive(request: web.Request, repo: dict) -> web.StreamResponse:
         flight = await request.app[STORE].repos.push_started(
             repo["id"], actor and actor["id"], refs_now, request.app[LEADER].holder
         )
+        clock.mark("journal")
     except BaseException:
         # Refused before git ran (a full disk, a busy database): no file may stay behind.
         spool.unlink(missing_ok=True)
         raise
 
+    counts_file = spool.with_suffix(".counts")
+    counts: dict[tuple[str, str, str], int] = {}
+
     def take_updates() -> list[tuple[str, str, str]]:
         try:
+            if counts_file.exists():
+                counts.update(parse_push_counts(counts_file.read_text("utf-8", "replace")))
             return parse_ref_updates(spool.read_text("utf-8", "replace"))
         finally:
             spool.unlink(missing_ok=True)
+            counts_file.unlink(missing_ok=True)
+
+    landed = False
 
     def spawn(updates: list[tuple[str, str, str]]) -> asyncio.Task:
-        return request.app[BACKGROUND].spawn(_after_push(request.app, repo, updates, actor, flight))
+        nonlocal landed
+        landed = True
+        return request.app[BACKGROUND].spawn(
+            _after_push(request.app, repo, updates, actor, flight, clock, counts)
+        )
 
     async def record() -> None:
         updates = await asyncio.to_thread(take_updates)
+        clock.mark("updates")
         if updates:
-            # The push is recorded before the client hears it ended; the client hanging
-            # up must not cancel that, so it runs shielded.
+            # The push's events and bookkeeping commit before the client hears it ended;
+            # the client hanging up must not cancel that, so it runs shielded.
             await asyncio.shield(spawn(updates))
         else:
             await asyncio.shield(request.app[STORE].repos.push_ended(flight))
 
     config = request.app[CONFIG]
+    env = {
+        "HUBSVC_PUSH_LOG": str(spool),
+        "HUBSVC_PUSH_COUNTS": str(counts_file),
+        "HUBSVC_MAX_OBJECT_BYTES": str(config["git"]["max_object_bytes"]),
+        "HUBSVC_PROTECTED": hook_rules(
+            await request.app[STORE].protection.rules(repo["id"]), repo.get("role")
+        ),
+    }
+    trace = spool.with_suffix(".trace")
+    if clock.on:
+        trace.mkdir()
+        env["GIT_TRACE2_EVENT"] = str(trace)
+    clock.mark("rules")
     try:
         # The pre-receive hook refuses files over max_object_bytes before any ref moves.
         resp, _ = await serve_rpc(
@@ -293,15 +325,14 @@ async def _receive(request: web.Request, repo: dict) -> web.StreamResponse:
             before_eof=record,
             hooks=files.hooks,
             timeout=config["git"]["timeout_seconds"],
-            env={
-                "HUBSVC_PUSH_LOG": str(spool),
-                "HUBSVC_MAX_OBJECT_BYTES": str(config["git"]["max_object_bytes"]),
-                "HUBSVC_PROTECTED": hook_rules(
-                    await request.app[STORE].protection.rules(repo["id"]), repo.get("role")
-                ),
-            },
+            env=env,
+            mark=clock.mark,
         )
+        clock.mark("answer")
     finally:
+        if clock.on:
+            clock.git_children(trace)
+            shutil.rmtree(trace, ignore_errors=True)
         if spool.exists():
             # The answer failed after git applied the updates (a client that hung up):
             # the refs moved all the same, so they are recorded all the same.
@@ -310,7 +341,18 @@ async def _receive(request: web.Request, repo: dict) -> web.StreamResponse:
                 spawn(updates)
             else:
                 request.app[BACKGROUND].spawn(request.app[STORE].repos.push_ended(flight))
+        counts_file.unlink(missing_ok=True)  # the pre-receive hook's, of a push refused
+        # What no one needs to wait for runs once the answer is out.
+        if landed:
+            request.app[BACKGROUND].spawn(_upkeep(request.app, repo["id"], clock))
+        else:
+            clock.log(repo["id"])
     return resp
+
+
+async def _upkeep(app: web.Application, repo_id: int, clock: PushClock) -> None:
+    await after_answer(app, repo_id, clock.mark)
+    clock.log(repo_id)
 
 
 async def _after_push(
@@ -319,9 +361,11 @@ async def _after_push(
     updates: list[tuple[str, str, str]],
     actor: dict | None,
     flight: int,
+    clock: PushClock,
+    counts: dict[tuple[str, str, str], int],
 ) -> None:
-    """Record the push: updatedAt, default branch, commit-graph, one push event per ref."""
+    """Record the push: updatedAt, default branch, one push event per ref."""
     try:
-        await record_push(app, repo, updates, actor, flight)
+        await record_push(app, repo, updates, actor, flight, clock.mark, counts)
     except Exception:
         log.exception("recording a push to repository %s failed", repo["id"])

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from .protocol import install_hooks
+from .push_hooks import install_hooks
 from .repo import GitRepo
 
 T = TypeVar("T")

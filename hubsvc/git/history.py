@@ -136,15 +136,20 @@ class HistoryMixin(RepoBase):
         items = self._log(revs, skip=0, max_count=max_count) if max_count > 0 else []
         return items, int(count)
 
-    def commits_new(self, new: str, exclude: list[str], max_count: int) -> tuple[list[dict], int]:
-        """Commits reachable from new and from none of exclude (newest first, capped), and their total."""
+    def commits_new(
+        self, new: str, exclude: list[str], max_count: int, total: int | None = None
+    ) -> tuple[list[dict], int]:
+        """Commits reachable from new and from none of exclude (newest first, capped), and
+        their total (counted unless given)."""
         # Given on standard input: a repository's refs can outgrow a command line.
         revs = "\n".join([check_oid(new)] + ["^" + check_oid(oid) for oid in exclude]) + "\n"
-        code, out, err = _git_status(
-            str(self.path), "rev-list", "--count", "--stdin", stdin=revs.encode()
-        )
-        if code != 0:
-            raise GitError("git rev-list failed: " + err.decode("utf-8", "replace").strip())
+        if total is None:
+            code, out, err = _git_status(
+                str(self.path), "rev-list", "--count", "--stdin", stdin=revs.encode()
+            )
+            if code != 0:
+                raise GitError("git rev-list failed: " + err.decode("utf-8", "replace").strip())
+            total = int(out)
         items: list[dict] = []
         if max_count > 0:
             code, out_log, err = _git_status(
@@ -159,7 +164,7 @@ class HistoryMixin(RepoBase):
             if code != 0:
                 raise GitError("git log failed: " + err.decode("utf-8", "replace").strip())
             items = _parse_log(out_log)
-        return items, int(out)
+        return items, total
 
     def _log(self, revs: list[str], skip: int, max_count: int) -> list[dict]:
         # revs are oids we produced, and --end-of-options keeps them from being

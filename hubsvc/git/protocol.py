@@ -19,6 +19,7 @@ from pathlib import Path
 from aiohttp import web
 
 from ..errors import ApiError, BadRequest, BodyTimeout, PayloadTooLarge
+from . import pipes
 from .pktline import Framer, error_packet, pkt_line
 
 log = logging.getLogger("hubsvc.githttp")
@@ -37,96 +38,6 @@ SERVICE_CONFIG = {
     "git-upload-pack": ("uploadpack.allowFilter=true", "uploadpack.allowReachableSHA1InWant=true"),
     "git-receive-pack": ("receive.hideRefs=refs/pull/", "receive.advertisePushOptions=true"),
 }
-
-
-_POST_RECEIVE = """#!/bin/sh
-# Written by hubsvc: hands the ref updates receive-pack applied ("old new ref" lines)
-# to the server through the file it names, one file per push.
-if [ -n "$HUBSVC_PUSH_LOG" ]; then cat > "$HUBSVC_PUSH_LOG"; else cat > /dev/null; fi
-"""
-
-
-# Runs in git's quarantine: the pushed objects are visible, no ref has moved yet, and a
-# non-zero exit refuses the whole push. What it prints reaches the pusher as "remote: ".
-_PRE_RECEIVE = """#!/bin/sh
-# Written by hubsvc: refuses a push that breaks a protected branch's rule (lines of
-# "pattern<TAB>rules" in $HUBSVC_PROTECTED) or brings a file larger than
-# $HUBSVC_MAX_OBJECT_BYTES bytes (the server's [git] max_object_bytes).
-zero=0000000000000000000000000000000000000000
-updates=$(cat)
-if [ -n "$HUBSVC_PROTECTED" ]; then
-  bad=0
-  while read -r old new ref; do
-    case "$ref" in refs/heads/*) branch=${ref#refs/heads/} ;; *) continue ;; esac
-    while IFS='	' read -r pattern rules; do
-      [ -n "$pattern" ] || continue
-      case "$branch" in $pattern) ;; *) continue ;; esac
-      if [ "$new" = "$zero" ]; then
-        case "$rules" in *no-delete*)
-          echo "$branch is protected: it cannot be deleted (rule $pattern)"; bad=1 ;;
-        esac
-        continue
-      fi
-      case "$rules" in *require-pr*)
-        echo "$branch is protected: changes must go through a pull request (rule $pattern)"
-        bad=1; continue ;;
-      esac
-      if [ "$old" != "$zero" ]; then
-        case "$rules" in *no-force*)
-          git merge-base --is-ancestor "$old" "$new" ||
-            { echo "$branch is protected: force-pushes are not allowed (rule $pattern)"; bad=1; } ;;
-        esac
-      fi
-    done <<RULES
-$HUBSVC_PROTECTED
-RULES
-  done <<UPDATES
-$updates
-UPDATES
-  [ "$bad" = 0 ] || exit 1
-fi
-limit="$HUBSVC_MAX_OBJECT_BYTES"
-[ -n "$limit" ] || exit 0
-news=$(printf '%s\\n' "$updates" | while read -r old new ref; do
-  [ -z "$new" ] || [ "$new" = "$zero" ] || echo "$new"; done)
-[ -n "$news" ] || exit 0
-# A failing rev-list feeds cat-file a name it reports missing, which refuses the push.
-{ printf '%s\\n' "$news" | git rev-list --objects --stdin --not --all || echo hubsvc-failed; } |
-git cat-file --batch-check='%(objecttype) %(objectsize) %(rest)' |
-awk -v limit="$limit" '
-  $2 == "missing" { print "error: hubsvc could not check the pushed objects"; bad = 1; next }
-  $1 == "blob" && $2 + 0 > limit + 0 {
-    path = $0; sub(/^[^ ]+ [^ ]+ ?/, "", path)
-    printf "error: %s is %.1f MiB; this server refuses files over %.1f MiB ([git] max_object_bytes)\\n",
-      (path == "" ? "a file" : path), $2 / 1048576, limit / 1048576
-    bad = 1
-  }
-  END { exit bad }'
-"""
-HOOKS = {"post-receive": _POST_RECEIVE, "pre-receive": _PRE_RECEIVE}
-
-
-def install_hooks(folder: Path) -> Path:
-    """Write the server's git hooks into folder (idempotent); returns the folder."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in HOOKS.items():
-        hook = folder / name
-        if not hook.exists() or hook.read_text() != text:
-            tmp = folder / f"{name}.{os.getpid()}.tmp"  # processes starting together
-            tmp.write_text(text)
-            tmp.chmod(0o755)
-            os.replace(tmp, hook)
-    return folder
-
-
-def parse_ref_updates(text: str) -> list[tuple[str, str, str]]:
-    """(old, new, ref) for each line git's post-receive got on its standard input."""
-    updates = []
-    for line in text.splitlines():
-        parts = line.split(" ", 2)
-        if len(parts) == 3 and len(parts[0]) == len(parts[1]) == 40:
-            updates.append((parts[0], parts[1], parts[2]))
-    return updates
 
 
 def git_command(service: str, path: Path, *args: str, hooks: Path | None = None) -> list[str]:
@@ -157,13 +68,7 @@ async def advertise(
     request: web.Request, service: str, path: Path, timeout: float | None = None
 ) -> web.StreamResponse:
     """GET info/refs?service=…: the ref advertisement, streamed; git is killed after timeout s."""
-    proc = await asyncio.create_subprocess_exec(
-        *git_command(service, path, "--advertise-refs"),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=_env(request),
-    )
+    proc = await pipes.start(git_command(service, path, "--advertise-refs"), _env(request))
     assert proc.stdout is not None  # a PIPE
     resp = web.StreamResponse(
         headers={
@@ -189,15 +94,12 @@ async def advertise(
     return resp
 
 
-async def _reap(proc: asyncio.subprocess.Process) -> None:
+async def _reap(proc: pipes.Piped) -> None:
     """Kill git if it still runs, and wait for it: no process outlives its request."""
-    if proc.returncode is None:
-        proc.kill()
+    proc.kill()
     # Pipes left unread (a client that stalled, a body that never came) stay open until
-    # the transport closes; asyncio's Process offers no public close.
-    transport = getattr(proc, "_transport", None)
-    if transport is not None:
-        transport.close()
+    # their transports close.
+    proc.close()
     await proc.wait()
 
 
@@ -219,20 +121,14 @@ async def stream_blob(
         await resp.prepare(request)
         await resp.write_eof()
         return resp
-    proc = await asyncio.create_subprocess_exec(
-        "git",
-        f"--git-dir={path}",
-        "cat-file",
-        "blob",
-        oid,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-        env={
+    proc = await pipes.start(
+        ["git", f"--git-dir={path}", "cat-file", "blob", oid],
+        {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "GIT_CONFIG_NOSYSTEM": "1",
             "HOME": os.environ.get("HOME", "/"),
         },
+        stderr=False,
     )
     assert proc.stdout is not None  # a PIPE
     resp = web.StreamResponse(headers=headers)
@@ -260,7 +156,7 @@ async def _pump(
             framer.feed(chunk)
 
 
-async def _finish(proc: asyncio.subprocess.Process, service: str) -> tuple[int, str]:
+async def _finish(proc: pipes.Piped, service: str) -> tuple[int, str]:
     """git's exit code and the last line it printed on stderr."""
     stderr = await proc.stderr.read() if proc.stderr else b""
     code = await proc.wait()
@@ -337,6 +233,7 @@ async def serve_rpc(
     hooks: Path | None = None,
     env: dict[str, str] | None = None,
     timeout: float | None = None,
+    mark: Callable[[str], None] | None = None,
 ) -> tuple[web.StreamResponse, int]:
     """POST git-upload-pack / git-receive-pack: stream body in and answer out.
 
@@ -348,6 +245,8 @@ async def serve_rpc(
     a pushing git reads as its own error packet (errors.error_answer).
     git still running after `timeout` seconds is killed: before any answer went out that
     is a 408 (the body never came) or 504; after, the connection is closed.
+    `mark(phase)`, when given, is called as git starts, as the body is all in and as git
+    exits (push_timing.PushClock).
     """
     if request.content_type != f"application/x-{service}-request":
         raise BadRequest(f"expected Content-Type application/x-{service}-request")
@@ -358,16 +257,15 @@ async def serve_rpc(
         and request.headers.get("Content-Encoding", "").lower() != "gzip"
     ):
         raise _too_large(limit)
-    proc = await asyncio.create_subprocess_exec(
-        *git_command(service, path, hooks=hooks),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=_env(request, env),
+    proc = await pipes.start(
+        git_command(service, path, hooks=hooks), _env(request, env), stdin=True
     )
     assert proc.stdout is not None and proc.stdin is not None  # both are PIPEs
     head, framer = bytearray(), Framer()
     feeder = asyncio.ensure_future(_feed(request, proc.stdin, limit, head))
+    if mark is not None:
+        mark("spawn")
+        feeder.add_done_callback(lambda _: mark("body"))
     resp = web.StreamResponse(
         headers={
             "Content-Type": f"application/x-{service}-result",
@@ -391,6 +289,8 @@ async def serve_rpc(
                 await _pump(proc.stdout, resp, framer)
             await feeder
             code, last_error = await _finish(proc, service)
+            if mark is not None:
+                mark("git")
     except BaseException as exc:
         body_done = feeder.done() and not feeder.cancelled()
         for task in (feeder, first_read):

@@ -7,7 +7,7 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +39,16 @@ async def record_push(
     updates: list[tuple[str, str, str]],
     actor: dict | None,
     flight: int | None = None,
+    mark: Callable[[str], None] = lambda _phase: None,
+    counts: dict[tuple[str, str, str], int] | None = None,
 ) -> None:
-    """The bookkeeping and events of ref updates git applied: (old, new, ref) each."""
+    """The bookkeeping and events of ref updates git applied: (old, new, ref) each.
+
+    counts: the commit count of an update when known already (the pre-receive hook's).
+    """
     files, store = app[REPO_FILES], app[STORE]
     after = await files.run(repo["id"], lambda g: g.head_oids())
+    mark("refs")
     # The refs as they were before this push: what it changed, put back.
     before = dict(after)
     for old, _new, ref in updates:
@@ -61,29 +67,44 @@ async def record_push(
         others = [
             oid for name, oid in before.items() if name.startswith("refs/heads/") and name != ref
         ]
-        data = await files.run(repo["id"], push_data, ref, old, new, others)
+        total = (counts or {}).get((old, new, ref))
+        data = await files.run(repo["id"], push_data, ref, old, new, others, total)
         events.append(make_event(app, repo, "push", data, actor))
+    mark("event-data")
     # The bookkeeping and the push events commit together; the refs seen move by this
     # push's own updates only (as `after` has them: tags peeled).
     changed = {ref: after.get(ref) for _old, _new, ref in updates}
     await store.repos.touch(
         repo["id"], new_default, refs_seen=changed, flight=flight, emit=lambda _: events
     )
+    mark("transaction")
+
+
+async def after_answer(
+    app: web.Application, repo_id: int, mark: Callable[[str], None] = lambda _phase: None
+) -> None:
+    """A push's upkeep no one waits for: the commit-graph, so history walks stay fast."""
     try:
-        await files.run(repo["id"], lambda g: g.write_commit_graph())
+        await app[REPO_FILES].run(repo_id, lambda g: g.write_commit_graph())
     except Exception:
-        log.warning("commit-graph write failed for repository %s", repo["id"], exc_info=True)
+        log.warning("commit-graph write failed for repository %s", repo_id, exc_info=True)
+    mark("commit-graph")
 
 
-def push_data(git: GitRepo, ref: str, old: str, new: str, others: list[str]) -> dict:
-    """A push event's data for one ref update, as GitHub describes one."""
+def push_data(
+    git: GitRepo, ref: str, old: str, new: str, others: list[str], total: int | None = None
+) -> dict:
+    """A push event's data for one ref update, as GitHub describes one (total: its commit
+    count, when known)."""
     created, deleted = old == ZERO, new == ZERO
     forced = not created and not deleted and not git.is_ancestor(old, new)
-    commits, total = list[dict[str, Any]](), 0
+    commits = list[dict[str, Any]]()
     if ref.startswith("refs/heads/") and not deleted:
         # A new branch brings only what no other branch had; an update what old lacked.
         exclude = others if created else [old]
-        commits, total = git.commits_new(new, exclude, PUSH_COMMITS_KEPT)
+        commits, total = git.commits_new(new, exclude, PUSH_COMMITS_KEPT, total)
+    else:
+        total = 0
     data = {
         "ref": ref,
         "before": old,
@@ -129,6 +150,7 @@ async def reconcile(app: web.Application) -> int:
                 flight["holder"] or "(an earlier run)",
             )
             await record_push(app, repo, updates, actor, flight["id"])
+            await after_answer(app, repo["id"])
             done += 1
         except Conflict:
             pass  # its own process recorded it meanwhile (it was not dead, only slow)

@@ -1,0 +1,141 @@
+"""The server's git hooks for receive-pack, and the files they hand back to the server.
+
+post-receive names the ref updates git applied; pre-receive refuses what breaks a
+protected branch or brings a file over `[git] max_object_bytes`, and counts each branch
+update's new commits for its push event meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_POST_RECEIVE = """#!/bin/sh
+# Written by hubsvc: hands the ref updates receive-pack applied ("old new ref" lines)
+# to the server through the file it names, one file per push.
+if [ -n "$HUBSVC_PUSH_LOG" ]; then cat > "$HUBSVC_PUSH_LOG"; else cat > /dev/null; fi
+"""
+
+
+# Runs in git's quarantine: the pushed objects are visible, no ref has moved yet, and a
+# non-zero exit refuses the whole push. What it prints reaches the pusher as "remote: ".
+_PRE_RECEIVE = """#!/bin/sh
+# Written by hubsvc: refuses a push that breaks a protected branch's rule (lines of
+# "pattern<TAB>rules" in $HUBSVC_PROTECTED) or brings a file larger than
+# $HUBSVC_MAX_OBJECT_BYTES bytes (the server's [git] max_object_bytes).
+zero=0000000000000000000000000000000000000000
+updates=$(cat)
+if [ -n "$HUBSVC_PROTECTED" ]; then
+  bad=0
+  while read -r old new ref; do
+    case "$ref" in refs/heads/*) branch=${ref#refs/heads/} ;; *) continue ;; esac
+    while IFS='	' read -r pattern rules; do
+      [ -n "$pattern" ] || continue
+      case "$branch" in $pattern) ;; *) continue ;; esac
+      if [ "$new" = "$zero" ]; then
+        case "$rules" in *no-delete*)
+          echo "$branch is protected: it cannot be deleted (rule $pattern)"; bad=1 ;;
+        esac
+        continue
+      fi
+      case "$rules" in *require-pr*)
+        echo "$branch is protected: changes must go through a pull request (rule $pattern)"
+        bad=1; continue ;;
+      esac
+      if [ "$old" != "$zero" ]; then
+        case "$rules" in *no-force*)
+          git merge-base --is-ancestor "$old" "$new" ||
+            { echo "$branch is protected: force-pushes are not allowed (rule $pattern)"; bad=1; } ;;
+        esac
+      fi
+    done <<RULES
+$HUBSVC_PROTECTED
+RULES
+  done <<UPDATES
+$updates
+UPDATES
+  [ "$bad" = 0 ] || exit 1
+fi
+# The commit counts the push events carry ("old new ref count" lines for the server),
+# counted meanwhile: the pushed objects are readable here, and the size check below
+# takes longer. A new branch brings what no branch had, an update what old lacked.
+if [ -n "$HUBSVC_PUSH_COUNTS" ]; then
+  printf '%s\\n' "$updates" | while read -r old new ref; do
+    case "$ref" in refs/heads/*) ;; *) continue ;; esac
+    [ -n "$new" ] && [ "$new" != "$zero" ] || continue
+    if [ "$old" = "$zero" ]; then not=--branches; else not=$old; fi
+    count=$(git rev-list --count "$new" --not "$not") && echo "$old $new $ref $count"
+  done > "$HUBSVC_PUSH_COUNTS" &
+fi
+sizes() {
+  limit="$HUBSVC_MAX_OBJECT_BYTES"
+  [ -n "$limit" ] || return 0
+  news=$(printf '%s\\n' "$updates" | while read -r old new ref; do
+    [ -z "$new" ] || [ "$new" = "$zero" ] || echo "$new"; done)
+  [ -n "$news" ] || return 0
+  # The objects a push brings are those of git's quarantine, where receive-pack keeps
+  # them (the repository's own come in as alternates): listing their sizes costs a
+  # fraction of the walk below, which is left for naming the file over the limit. grep
+  # lets through only sizes as long as the limit, far fewer lines than awk would parse.
+  if [ -n "$GIT_QUARANTINE_PATH" ] && {
+    GIT_ALTERNATE_OBJECT_DIRECTORIES= git cat-file --batch-all-objects --unordered \\
+      --batch-check='%(objectsize)' || echo failed; } |
+    grep -E "^([0-9]{${#limit},}|failed)\\$" |
+    awk -v limit="$limit" '$1 == "failed" || $1 + 0 > limit + 0 { big = 1; exit } END { exit big }'
+  then
+    return 0
+  fi
+  # A failing rev-list feeds cat-file a name it reports missing, which refuses the push.
+  { printf '%s\\n' "$news" | git rev-list --objects --stdin --not --all || echo hubsvc-failed; } |
+  git cat-file --batch-check='%(objecttype) %(objectsize) %(rest)' |
+  awk -v limit="$limit" '
+    $2 == "missing" { print "error: hubsvc could not check the pushed objects"; bad = 1; next }
+    $1 == "blob" && $2 + 0 > limit + 0 {
+      path = $0; sub(/^[^ ]+ [^ ]+ ?/, "", path)
+      printf "error: %s is %.1f MiB; this server refuses files over %.1f MiB ([git] max_object_bytes)\\n",
+        (path == "" ? "a file" : path), $2 / 1048576, limit / 1048576
+      bad = 1
+    }
+    END { exit bad }'
+}
+sizes
+checked=$?
+wait
+exit $checked
+"""
+HOOKS = {"post-receive": _POST_RECEIVE, "pre-receive": _PRE_RECEIVE}
+
+
+def install_hooks(folder: Path) -> Path:
+    """Write the server's git hooks into folder (idempotent); returns the folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in HOOKS.items():
+        hook = folder / name
+        if not hook.exists() or hook.read_text() != text:
+            tmp = folder / f"{name}.{os.getpid()}.tmp"  # processes starting together
+            tmp.write_text(text)
+            tmp.chmod(0o755)
+            os.replace(tmp, hook)
+    return folder
+
+
+def parse_ref_updates(text: str) -> list[tuple[str, str, str]]:
+    """(old, new, ref) for each line git's post-receive got on its standard input."""
+    updates = []
+    for line in text.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and len(parts[0]) == len(parts[1]) == 40:
+            updates.append((parts[0], parts[1], parts[2]))
+    return updates
+
+
+def parse_push_counts(text: str) -> dict[tuple[str, str, str], int]:
+    """The commit counts the pre-receive hook wrote: (old, new, ref) to how many commits."""
+    counts = {}
+    for line in text.splitlines():
+        old, _, rest = line.partition(" ")
+        new, _, rest = rest.partition(" ")
+        ref, _, count = rest.rpartition(" ")
+        if len(old) == len(new) == 40 and ref and count.isdigit():
+            counts[(old, new, ref)] = int(count)
+    return counts

@@ -1,0 +1,135 @@
+"""A push seen from outside: the commit-graph written after its answer, its event, and
+the pre-receive size check on a push big enough that git keeps it as a pack."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+from pathlib import Path
+
+from hubsvc.git.files import REPO_FILES
+from hubsvc.git.push_hooks import install_hooks, parse_push_counts
+
+from .conftest import sign_up
+from .gitcli import git, remote
+from .test_git_limits import limited_client, push_files
+from .test_repos import create
+
+
+def graph_commits(folder: Path) -> int:
+    """How many commits objects/info/commit-graph holds (0 when there is none)."""
+    try:
+        data = (folder / "objects" / "info" / "commit-graph").read_bytes()
+    except FileNotFoundError:
+        return 0
+    assert data[:4] == b"CGPH"
+    for at in range(8, 8 + 12 * data[6], 12):  # the chunk table: id, offset
+        chunk, offset = struct.unpack(">4sQ", data[at : at + 12])
+        if chunk == b"OIDF":  # 256 fan-out counts; the last is the total
+            return struct.unpack(">I", data[offset + 1020 : offset + 1024])[0]
+    raise AssertionError("commit-graph without an OID fan-out chunk")
+
+
+async def graph_reaches(folder: Path, commits: int, timeout: float = 10.0) -> int:
+    """Wait until the commit-graph holds commits commits; how many it holds then."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while graph_commits(folder) < commits and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.02)
+    return graph_commits(folder)
+
+
+async def test_each_push_brings_its_event_and_then_the_commit_graph(
+    client, events, alice, tmp_path
+):
+    repo = await create(client, alice, "demo")
+    folder = client.app[REPO_FILES].path(int(repo["id"]))
+    work = tmp_path / "w"
+    await push_files(client, alice, work, "demo", {"a.txt": b"a\n"}, message="one")
+    await push_files(client, alice, work, "demo", {"b.txt": b"b\n"}, message="two")
+    assert await graph_reaches(folder, 2) == 2
+    code, _, _ = await git(f"--git-dir={folder}", "commit-graph", "verify", check=False)
+    assert code == 0
+    # The event of each push, as before: the second brought one commit on top of the first.
+    await events.wait_for(2)
+    second = [e for e in events.of("push") if e.data["before"] != "0" * 40]
+    assert [c["message"].strip() for c in second[0].data["commits"]] == ["two"]
+    listed = await client.get("/api/repositories/alice/demo/events", headers=alice.headers)
+    assert [e["type"] for e in (await listed.json())["events"]].count("push") == 2
+
+
+async def test_a_packed_push_with_a_file_over_the_limit_is_refused_naming_it(
+    aiohttp_client, tmp_path
+):
+    client = await limited_client(aiohttp_client, tmp_path, max_object_bytes=5000)
+    alice = await sign_up(client, "alice")
+    await create(client, alice, "demo")
+    work = tmp_path / "w"
+    # Over receive.unpackLimit (100 objects), so git keeps the push as a pack in its
+    # quarantine rather than as loose objects; the big file, three copies of a small
+    # one, goes in it as a delta, whose full size only the delta's own header gives.
+    seed = os.urandom(4000)
+    files = {f"docs/{n:03}.txt": f"page {n}\n".encode() for n in range(150)}
+    files |= {"seed.txt": seed, "big/grown.txt": seed * 3}
+    code, _, err = await push_files(client, alice, work, "demo", files, check=False)
+    assert code != 0
+    assert "remote: error: big/grown.txt is 0.0 MiB" in err and "pre-receive hook declined" in err
+    branches = await (await client.get("/api/repositories/alice/demo/branches")).json()
+    assert branches["branches"] == []  # no ref moved
+    # Without it the same push goes through.
+    await git("rm", "-q", "--cached", "big/grown.txt", cwd=work)
+    await git("commit", "-q", "--amend", "-m", "files", cwd=work)
+    await git("push", "-q", remote(client, alice, "alice", "demo"), "main", cwd=work)
+    branches = await (await client.get("/api/repositories/alice/demo/branches")).json()
+    assert [b["name"] for b in branches["branches"]] == ["main"]
+
+
+async def test_push_timing_is_logged_when_asked(client, alice, tmp_path, caplog):
+    await create(client, alice, "demo")
+    with caplog.at_level(logging.DEBUG, logger="hubsvc.push.timing"):
+        await push_files(client, alice, tmp_path / "w", "demo", {"a.txt": b"a\n"})
+        deadline = asyncio.get_running_loop().time() + 10
+        while not caplog.records and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+    line = caplog.records[0].getMessage()
+    for phase in (
+        "journal=",
+        "git=",
+        "transaction=",
+        "answer=",
+        "commit-graph=",
+        "git.pre-receive=",
+    ):
+        assert phase in line
+
+
+async def test_the_pre_receive_hook_counts_what_each_branch_update_brings(tmp_path):
+    work = tmp_path / "w"
+    await git("init", "-q", "-b", "main", str(work))
+    for n in range(3):
+        await git("commit", "-q", "--allow-empty", "-m", f"main {n}", cwd=work)
+    main = (await git("rev-parse", "main", cwd=work))[1].strip()
+    await git("checkout", "-qb", "topic", cwd=work)
+    await git("commit", "-q", "--allow-empty", "-m", "topic", cwd=work)
+    topic = (await git("rev-parse", "topic", cwd=work))[1].strip()
+    await git("checkout", "-q", "--detach", cwd=work)
+    await git("update-ref", "-d", "refs/heads/topic", cwd=work)  # as before the push
+    hooks = install_hooks(tmp_path / "hooks")
+    counts = tmp_path / "counts"
+    zero, first = "0" * 40, (await git("rev-parse", "main~2", cwd=work))[1].strip()
+    updates = f"{first} {main} refs/heads/main\n{zero} {topic} refs/heads/topic\n"
+    updates += f"{zero} {main} refs/tags/v1\n{main} {zero} refs/heads/gone\n"
+    proc = await asyncio.create_subprocess_exec(
+        str(hooks / "pre-receive"),
+        cwd=work,
+        stdin=asyncio.subprocess.PIPE,
+        env={**os.environ, "GIT_DIR": str(work / ".git"), "HUBSVC_PUSH_COUNTS": str(counts)},
+    )
+    await proc.communicate(updates.encode())
+    assert proc.returncode == 0
+    # main moved two commits; the new topic brings the one commit no branch had.
+    assert parse_push_counts(counts.read_text()) == {
+        (first, main, "refs/heads/main"): 2,
+        (zero, topic, "refs/heads/topic"): 1,
+    }
