@@ -12,7 +12,8 @@ from schemas.events import WsQuerySchema
 from ..clients import client_ip
 from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..keys import CONFIG, STORE
-from ..notify.hub import HUB, Client, Hub
+from ..notify.hub import HUB, Hub
+from ..notify.sockets import Client
 from ..web.auth import allowed_origin, current_user, require_identity, user_for_token
 from ..web.openapi import doc
 from ..web.permissions import role_of
@@ -102,9 +103,6 @@ async def websocket(request: web.Request) -> web.StreamResponse:
     )
     if after is not None:
         hub.resume(client, after)
-    beat = asyncio.get_running_loop().create_task(
-        _heartbeat(hub, client, config["heartbeat_seconds"])
-    )
     try:
         async for msg in ws:
             client.last_seen = asyncio.get_running_loop().time()
@@ -115,7 +113,6 @@ async def websocket(request: web.Request) -> web.StreamResponse:
             elif msg.type == WSMsgType.BINARY:
                 hub.send(client, {"type": "error", "error": "messages must be JSON text"})
     finally:
-        beat.cancel()
         hub.remove(client)
     return ws
 
@@ -128,22 +125,6 @@ def _cursor(value: object) -> int | None:
     if not text.isdigit() or len(text) > 18:
         raise BadRequest("after: must be an event id")
     return int(text)
-
-
-async def _heartbeat(hub: Hub, client: Client, interval: float) -> None:
-    """Ping every interval; a client silent for two intervals is dropped."""
-    loop = asyncio.get_running_loop()
-    while True:
-        await asyncio.sleep(interval)
-        if loop.time() - client.last_seen > 2 * interval:
-            hub.remove(client)
-            await client.ws.close(code=1001, message=b"heartbeat timeout")
-            return
-        hub.send(client, {"type": "ping"})
-        try:
-            await client.ws.ping()
-        except (ConnectionResetError, RuntimeError):
-            return
 
 
 async def _handle(request: web.Request, hub: Hub, client: Client, text: str) -> None:
