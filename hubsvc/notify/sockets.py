@@ -130,8 +130,9 @@ class Client:
             await asyncio.wait((self.flusher,))
 
     def drop(self) -> None:
-        """Forget what is waiting and stop writing it (the client was removed)."""
+        """Forget what is waiting and write nothing more (the client was removed)."""
         self.backlog = None
+        self.transport = None  # put() after this (a replay's next message) writes nothing
         if self.flusher is not None:
             self.flusher.cancel()
             self.flusher = None
@@ -141,16 +142,17 @@ class Client:
             while self.backlog:
                 await self._room()
                 batch, self.backlog = self.backlog, []
-                if self.transport.is_closing() or self.ws.closed:
+                transport = self.transport
+                if transport is None or transport.is_closing() or self.ws.closed:
                     break
                 if not self.compress:
-                    self.transport.writelines(batch)
+                    transport.writelines(batch)
                     continue
                 for item in batch:
                     if isinstance(item, str):
                         await self.ws.send_str(item)
                     else:
-                        self.transport.write(item)
+                        transport.write(item)
         except (ConnectionError, RuntimeError):
             pass  # the socket went away: its handler removes the client
         finally:
@@ -160,6 +162,8 @@ class Client:
     async def _room(self) -> None:
         """Wait until the transport holds at most HIGH_WATER bytes unsent."""
         transport = self.transport
+        if transport is None:
+            return
         protocol = transport.get_protocol()
         while transport.get_write_buffer_size() > HIGH_WATER and not transport.is_closing():
             if protocol._paused:
