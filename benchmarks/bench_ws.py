@@ -61,8 +61,9 @@ to all `--clients` sockets: a saturation test (N closed-loop writers offer as ma
 broadcasts as the server can make), whose latency is the length of the queue, for the
 baseline as much as for hubsvc.
 
-Targets (absolute): last-client latency p99 ≤ 100 ms; RSS per connected client < 50 KiB.
-Exit code 0 when both are met, 1 when one is not.
+Targets (issue 25 item 1): server CPU per event ≤ 0.3 × the bare hub's; last-client
+latency p99 ≤ the bare hub's (≤ 100 ms with `--baseline off`); RSS per connected client
+≤ 16 KiB. Exit code 0 when all are met, 1 when one is not.
 """
 
 from __future__ import annotations
