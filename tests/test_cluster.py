@@ -115,9 +115,9 @@ async def test_a_socket_resuming_on_a_third_process_gets_every_event_once_in_ord
     await ws.close()
     for n in range(5):  # made on A and C while the client is away
         await open_issue(session, (a, c)[n % 2], token, f"missed {n}")
-    ws = await socket(session, c, token)
-    await subscribe(ws, "owner", "proj")
-    await ws.send_json({"type": "resume", "after": last})
+    # The cursor on the upgrade: replayed before anything live. (A resume message sent
+    # after `connected` replays from its id what may already have come live meanwhile.)
+    ws = await socket(session, c, token, after=last)
     got = []
     while True:
         message = await ws.receive_json(timeout=5)

@@ -12,7 +12,8 @@ from schemas.events import WsQuerySchema
 from ..clients import client_ip
 from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..keys import CONFIG, STORE
-from ..notify.hub import HUB, Client, Hub
+from ..notify.hub import HUB, Hub
+from ..notify.sockets import Client
 from ..web.auth import allowed_origin, current_user, require_identity, user_for_token
 from ..web.openapi import doc
 from ..web.permissions import role_of
@@ -65,7 +66,8 @@ async def _ws_user(request: web.Request) -> tuple[dict[str, Any], bytes | None]:
     "notifications the socket would have got since that id (events of "
     "repositories the user owns, collaborates on, starred or subscribed to, or "
     "every one with subscribe all, and may read now), then live ones, with no gap "
-    "and no repeat at the seam. "
+    "and no repeat at the seam. A resume message replays from its id even what the "
+    "socket got live since it connected; ?after= on the upgrade has no such window. "
     "A malformed message, or one nested deeper than limits.json_depth, gets "
     "error {error} and the socket stays open; over 64 KiB closes it (1009). "
     "Over websocket.max_per_ip open sockets from one address → 429. When the "
@@ -114,9 +116,6 @@ async def websocket(request: web.Request) -> web.StreamResponse:
         hub.send(client, {"type": "subscribed", "all": True})
     if after is not None:
         hub.resume(client, after)
-    beat = asyncio.get_running_loop().create_task(
-        _heartbeat(hub, client, config["heartbeat_seconds"])
-    )
     try:
         async for msg in ws:
             client.last_seen = asyncio.get_running_loop().time()
@@ -127,7 +126,6 @@ async def websocket(request: web.Request) -> web.StreamResponse:
             elif msg.type == WSMsgType.BINARY:
                 hub.send(client, {"type": "error", "error": "messages must be JSON text"})
     finally:
-        beat.cancel()
         hub.remove(client)
     return ws
 
@@ -140,22 +138,6 @@ def _cursor(value: object) -> int | None:
     if not text.isdigit() or len(text) > 18:
         raise BadRequest("after: must be an event id")
     return int(text)
-
-
-async def _heartbeat(hub: Hub, client: Client, interval: float) -> None:
-    """Ping every interval; a client silent for two intervals is dropped."""
-    loop = asyncio.get_running_loop()
-    while True:
-        await asyncio.sleep(interval)
-        if loop.time() - client.last_seen > 2 * interval:
-            hub.remove(client)
-            await client.ws.close(code=1001, message=b"heartbeat timeout")
-            return
-        hub.send(client, {"type": "ping"})
-        try:
-            await client.ws.ping()
-        except (ConnectionResetError, RuntimeError):
-            return
 
 
 async def _handle(request: web.Request, hub: Hub, client: Client, text: str) -> None:

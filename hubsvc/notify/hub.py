@@ -1,10 +1,11 @@
-"""The WebSocket hub: who gets which event, one bounded queue and writer per client."""
+"""The WebSocket hub: who gets which event; each message encoded once for all its sockets."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import math
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from typing import Any, Literal
@@ -13,11 +14,11 @@ from aiohttp import WSCloseCode, web
 
 from ..cluster.counts import SharedCounts
 from ..events.shape import Event
-from ..keys import BUS, CLUSTER, STORE
+from ..keys import BUS, CLUSTER, CONFIG, STORE
 from ..store.access import Audience
+from .sockets import PING_CONTROL, PING_FRAME, PING_TEXT, QUEUE_SIZE, Client, text_frame
 
 log = logging.getLogger("hubsvc.ws")
-QUEUE_SIZE = 256
 REVOKED = 4001  # close code of a socket whose credential was revoked
 # How often open sockets' tokens are checked against the database, for revocations this
 # process did not make itself (run.py reset-password, an expiry): the token cache's life.
@@ -27,70 +28,9 @@ REPLAY_BATCH = 500
 # so a burst of writes delays the writers, not every watcher's notifications.
 PACE = 4
 REACH_SECONDS = 2.0
-
-
-class Client:
-    """One connected socket: its user, subscriptions, queue and writer task."""
-
-    def __init__(
-        self,
-        ws: web.WebSocketResponse,
-        user: dict[str, Any],
-        ip: str,
-        transport: Any = None,
-        token_digest: bytes | None = None,
-    ) -> None:
-        self.ws = ws
-        self.token_digest = token_digest
-        self.transport = transport
-        self.sending = False
-        self.user_id: int = user["id"]
-        self.username: str = user["username"]
-        self.ip = ip
-        self.subscriptions: set[int] = set()
-        # Subscribed to every repository the user may read (subscribe {all: true}).
-        self.everything = False
-        self.queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_SIZE)
-        self.writer: asyncio.Task | None = None
-        # False while a resume replays the log: live events wait for the replay to end.
-        self.live = True
-        # The user's notifications.web preference: off, the socket gets no notification.
-        self.web = bool(
-            ((user.get("preferences") or {}).get("notifications") or {}).get("web", True)
-        )
-        self.resumer: asyncio.Task | None = None
-        # Its entry in the count of sockets per address shared by every process, if any.
-        self.ticket: str | None = None
-        self.last_seen = asyncio.get_running_loop().time()
-
-    def offer(self, text: str | None) -> bool:
-        """Queue a message without waiting; False when the client has fallen behind."""
-        try:
-            self.queue.put_nowait(text)
-            return True
-        except asyncio.QueueFull:
-            return False
-
-    def can_send_now(self) -> bool:
-        """Nothing queued, nothing in flight, and the socket's buffer is empty."""
-        return (
-            not self.sending
-            and self.queue.empty()
-            and self.transport is not None
-            and not self.transport.is_closing()
-            and self.transport.get_write_buffer_size() == 0
-        )
-
-    async def write_loop(self) -> None:
-        while True:
-            text = await self.queue.get()
-            if text is None:
-                return
-            self.sending = True
-            try:
-                await self.ws.send_str(text)
-            finally:
-                self.sending = False
+# Sockets written before the fan-out lets other tasks run: 10,000 writes hold the loop
+# for ~80 ms, mostly in the kernel (bench_ws: receipts came sooner with this, too).
+FANOUT_BATCH = 200
 
 
 def _wants(client: Client, event: Event, audience: Audience) -> bool:
@@ -122,6 +62,11 @@ class Hub:
         self.cursor = 0
         # With several processes (set at start): sockets per address counted across all.
         self.shared: SharedCounts | None = None
+        # Heartbeats: the clients due in each tick (loop time ÷ tick, rounded up). One
+        # loop for all sockets: a task or a timer per socket costs ~1 KiB or ~0.6 KiB.
+        self.beats: defaultdict[int, set[Client]] = defaultdict(set)
+        self.interval = float(app[CONFIG]["websocket"]["heartbeat_seconds"])
+        self.tick = min(1.0, self.interval / 20)
 
     async def admit(self, ip: str, limit: int) -> str | Literal[False] | None:
         """Whether another socket from ip fits under limit: False if not, else its ticket.
@@ -146,7 +91,8 @@ class Hub:
         self.clients.add(client)
         self.by_user[client.user_id].add(client)
         self.per_ip[client.ip] += 1
-        client.writer = asyncio.get_running_loop().create_task(self._write(client))
+        due = asyncio.get_running_loop().time() + self.interval
+        self._schedule_beat(client, math.ceil(due / self.tick))
 
     def remove(self, client: Client) -> None:
         if client not in self.clients:
@@ -164,17 +110,18 @@ class Hub:
         if self.per_ip[client.ip] <= 0:
             del self.per_ip[client.ip]
         self.release(client.ip, client.ticket)
-        if client.writer is not None and not client.writer.done():
-            client.offer(None) or client.writer.cancel()
+        client.drop()
+        self.beats.get(client.beat, set()).discard(client)
         if client.resumer is not None:
             client.resumer.cancel()
 
     def subscribe(self, client: Client, repo_id: int) -> None:
-        client.subscriptions.add(repo_id)
+        if repo_id not in client.subscriptions:
+            client.subscriptions += (repo_id,)
         self.by_repo[repo_id].add(client)
 
     def unsubscribe(self, client: Client, repo_id: int) -> None:
-        client.subscriptions.discard(repo_id)
+        client.subscriptions = tuple(r for r in client.subscriptions if r != repo_id)
         self.by_repo.get(repo_id, set()).discard(client)
 
     def subscribe_all(self, client: Client, on: bool = True) -> None:
@@ -185,26 +132,40 @@ class Hub:
         else:
             self.everyone.discard(client)
 
-    async def _write(self, client: Client) -> None:
-        try:
-            await client.write_loop()
-        except (ConnectionResetError, RuntimeError, asyncio.CancelledError):
-            pass
-        except Exception:
-            log.exception("websocket writer for %s failed", client.username)
-
     def send(self, client: Client, message: dict[str, Any]) -> None:
-        """Queue one message for one client, dropping it if it cannot keep up."""
-        self._offer(client, json.dumps(message))
+        """Send one message to one client, dropping the client if it cannot keep up."""
+        text = json.dumps(message)
+        self._offer(client, text_frame(text), text)
 
-    def _offer(self, client: Client, text: str) -> None:
-        if not client.offer(text):
+    def _offer(self, client: Client, frame: bytes, text: str | None) -> None:
+        if not client.put(frame, text):
             # A client that falls behind is dropped; it never stalls the others.
             log.warning("websocket client %s fell behind; dropping it", client.username)
-            self.remove(client)
-            asyncio.get_running_loop().create_task(
-                client.ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"too slow")
-            )
+            self._end(client, WSCloseCode.POLICY_VIOLATION, b"too slow")
+
+    def _schedule_beat(self, client: Client, tick: int) -> None:
+        client.beat = tick
+        self.beats[tick].add(client)
+
+    async def beat_loop(self) -> None:
+        """Ping every socket every interval from its connect; drop one silent for two."""
+        loop = asyncio.get_running_loop()
+        per_interval = math.ceil(self.interval / self.tick)
+        while True:
+            await asyncio.sleep(self.tick)
+            now = loop.time()
+            for tick in sorted(t for t in self.beats if t * self.tick <= now):
+                for client in self.beats.pop(tick):
+                    if client not in self.clients:  # dropped by a client before it here
+                        continue
+                    if now - client.last_seen > 2 * self.interval:
+                        self._end(client, WSCloseCode.GOING_AWAY, b"heartbeat timeout")
+                        continue
+                    self._offer(client, PING_FRAME, PING_TEXT)
+                    if client in self.clients:  # not dropped as too slow just now
+                        self._offer(client, PING_CONTROL, None)
+                    if client in self.clients:
+                        self._schedule_beat(client, tick + per_interval)
 
     def set_web(self, user_id: int, on: bool) -> None:
         """A user turned web notifications on or off: their open sockets follow at once."""
@@ -227,11 +188,7 @@ class Hub:
 
     def _end(self, client: Client, code: int, message: bytes) -> None:
         """Drop a client at once: nothing queued or published later reaches it."""
-        while not client.queue.empty():
-            client.queue.get_nowait()
         self.remove(client)
-        if client.writer is not None:
-            client.writer.cancel()
         task = asyncio.get_running_loop().create_task(client.ws.close(code=code, message=message))
         self._closers.add(task)
         task.add_done_callback(self._closers.discard)
@@ -288,38 +245,34 @@ class Hub:
         audience = await self.app[STORE].repos.audience(repo_id)
         # From here to the cursor update nothing awaits: a resume that ends meanwhile
         # either replayed this event or is live in time to get it here, never both.
-        targets = self._targets(event, audience) if audience is not None else set()
+        targets = self._targets(event, audience) if audience is not None else []
         self.cursor = int(event.id)
         if not targets:
             return
+        # Encoded once: the same frame bytes go to every socket (a compressed one
+        # compresses the text itself).
         text = json.dumps({"type": "notification", "notification": event.to_dict()})
-        for client in targets:
-            if client not in self.clients:  # dropped or revoked while this one was sent
-                continue
-            if client.can_send_now():
-                # With an empty buffer the frame goes straight to the socket without
-                # waiting, which spares waking a writer task per client; anything
-                # else keeps order by going through the queue.
-                client.sending = True
-                try:
-                    await client.ws.send_str(text)
-                except (ConnectionResetError, RuntimeError):
-                    self.remove(client)
-                finally:
-                    client.sending = False
-            else:
-                self._offer(client, text)
+        frame = text_frame(text)
+        for n, client in enumerate(targets, 1):
+            # Not dropped, revoked or resuming (a replay sends it) since the list was made.
+            if client.live and client in self.clients:
+                self._offer(client, frame, text)
+            if n % FANOUT_BATCH == 0:
+                await asyncio.sleep(0)
 
-    def _targets(self, event: Event, audience: Audience) -> set[Client]:
+    def _targets(self, event: Event, audience: Audience) -> list[Client]:
         """The live clients an event goes to: watchers and subscribers who may read it."""
-        repo_id = event.repo_number
-        targets: set[Client] = set(self.by_repo.get(repo_id, ())) | self.everyone
-        for user_id in audience.watchers:
-            targets |= self.by_user.get(user_id, set())
+        targets: set[Client] = self.by_repo.get(event.repo_number, set())
+        watching = [self.by_user[u] for u in audience.watchers if u in self.by_user]
+        if self.everyone:
+            watching.append(self.everyone)
+        if watching:
+            targets = targets.union(*watching)
         if audience.readers is not None or not event.public:
             # Private now, or then: checked against access as it is now (and was then).
-            targets = {c for c in targets if audience.may_read(c.user_id, event)}
-        return {c for c in targets if c.live and c.web}
+            return [c for c in targets if c.live and c.web and audience.may_read(c.user_id, event)]
+        # A list, not the set itself: a client dropped while sending leaves the set.
+        return [c for c in targets if c.live and c.web]
 
     def resume(self, client: Client, after: int) -> None:
         """Replay the events a client missed after `after`, then go live: no gap, no repeat."""
@@ -373,10 +326,10 @@ class Hub:
                         audience = audiences[event.repo_id]
                         if audience is not None and _wants(client, event, audience):
                             # Waits for room: a replay may be longer than the live queue.
-                            await client.queue.put(
-                                json.dumps(
-                                    {"type": "notification", "notification": event.to_dict()}
-                                )
+                            if client.backlog is not None and len(client.backlog) > QUEUE_SIZE // 2:
+                                await client.drained()
+                            self.send(
+                                client, {"type": "notification", "notification": event.to_dict()}
                             )
                 if cursor >= self.cursor:  # nothing awaited since the check: live from here
                     client.live = True
@@ -424,8 +377,10 @@ async def hub_ctx(app: web.Application) -> AsyncIterator[None]:
     app[HUB].cursor = app[BUS].last_id
     unsubscribe = app[BUS].subscribe(app[HUB].on_event, name="websocket-hub", pace=PACE)
     sweeper = asyncio.get_running_loop().create_task(app[HUB].sweep_loop())
+    beater = asyncio.get_running_loop().create_task(app[HUB].beat_loop())
     yield
     sweeper.cancel()
+    beater.cancel()
     unsubscribe()
     await app[HUB].close_all()
 

@@ -1,0 +1,177 @@
+"""One connected WebSocket client, and how a message's bytes reach its socket."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+from aiohttp import web
+
+# Messages a client may have waiting before it counts as fallen behind and is dropped.
+QUEUE_SIZE = 256
+# Bytes the transport may hold unsent before messages wait here instead: the transport
+# pauses writing above it (set on connect), and the queue above is what bounds a client.
+HIGH_WATER = 64 * 1024
+
+_LEN2 = struct.Struct("!BBH")
+_LEN8 = struct.Struct("!BBQ")
+
+
+def text_frame(text: str) -> bytes:
+    """The whole WebSocket frame of a text message as a server sends it (RFC 6455 5.2).
+
+    FIN, opcode 1, no mask (servers never mask) and no permessage-deflate: the same
+    bytes for every socket that did not negotiate compression, so a message is
+    encoded once, however many sockets it goes to.
+    """
+    payload = text.encode()
+    size = len(payload)
+    if size < 126:
+        return bytes((0x81, size)) + payload
+    if size < 65536:
+        return _LEN2.pack(0x81, 126, size) + payload
+    return _LEN8.pack(0x81, 127, size) + payload
+
+
+PING_TEXT = '{"type": "ping"}'
+PING_FRAME = text_frame(PING_TEXT)
+PING_CONTROL = b"\x89\x00"  # a control ping with no payload: what ws.ping() sends
+
+
+class Client:
+    """One connected socket: its user, subscriptions, and frames waiting to be written.
+
+    No task and no queue per client while its socket keeps up: a message is written to
+    the transport at once. Only when the transport holds HIGH_WATER bytes unsent do
+    messages wait in `backlog`, written in one batch by a short-lived task as soon as
+    the socket drains; QUEUE_SIZE of them waiting and the client has fallen behind.
+    """
+
+    __slots__ = (
+        "backlog",
+        "beat",
+        "compress",
+        "everything",
+        "flusher",
+        "ip",
+        "last_seen",
+        "live",
+        "resumer",
+        "subscriptions",
+        "ticket",
+        "token_digest",
+        "transport",
+        "user_id",
+        "username",
+        "web",
+        "ws",
+    )
+
+    def __init__(
+        self,
+        ws: web.WebSocketResponse,
+        user: dict[str, Any],
+        ip: str,
+        transport: Any = None,
+        token_digest: bytes | None = None,
+    ) -> None:
+        self.ws = ws
+        self.token_digest = token_digest
+        self.transport = transport
+        if transport is not None:
+            transport.set_write_buffer_limits(HIGH_WATER)
+        # A socket that negotiated permessage-deflate has zlib streams of its own: its
+        # messages go through aiohttp's send_str, one compression each.
+        self.compress = bool(ws.compress)
+        self.user_id: int = user["id"]
+        self.username: str = user["username"]
+        self.ip = ip
+        self.subscriptions: tuple[int, ...] = ()  # a tuple: a set costs 216 bytes
+        # Subscribed to every repository the user may read (subscribe {all: true}).
+        self.everything = False
+        self.backlog: list[bytes | str] | None = None
+        self.flusher: asyncio.Task | None = None
+        # False while a resume replays the log: live events wait for the replay to end.
+        self.live = True
+        # The user's notifications.web preference: off, the socket gets no notification.
+        self.web = bool(
+            ((user.get("preferences") or {}).get("notifications") or {}).get("web", True)
+        )
+        self.resumer: asyncio.Task | None = None
+        # Its entry in the count of sockets per address shared by every process, if any.
+        self.ticket: str | None = None
+        self.last_seen = asyncio.get_running_loop().time()
+        self.beat = 0  # the hub's tick of its next heartbeat
+
+    def put(self, frame: bytes, text: str | None) -> bool:
+        """Write a message now, or queue it behind others; False when the client is behind.
+
+        `frame` is the message's whole frame, `text` its text (None for a control frame,
+        written as is even on a compressed socket).
+        """
+        backlog = self.backlog
+        item: bytes | str = text if self.compress and text is not None else frame
+        if backlog is not None:
+            if len(backlog) >= QUEUE_SIZE:
+                return False
+            backlog.append(item)
+            return True
+        transport = self.transport
+        if transport is None or transport.is_closing() or self.ws.closed:
+            return True  # closing: its handler removes it
+        if self.compress or transport.get_write_buffer_size() > HIGH_WATER:
+            self.backlog = [item]
+            self.flusher = asyncio.get_running_loop().create_task(self._flush())
+        else:
+            transport.write(frame)
+        return True
+
+    async def drained(self) -> None:
+        """Wait until nothing is waiting to be written."""
+        while self.flusher is not None and not self.flusher.done():
+            await asyncio.wait((self.flusher,))
+
+    def drop(self) -> None:
+        """Forget what is waiting and write nothing more (the client was removed)."""
+        self.backlog = None
+        self.transport = None  # put() after this (a replay's next message) writes nothing
+        if self.flusher is not None:
+            self.flusher.cancel()
+            self.flusher = None
+
+    async def _flush(self) -> None:
+        try:
+            while self.backlog:
+                await self._room()
+                batch, self.backlog = self.backlog, []
+                transport = self.transport
+                if transport is None or transport.is_closing() or self.ws.closed:
+                    break
+                if not self.compress:
+                    transport.writelines(batch)
+                    continue
+                for item in batch:
+                    if isinstance(item, str):
+                        await self.ws.send_str(item)
+                    else:
+                        transport.write(item)
+        except (ConnectionError, RuntimeError):
+            pass  # the socket went away: its handler removes the client
+        finally:
+            if self.flusher is asyncio.current_task():
+                self.backlog, self.flusher = None, None
+
+    async def _room(self) -> None:
+        """Wait until the transport holds at most HIGH_WATER bytes unsent."""
+        transport = self.transport
+        if transport is None:
+            return
+        protocol = transport.get_protocol()
+        while transport.get_write_buffer_size() > HIGH_WATER and not transport.is_closing():
+            if protocol._paused:
+                # Paused above HIGH_WATER (set_write_buffer_limits), resumed once
+                # drained: aiohttp's own writers wait on the same helper.
+                await protocol._drain_helper()
+            else:
+                await asyncio.sleep(0.01)  # limits set by someone else: look again soon

@@ -1,0 +1,216 @@
+"""Fan-out encoded once: real clients get the same correctly framed bytes; slow ones are cut."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+
+import pytest
+from aiohttp import WSMsgType, web
+
+from hubsvc.notify.hub import HUB
+from hubsvc.notify.sockets import QUEUE_SIZE, Client, text_frame
+
+from .conftest import make_config, sign_up
+from .test_repos import create
+from .test_ws import connect, next_of, nothing_for
+
+SUBSCRIBE = {"type": "subscribe", "repository": {"owner": "alice", "name": "proj"}}
+
+
+@pytest.fixture
+def config(tmp_path, database_url):
+    """Room for many sockets from the test's one address."""
+    return make_config(tmp_path, database__url=database_url, websocket__max_per_ip=200)
+
+
+async def raw_socket(port: int, token: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A WebSocket opened by hand: the frames as bytes, with no client library between."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    key = base64.b64encode(os.urandom(16)).decode()
+    writer.write(
+        f"GET /ws?token={token} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+        "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n".encode()
+    )
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 101"), head
+    assert b"permessage-deflate" not in head.lower()  # the server declines compression
+    return reader, writer
+
+
+async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes, bytes]:
+    """(first byte, the whole frame as read, payload) of one unmasked server frame."""
+    head = await asyncio.wait_for(reader.readexactly(2), 5)
+    assert head[1] & 0x80 == 0, "server frames are never masked"
+    size, extra = head[1] & 0x7F, b""
+    if size == 126:
+        extra = await reader.readexactly(2)
+        size = int.from_bytes(extra, "big")
+    elif size == 127:
+        extra = await reader.readexactly(8)
+        size = int.from_bytes(extra, "big")
+    payload = await reader.readexactly(size)
+    return head[0], head + extra + payload, payload
+
+
+def masked(text: str) -> bytes:
+    """A client's text frame (clients must mask), for the hand-made socket."""
+    data, mask = text.encode(), os.urandom(4)
+    assert len(data) < 126
+    return (
+        bytes((0x81, 0x80 | len(data))) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+    )
+
+
+async def test_one_notification_is_the_same_frame_for_every_socket(client, alice, bob):
+    await create(client, alice, "proj")
+    sockets = [await connect(client, bob) for _ in range(60)]
+    for ws in sockets:
+        await ws.send_json(SUBSCRIBE)
+        await next_of(ws, "subscribed")
+    reader, writer = await raw_socket(client.server.port, bob.token)
+    first, _, payload = await read_frame(reader)
+    assert first == 0x81 and json.loads(payload)["type"] == "connected"
+    writer.write(masked(json.dumps(SUBSCRIBE)))
+    first, _, payload = await read_frame(reader)
+    assert json.loads(payload)["type"] == "subscribed"
+
+    await client.post(
+        "/api/repositories/alice/proj/issues", json={"title": "to all"}, headers=alice.headers
+    )
+    texts = set()
+    for ws in sockets:
+        message = await ws.receive(timeout=5)
+        assert message.type == WSMsgType.TEXT
+        texts.add(message.data)
+    assert len(texts) == 1  # byte for byte the same text on all 60 sockets
+    (text,) = texts
+    assert json.loads(text)["notification"]["data"]["issue"]["title"] == "to all"
+    first, frame, payload = await read_frame(reader)
+    assert first == 0x81  # FIN, text, no RSV bits: not compressed
+    assert payload.decode() == text and frame == text_frame(text)
+    writer.close()
+    for ws in sockets:
+        await ws.close()
+
+
+async def test_a_client_offering_compression_reads_every_message(client, alice, bob):
+    await create(client, alice, "proj")
+    ws = await connect(client, bob, compress=15)
+    assert ws.compress == 0  # declined: one encoding serves every socket
+    await ws.send_json(SUBSCRIBE)
+    await next_of(ws, "subscribed")
+    await client.post(
+        "/api/repositories/alice/proj/issues", json={"title": "deflated?"}, headers=alice.headers
+    )
+    note = (await next_of(ws, "notification"))["notification"]
+    assert note["data"]["issue"]["title"] == "deflated?"
+    await ws.close()
+
+
+async def test_a_socket_that_negotiated_deflate_gets_its_own_compressed_frames(aiohttp_client):
+    # Should a socket ever negotiate permessage-deflate, the shared frame is not for it:
+    # its messages go through its own compressor, and a real client reads them.
+    texts = [json.dumps({"type": "notification", "n": i, "pad": "x" * (i * 40)}) for i in range(50)]
+
+    async def handler(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(compress=True)
+        await ws.prepare(request)
+        peer = Client(ws, {"id": 1, "username": "z"}, "127.0.0.1", request.transport)
+        assert peer.compress
+        for text in texts:
+            assert peer.put(text_frame(text), text)
+        await peer.drained()
+        await ws.close()
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/ws", handler)
+    test_client = await aiohttp_client(app)
+    ws = await test_client.ws_connect("/ws", compress=15)
+    assert ws.compress == 15
+    got = []
+    async for message in ws:
+        got.append(message.data)
+    assert got == texts
+
+
+async def test_a_reader_that_stops_reading_is_cut_off_and_others_still_get_events(
+    client, alice, bob
+):
+    await create(client, alice, "proj")
+    carol = await sign_up(client, "carol")
+    hub = client.app[HUB]
+    fast = await connect(client, bob)
+    await fast.send_json(SUBSCRIBE)
+    await next_of(fast, "subscribed")
+    # A real client that stops reading: aiohttp stops taking bytes off its socket once
+    # 64 KiB wait unread, then the kernel's buffers fill, then the server's.
+    slow = await connect(client, carol)
+    stuck = next(c for c in hub.clients if c.username == "carol")
+    big = {"type": "error", "error": "x" * 60_000}
+    sent = 0
+    while stuck in hub.clients and sent < 5_000:
+        hub.send(stuck, big)
+        sent += 1
+        await asyncio.sleep(0)
+    assert stuck not in hub.clients
+    assert sent > QUEUE_SIZE  # it was given its whole queue first
+    await client.post("/api/repositories/alice/proj/star", headers=alice.headers)
+    assert (await next_of(fast, "notification"))["notification"]["type"] == "star"
+    message = await slow.receive(timeout=10)
+    while message.type == WSMsgType.TEXT:
+        message = await slow.receive(timeout=10)
+    assert message.type in (WSMsgType.CLOSE, WSMsgType.CLOSED)
+    await fast.close()
+
+
+async def test_a_reader_that_lags_gets_every_message_in_order(client, alice, bob):
+    await create(client, alice, "proj")
+    hub = client.app[HUB]
+    ws = await connect(client, bob)
+    peer = next(c for c in hub.clients if c.username == "bob")
+    # Past the transport's high-water mark messages wait and go out in batches; fewer
+    # than QUEUE_SIZE waiting, nothing is lost and the order holds.
+    for i in range(QUEUE_SIZE - 1):
+        hub.send(peer, {"type": "error", "error": f"{i} " + "y" * 40_000})
+    assert peer.backlog is not None  # the batching path, not the direct write
+    for i in range(QUEUE_SIZE - 1):
+        assert (await next_of(ws, "error"))["error"].startswith(f"{i} ")
+    await client.post("/api/repositories/alice/proj/star", headers=bob.headers)
+    assert (await next_of(ws, "notification"))["notification"]["type"] == "star"
+    assert peer in hub.clients
+    await ws.close()
+
+
+async def test_a_private_event_reaches_readers_only_among_many_sockets(client, alice, bob):
+    await create(client, alice, "secret", visibility="private")
+    carol = await sign_up(client, "carol")
+    await client.put(
+        "/api/repositories/alice/secret/collaborators/bob",
+        json={"permission": "read"},
+        headers=alice.headers,
+    )
+    readers = [await connect(client, u) for u in (alice, bob, bob)]
+    strangers = [await connect(client, carol) for _ in range(5)]
+    await client.post(
+        "/api/repositories/alice/secret/issues", json={"title": "hush"}, headers=alice.headers
+    )
+    for ws in readers:
+        note = (await next_of(ws, "notification"))["notification"]
+        assert note["data"]["issue"]["title"] == "hush"
+    for ws in strangers:
+        await nothing_for(ws)
+    for ws in readers + strangers:
+        await ws.close()
+
+
+def test_text_frames_carry_their_length_in_the_right_form():
+    for size, head in ((0, b"\x81\x00"), (125, b"\x81\x7d"), (126, b"\x81\x7e\x00\x7e")):
+        assert text_frame("a" * size)[: len(head)] == head
+    frame = text_frame("é" * 40_000)  # 80,000 bytes of UTF-8: the 8-byte length
+    assert frame[:2] == b"\x81\x7f" and int.from_bytes(frame[2:10], "big") == 80_000
+    assert frame[10:].decode() == "é" * 40_000
