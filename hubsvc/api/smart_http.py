@@ -40,7 +40,6 @@ log = logging.getLogger("hubsvc.git")
 routes = web.RouteTableDef()
 ZERO = "0" * 40
 GIT_BASE = "/{owner}/{name}"
-PUSH_COMMITS_KEPT = 20
 
 
 def _challenge(message: str = "authentication required") -> ApiError:
