@@ -133,3 +133,37 @@ async def test_the_pre_receive_hook_counts_what_each_branch_update_brings(tmp_pa
         (first, main, "refs/heads/main"): 2,
         (zero, topic, "refs/heads/topic"): 1,
     }
+
+
+async def test_a_pushed_branch_is_walked_once_so_its_deep_pages_need_no_git_log(
+    client, alice, tmp_path
+):
+    from hubsvc.git.repo import GitRepo
+    from hubsvc.git.walk import WALKS
+
+    from .test_git_browse_caches import fast_import, tangled_history
+    from .test_git_browse_caches import git as git_in
+
+    repo = await create(client, alice, "deep")
+    folder = client.app[REPO_FILES].path(int(repo["id"]))
+    local = tmp_path / "local.git"
+    GitRepo.init_bare(local, "main").close()
+    fast_import(local, tangled_history(400, seed=3))  # forks, octopus merges, clock skew
+    url = remote(client, alice, "alice", "deep")
+    await git(f"--git-dir={local}", "push", "-q", url, "refs/heads/*:refs/heads/*")
+    tip = git_in(local, "rev-parse", "main").decode().strip()
+    deadline = asyncio.get_running_loop().time() + 10
+    while (window := WALKS.get(str(folder), tip.encode())) is None:
+        assert asyncio.get_running_loop().time() < deadline, "the new tip was not walked"
+        await asyncio.sleep(0.02)
+    # The whole walk from position 0, in git's order, before anyone asked for a page.
+    assert window.first == 0 and window.complete
+    assert window.oids == git_in(local, "rev-list", "main").replace(b"\n", b"")
+    resp = await client.get("/api/repositories/alice/deep/commits?branch=main&skip=300&limit=30")
+    page = [c["oid"] for c in (await resp.json())["commits"]]
+    assert (
+        page == git_in(local, "log", "--skip=300", "-n30", "--format=%H", "main").decode().split()
+    )
+    assert page == [
+        o.decode() for o in git_in(local, "rev-list", "--skip=300", "-n30", "main").split()
+    ]

@@ -282,10 +282,12 @@ async def _receive(request: web.Request, repo: dict, clock: PushClock) -> web.St
             counts_file.unlink(missing_ok=True)
 
     landed = False
+    tips: list[str] = []  # the branches' new tips, whose history upkeep walks once
 
     def spawn(updates: list[tuple[str, str, str]]) -> asyncio.Task:
         nonlocal landed
         landed = True
+        tips.extend(new for _, new, ref in updates if ref.startswith("refs/heads/") and new != ZERO)
         return request.app[BACKGROUND].spawn(
             _after_push(request.app, repo, updates, actor, flight, clock, counts)
         )
@@ -343,14 +345,14 @@ async def _receive(request: web.Request, repo: dict, clock: PushClock) -> web.St
         counts_file.unlink(missing_ok=True)  # the pre-receive hook's, of a push refused
         # What no one needs to wait for runs once the answer is out.
         if landed:
-            request.app[BACKGROUND].spawn(_upkeep(request.app, repo["id"], clock))
+            request.app[BACKGROUND].spawn(_upkeep(request.app, repo["id"], clock, tips))
         else:
             clock.log(repo["id"])
     return resp
 
 
-async def _upkeep(app: web.Application, repo_id: int, clock: PushClock) -> None:
-    await after_answer(app, repo_id, clock.mark)
+async def _upkeep(app: web.Application, repo_id: int, clock: PushClock, tips: list[str]) -> None:
+    await after_answer(app, repo_id, tips, clock.mark)
     clock.log(repo_id)
 
 

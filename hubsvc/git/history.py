@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from dulwich.errors import ObjectFormatException
 from dulwich.objects import Commit
 
@@ -181,6 +183,20 @@ class HistoryMixin(RepoBase):
             "--",
         )
         return _parse_log(output)
+
+    def keep_history(self, tips: Iterable[str]) -> None:
+        """Walk each tip's history once (after a push), so even its deep pages spawn no git log."""
+        for tip in tips:
+            listed = _run_git(
+                str(self.path),
+                "rev-list",
+                f"--max-count={LONGEST}",
+                "--end-of-options",
+                tip,
+                "--",
+            ).replace(b"\n", b"")
+            complete = len(listed) < LONGEST * HEX
+            WALKS.put(str(self.path), tip.encode("ascii"), Window(0, listed, complete))
 
     def write_commit_graph(self) -> None:
         """Write the commit-graph so later `git log --skip` walks stay fast."""

@@ -7,7 +7,7 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,14 +81,24 @@ async def record_push(
 
 
 async def after_answer(
-    app: web.Application, repo_id: int, mark: Callable[[str], None] = lambda _phase: None
+    app: web.Application,
+    repo_id: int,
+    tips: Sequence[str] = (),
+    mark: Callable[[str], None] = lambda _phase: None,
 ) -> None:
-    """A push's upkeep no one waits for: the commit-graph, so history walks stay fast."""
+    """A push's upkeep no one waits for: the commit-graph, then each new tip's history
+    walked once, so history pages stay fast from the first one."""
     try:
         await app[REPO_FILES].run(repo_id, lambda g: g.write_commit_graph())
     except Exception:
         log.warning("commit-graph write failed for repository %s", repo_id, exc_info=True)
     mark("commit-graph")
+    if tips:
+        try:
+            await app[REPO_FILES].run(repo_id, lambda g: g.keep_history(tips))
+        except Exception:
+            log.warning("walking new history failed for repository %s", repo_id, exc_info=True)
+        mark("history")
 
 
 def push_data(
