@@ -36,18 +36,7 @@ def browser():
 
 
 def sign_up(server: ServerProcess, username: str) -> dict[str, str]:
-    status, body = server.request(
-        "POST",
-        "/auth/sign-up",
-        {
-            "email": f"{username}@example.com",
-            "username": username,
-            "password": PASSWORD,
-            "name": username,
-        },
-    )
-    assert status == 201, body
-    return {"Authorization": f"Bearer {body['token']}"}
+    return {"Authorization": f"Bearer {server.sign_up(username, PASSWORD)['token']}"}
 
 
 def create(server: ServerProcess, auth: dict, path: str, body: dict) -> dict:

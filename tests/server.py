@@ -113,6 +113,21 @@ class ServerProcess:
             raw = err.read()
             return err.code, (json.loads(raw) if raw else {})
 
+    def sign_up(self, username: str, password: str, name: str | None = None) -> dict:
+        """A new account (e-mail <username>@example.com); the sign-up answer, with its token."""
+        status, body = self.request(
+            "POST",
+            "/auth/sign-up",
+            {
+                "email": f"{username}@example.com",
+                "username": username,
+                "password": password,
+                "name": name or username,
+            },
+        )
+        assert status == 201, body
+        return body
+
     def __enter__(self) -> ServerProcess:
         return self.start()
 

@@ -173,17 +173,7 @@ OPS = {"security": {"admins": ["ops"]}}
 
 
 def sign_up(server: ServerProcess, username: str) -> None:
-    status, body = server.request(
-        "POST",
-        "/auth/sign-up",
-        {
-            "email": f"{username}@example.com",
-            "username": username,
-            "password": PASSWORD,
-            "name": username,
-        },
-    )
-    assert status == 201, body
+    server.sign_up(username, PASSWORD)
 
 
 def admin_api(server: ServerProcess, username: str) -> int:

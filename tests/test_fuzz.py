@@ -81,17 +81,7 @@ class Api:
 
 
 def _sign_up(server: ServerProcess, username: str) -> tuple[dict, str]:
-    status, body = server.request(
-        "POST",
-        "/auth/sign-up",
-        {
-            "email": f"{username}@example.com",
-            "username": username,
-            "password": PASSWORD,
-            "name": username.title(),
-        },
-    )
-    assert status == 201, body
+    body = server.sign_up(username, PASSWORD, name=username.title())
     return body["user"], body["token"]
 
 
