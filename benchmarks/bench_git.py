@@ -248,13 +248,21 @@ def serve_bridge(root: Path, port: int) -> None:
         server.server_close()
 
 
-def lighttpd_config(root: Path, port: int, folder: Path) -> str:
-    """lighttpd running git-http-backend as CGI under /git, as git-http-backend(1) shows."""
-    env = backend_env(root)
-    pairs = ", ".join(f'"{k}" => "{v}"' for k, v in env.items())
+def lighttpd_config(
+    root: Path,
+    port: int,
+    folder: Path,
+    env: dict[str, str] | None = None,
+    users: Path | None = None,
+) -> str:
+    """lighttpd running git-http-backend as CGI under /git, as git-http-backend(1) shows;
+    with `users` (a plain user file), behind HTTP Basic, as it shows for pushes."""
+    pairs = ", ".join(f'"{k}" => "{v}"' for k, v in {**backend_env(root), **(env or {})}.items())
+    auth = ["mod_auth", "mod_authn_file"] if users else []
+    modules = ", ".join(f'"{m}"' for m in ["mod_alias", *auth, "mod_cgi", "mod_setenv"])
     return "\n".join(
         [
-            'server.modules = ("mod_alias", "mod_cgi", "mod_setenv")',
+            f"server.modules = ({modules})",
             f'server.document-root = "{folder}"',
             'server.bind = "127.0.0.1"',
             f"server.port = {port}",
@@ -264,6 +272,16 @@ def lighttpd_config(root: Path, port: int, folder: Path) -> str:
             "server.stream-request-body = 2",
             "server.stream-response-body = 2",
             "server.max-keep-alive-requests = 1000",
+            *(
+                [
+                    'auth.backend = "plain"',
+                    f'auth.backend.plain.userfile = "{users}"',
+                    'auth.require = ("/git" => ("method" => "basic", "realm" => "git",'
+                    ' "require" => "valid-user"))',
+                ]
+                if users
+                else []
+            ),
             f'alias.url = ("/git" => "{BACKEND}")',
             '$HTTP["url"] =~ "^/git" {',
             '  cgi.assign = ("" => "")',
@@ -274,13 +292,14 @@ def lighttpd_config(root: Path, port: int, folder: Path) -> str:
     )
 
 
-def serve_lighttpd(root: Path, port: int, folder: Path) -> None:
-    """Write the config into folder and become lighttpd (so SIGTERM reaches it)."""
+def serve_lighttpd(root: Path, port: int, folder: Path, config: str | None = None) -> None:
+    """Write the config (default: lighttpd_config's) into folder and become lighttpd (so
+    SIGTERM reaches it)."""
     folder.mkdir(parents=True, exist_ok=True)
-    config = folder / "lighttpd.conf"
-    config.write_text(lighttpd_config(root, port, folder))
-    lighttpd = shutil.which("lighttpd") or "/usr/sbin/lighttpd"
-    os.execv(lighttpd, [lighttpd, "-D", "-f", str(config)])
+    path = folder / "lighttpd.conf"
+    path.write_text(config or lighttpd_config(root, port, folder))
+    lighttpd = lighttpd_path() or "/usr/sbin/lighttpd"
+    os.execv(lighttpd, [lighttpd, "-D", "-f", str(path)])
 
 
 def lighttpd_path() -> str | None:

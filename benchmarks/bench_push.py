@@ -34,8 +34,9 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
+import bench_git
 import harness
-from bench_git import BACKEND, backend_env, client_env, lighttpd_path, run
+from bench_git import BACKEND, client_env, lighttpd_path, run
 from make_repo import make_repo
 
 PUSH_TARGET = 1.1  # hubsvc push wall time ÷ http-backend push wall time
@@ -76,49 +77,20 @@ def serve_hubsvc(argv: list[str]) -> None:
     runpy.run_path(argv[0], run_name="__main__")
 
 
-def lighttpd_config(root: Path, port: int, folder: Path) -> str:
-    """git-http-backend as CGI under /git behind HTTP Basic, streaming both bodies."""
+def serve_lighttpd(root: Path, port: int, folder: Path) -> None:
+    """bench_git's lighttpd behind HTTP Basic, each git process tracing into trace2/."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ready.txt").write_text("ok\n")
     # Each git process writes its trace2 events into a file of its own there, as
     # hubsvc's receive-pack does when its timing is on: both sides pay for it, and
     # receive-pack's children can be compared.
     (folder / "trace2").mkdir(exist_ok=True)
-    env = {**backend_env(root), "GIT_TRACE2_EVENT": str(folder / "trace2")}
-    pairs = ", ".join(f'"{k}" => "{v}"' for k, v in env.items())
     users = folder / "users"
     users.write_text(f"{USERNAME}:{PASSWORD}\n")
-    return "\n".join(
-        [
-            'server.modules = ("mod_alias", "mod_auth", "mod_authn_file", "mod_cgi", "mod_setenv")',
-            f'server.document-root = "{folder}"',
-            'server.bind = "127.0.0.1"',
-            f"server.port = {port}",
-            f'server.errorlog = "{folder}/error.log"',
-            f'server.upload-dirs = ("{folder}")',
-            "server.stream-request-body = 2",
-            "server.stream-response-body = 2",
-            "server.max-keep-alive-requests = 1000",
-            'auth.backend = "plain"',
-            f'auth.backend.plain.userfile = "{users}"',
-            'auth.require = ("/git" => ("method" => "basic", "realm" => "git",'
-            ' "require" => "valid-user"))',
-            f'alias.url = ("/git" => "{BACKEND}")',
-            '$HTTP["url"] =~ "^/git" {',
-            '  cgi.assign = ("" => "")',
-            f"  setenv.set-environment = ({pairs})",
-            "}",
-            "",
-        ]
+    env = {"GIT_TRACE2_EVENT": str(folder / "trace2")}
+    bench_git.serve_lighttpd(
+        root, port, folder, bench_git.lighttpd_config(root, port, folder, env, users)
     )
-
-
-def serve_lighttpd(root: Path, port: int, folder: Path) -> None:
-    """Write the config into folder and become lighttpd (so SIGTERM reaches it)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "ready.txt").write_text("ok\n")
-    config = folder / "lighttpd.conf"
-    config.write_text(lighttpd_config(root, port, folder))
-    lighttpd = lighttpd_path() or "/usr/sbin/lighttpd"
-    os.execv(lighttpd, [lighttpd, "-D", "-f", str(config)])
 
 
 def children_cpu(pid: int) -> float:
