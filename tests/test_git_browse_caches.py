@@ -245,7 +245,7 @@ def test_a_date_git_would_not_keep_is_left_to_git(tmp_path, fresh_cache):
 
 
 def test_cache_budget_drops_the_least_recently_used():
-    cache = WalkCache(budget=100)
+    cache = WalkCache(budget=100 + 3 * walk.ENTRY_BYTES)  # three entries, 100 bytes of oids
     cache.put("r", b"a", Window(0, b"x" * 40, False))
     cache.put("r", b"a", Window(7, b"x" * 20, True))  # one window a walk: the last put
     assert cache.get("r", b"a") == Window(7, b"x" * 20, True)
@@ -259,6 +259,11 @@ def test_cache_budget_drops_the_least_recently_used():
     assert cache.get("r", b"a") is None and cache.get("r", b"c") is None
     assert cache.get("s", b"a") == Window(0, b"v" * 40, True)
     assert walk.WALKS.budget == walk.CACHE_BYTES
+    # Empty windows (a page past the end of history) cost their entry: still bounded.
+    empties = WalkCache(budget=10 * walk.ENTRY_BYTES)
+    for n in range(1000):
+        empties.put("r", b"%d" % n, Window(5000, b"", True))
+    assert len(empties._walks) == 10
     window = Window(10, b"a" * 40 + b"b" * 40, False)
     assert window.end == 12 and window.page(11, 12) == b"b" * 40
     assert window.covers(10, 12) and not window.covers(9, 11) and not window.covers(11, 13)
@@ -312,3 +317,27 @@ def test_items_are_kept_unless_huge(tmp_path, monkeypatch):
             assert repo.commits(huge, 3, 0) == (git_log(git_dir, huge, 0, 3), False)
         assert items.get(tip.encode()) == git_log(git_dir, tip, 0, 1)[0]
         assert items.get(huge.encode()) is None  # 3,000 bytes of message: read each time
+
+
+def test_a_crafted_octopus_is_left_to_git_and_not_kept(tmp_path, fresh_cache, monkeypatch):
+    """Thousands of parents would cost a read each in-process and fill the item cache."""
+    monkeypatch.setattr(history, "ITEMS", Kept(1 << 11))
+    git_dir = tmp_path / "octopus.git"
+    GitRepo.init_bare(git_dir, "main").close()
+    roots = [(f"r{n}", [], BASE_DATE + n) for n in range(60)]
+    fast_import(git_dir, [*roots, ("main", list(range(1, 61)), BASE_DATE + 100)])
+    tip = git(git_dir, "rev-parse", "main").decode().strip()
+    with GitRepo(git_dir) as repo:
+        assert repo.commits("main", 30, 0) == (git_log(git_dir, "main", 0, 30), True)
+    assert not fresh_cache._walks  # git answered: no in-process walk was kept
+    assert history.ITEMS.get(tip.encode()) is None  # 60 parents: too big an item to keep
+
+
+def test_a_push_of_many_refs_walks_few_tips_once(tangled, fresh_cache):
+    tips = git(tangled, "rev-parse", "main", "a", "b", "c").decode().split()
+    with GitRepo(tangled) as repo:
+        repo.keep_history([tips[0]] * 1000 + tips)  # a push of 1,000 refs to one commit
+    kept = [t for t in tips if fresh_cache.get(str(tangled), t.encode()) is not None]
+    assert kept == tips[: history.KEEP_TIPS]
+    window = fresh_cache.get(str(tangled), tips[0].encode())
+    assert window.oids == git(tangled, "rev-list", "main").replace(b"\n", b"")

@@ -25,6 +25,7 @@ from .walk import HEX, IN_PROCESS, LONGEST, WALKS, Window, walk_commits
 # only the commits it has not shown yet. 2,048 items of 2 KiB of text at most: under
 # 8 MiB, about 3 MiB for common commits.
 ITEMS: Kept[bytes, dict] = Kept(1 << 11)
+KEEP_TIPS = 4  # new branch tips a push walks after its answer
 
 
 class HistoryMixin(RepoBase):
@@ -122,7 +123,8 @@ class HistoryMixin(RepoBase):
                 if commit is None or not _readable(commit):
                     return None
                 item = _commit_item(commit)
-                if len(commit.message or b"") + len(commit.author) + len(commit.committer) <= 2048:
+                text = len(commit.message or b"") + len(commit.author) + len(commit.committer)
+                if text + 41 * len(commit.parents) <= 2048:
                     ITEMS.put(oid, item)  # a crafted huge commit is read each time, not kept
             items.append(item)
         return items
@@ -186,7 +188,11 @@ class HistoryMixin(RepoBase):
 
     def keep_history(self, tips: Iterable[str]) -> None:
         """Walk each tip's history once (after a push), so even its deep pages spawn no git log."""
-        for tip in tips:
+        # Distinct and few: a push of thousands of refs to one commit walks it once, and
+        # past the first few branches a deep page waits for its first request as before.
+        for tip in list(dict.fromkeys(tips))[:KEEP_TIPS]:
+            if WALKS.get(str(self.path), tip.encode("ascii")) is not None:
+                continue
             listed = _run_git(
                 str(self.path),
                 "rev-list",

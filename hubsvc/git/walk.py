@@ -38,9 +38,13 @@ def _plain_date(seconds: object) -> bool:
 # Commits walked through dulwich (~20 µs each); deeper walks are git rev-list's (a
 # process, 1.5 ms and up, but git reads dates and parents from the commit-graph).
 IN_PROCESS = 100
+# Parents of one commit the in-process walk takes (git's own octopus merges stay far
+# below; thousands of crafted parents would cost a read each): more, and git answers.
+MOST_PARENTS = 16
 CACHE_BYTES = 16 << 20  # walks kept, as hex oids (40 bytes a commit): 400,000 commits
 LONGEST = 100_000  # commits in one kept window
 HEX = 40  # a commit's oid as kept
+ENTRY_BYTES = 256  # a kept window's key, tuple and dict slot, beside its oids
 
 
 class Window(NamedTuple):
@@ -62,6 +66,11 @@ class Window(NamedTuple):
     def page(self, skip: int, end: int) -> bytes:
         """The hex oids of positions skip to end."""
         return self.oids[(skip - self.first) * HEX : (end - self.first) * HEX]
+
+
+def _cost(window: Window) -> int:
+    """What a kept window costs: its oids, and the entry itself (even an empty one)."""
+    return len(window.oids) + ENTRY_BYTES
 
 
 class WalkCache:
@@ -86,17 +95,17 @@ class WalkCache:
         with self._lock:
             old = self._walks.pop((repo, start), None)
             if old is not None:
-                self._size -= len(old.oids)
+                self._size -= _cost(old)
             self._walks[(repo, start)] = window
-            self._size += len(window.oids)
+            self._size += _cost(window)
             while self._size > self.budget and self._walks:
-                self._size -= len(self._walks.popitem(last=False)[1].oids)
+                self._size -= _cost(self._walks.popitem(last=False)[1])
 
     def forget(self, repo: str) -> None:
         """Drop every walk of a repository (after its objects were pruned)."""
         with self._lock:
             for key in [key for key in self._walks if key[0] == repo]:
-                self._size -= len(self._walks.pop(key).oids)
+                self._size -= _cost(self._walks.pop(key))
 
 
 WALKS = WalkCache()
@@ -113,16 +122,22 @@ def walk_commits(
     if not _plain_date(start.commit_time):
         return None
     queue: list[tuple[int, int, Commit]] = [(-start.commit_time, 0, start)]
+    read_budget = count * MOST_PARENTS  # a crafted octopus is git's to walk, not ours
     seen = {start.id}
     out: list[Commit] = []
     queued = 1
     while queue and len(out) < count:
         commit = heapq.heappop(queue)[2]
         out.append(commit)
+        if len(commit.parents) > MOST_PARENTS:
+            return None
         for oid in commit.parents:
             if oid in seen:
                 continue
             seen.add(oid)
+            read_budget -= 1
+            if read_budget < 0:
+                return None
             try:
                 parent = read(oid)
                 if not isinstance(parent, Commit) or not _plain_date(parent.commit_time):
