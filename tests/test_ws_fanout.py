@@ -214,3 +214,39 @@ def test_text_frames_carry_their_length_in_the_right_form():
     frame = text_frame("é" * 40_000)  # 80,000 bytes of UTF-8: the 8-byte length
     assert frame[:2] == b"\x81\x7f" and int.from_bytes(frame[2:10], "big") == 80_000
     assert frame[10:].decode() == "é" * 40_000
+
+
+async def test_a_replay_held_up_by_a_slow_reader_asks_who_may_read_after_the_wait(
+    client, alice, bob
+):
+    await create(client, alice, "secret", visibility="private")
+    repo = "/api/repositories/alice/secret"
+    await client.put(
+        repo + "/collaborators/bob", json={"permission": "read"}, headers=alice.headers
+    )
+    feed = await (await client.get("/api/events", headers=bob.headers)).json()
+    before = feed["lastEventId"]
+    for n in range(3):  # made while bob may read them
+        await client.post(repo + "/issues", json={"title": f"private {n}"}, headers=alice.headers)
+    hub = client.app[HUB]
+    reader, writer = await raw_socket(client.server.port, bob.token)
+    peer = next(c for c in hub.clients if c.username == "bob")
+    # bob stops reading: past the kernel's buffers and the transport's, messages wait in
+    # its backlog; more than half a queue of them and a replay waits for room.
+    while peer.backlog is None or len(peer.backlog) <= QUEUE_SIZE // 2 + 8:
+        hub.send(peer, {"type": "error", "error": "z" * 60_000})
+        await asyncio.sleep(0)
+    writer.write(masked(json.dumps({"type": "resume", "after": before})))
+    await asyncio.sleep(0.3)  # the replay has begun, and waits
+    resp = await client.delete(repo + "/collaborators/bob", headers=alice.headers)
+    assert resp.status == 204, await resp.text()
+    seen = []
+    while True:  # bob reads again: the waiting messages, then the rest of the replay
+        _, _, payload = await read_frame(reader)
+        message = json.loads(payload)
+        seen.append(message)
+        if message["type"] == "resumed":
+            break
+    leaked = [m for m in seen if m["type"] == "notification"]
+    assert leaked == []  # bob could no longer read them when they were sent
+    writer.close()

@@ -304,7 +304,7 @@ class Hub:
                 if head > self.cursor:
                     self.app[BUS].heard(head)
                     await self._reach(head)
-            cursor, audiences = min(after, self.cursor), {}
+            cursor = min(after, self.cursor)
             while True:
                 target = self.cursor
                 while cursor < target:
@@ -319,15 +319,14 @@ class Hub:
                         cursor = int(event.id)
                         if event.repo_id is None:
                             continue
-                        if event.repo_id not in audiences:
-                            audiences[event.repo_id] = await store.repos.audience(
-                                int(event.repo_id)
-                            )
-                        audience = audiences[event.repo_id]
+                        # Waits for room first: a replay may be longer than the live queue.
+                        if client.backlog is not None and len(client.backlog) > QUEUE_SIZE // 2:
+                            await client.drained()
+                        # Who may read is asked after the wait, per event (the store caches
+                        # it and drops it when access changes): a replay held up by a slow
+                        # reader must not go on with access as it was when it began.
+                        audience = await store.repos.audience(int(event.repo_id))
                         if audience is not None and _wants(client, event, audience):
-                            # Waits for room: a replay may be longer than the live queue.
-                            if client.backlog is not None and len(client.backlog) > QUEUE_SIZE // 2:
-                                await client.drained()
                             self.send(
                                 client, {"type": "notification", "notification": event.to_dict()}
                             )
