@@ -250,3 +250,35 @@ async def test_a_replay_held_up_by_a_slow_reader_asks_who_may_read_after_the_wai
     leaked = [m for m in seen if m["type"] == "notification"]
     assert leaked == []  # bob could no longer read them when they were sent
     writer.close()
+
+
+async def test_a_cut_off_reader_that_never_reads_again_loses_its_connection(
+    client, alice, bob, monkeypatch
+):
+    from hubsvc.notify import hub as hub_module
+
+    monkeypatch.setattr(hub_module, "CLOSE_SECONDS", 0.5, raising=False)
+    hub = client.app[HUB]
+    reader, writer = await raw_socket(client.server.port, bob.token)
+    peer = next(c for c in hub.clients if c.username == "bob")
+    while peer in hub.clients:  # it never reads: past its queue, it is cut off
+        hub.send(peer, {"type": "error", "error": "z" * 60_000})
+        await asyncio.sleep(0)
+    assert hub.per_ip.get("127.0.0.1", 0) == 0  # its slot is free at once
+    # aiohttp's close waits for the socket to drain, which it never does: the hub
+    # gives up on the polite close and cuts the connection.
+    for _ in range(100):
+        if not hub._closers:
+            break
+        await asyncio.sleep(0.05)
+    assert not hub._closers
+
+    async def until_cut() -> None:  # what was sent, then the end of the connection
+        try:
+            while await reader.read(1 << 20):
+                pass
+        except ConnectionResetError:
+            pass
+
+    await asyncio.wait_for(until_cut(), 10)
+    writer.close()

@@ -28,6 +28,7 @@ REPLAY_BATCH = 500
 # so a burst of writes delays the writers, not every watcher's notifications.
 PACE = 4
 REACH_SECONDS = 2.0
+CLOSE_SECONDS = 5.0  # a dropped socket's close, before its connection is cut
 # Sockets written before the fan-out lets other tasks run: 10,000 writes hold the loop
 # for ~80 ms, mostly in the kernel (bench_ws: receipts came sooner with this, too).
 FANOUT_BATCH = 200
@@ -44,6 +45,16 @@ def _wants(client: Client, event: Event, audience: Audience) -> bool:
         )
         and audience.may_read(client.user_id, event)
     )
+
+
+async def _close(ws: web.WebSocketResponse, transport: Any, code: int, message: bytes) -> None:
+    """Close a socket politely, or cut it: a peer that stops reading would hold aiohttp's
+    close (it drains first) and the connection forever."""
+    try:
+        await asyncio.wait_for(ws.close(code=code, message=message), CLOSE_SECONDS)
+    except (TimeoutError, ConnectionError, RuntimeError):
+        if transport is not None:
+            transport.abort()
 
 
 class Hub:
@@ -188,8 +199,11 @@ class Hub:
 
     def _end(self, client: Client, code: int, message: bytes) -> None:
         """Drop a client at once: nothing queued or published later reaches it."""
+        transport = client.transport  # remove() forgets it
         self.remove(client)
-        task = asyncio.get_running_loop().create_task(client.ws.close(code=code, message=message))
+        task = asyncio.get_running_loop().create_task(
+            _close(client.ws, transport, code, message)
+        )
         self._closers.add(task)
         task.add_done_callback(self._closers.discard)
 
