@@ -201,9 +201,7 @@ class Hub:
         """Drop a client at once: nothing queued or published later reaches it."""
         transport = client.transport  # remove() forgets it
         self.remove(client)
-        task = asyncio.get_running_loop().create_task(
-            _close(client.ws, transport, code, message)
-        )
+        task = asyncio.get_running_loop().create_task(_close(client.ws, transport, code, message))
         self._closers.add(task)
         task.add_done_callback(self._closers.discard)
 
