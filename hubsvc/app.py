@@ -51,6 +51,7 @@ from .notify.hub import HUB, Hub, close_sockets, hub_ctx
 from .notify.leader import LEADER, Job, Leader
 from .notify.mail import MAILER, Mailer, mail_ctx
 from .notify.webhook import HOOKS, WEBHOOK, HookWorkers, WebhookSender, hooks_ctx, webhook_ctx
+from .policy import action_of
 from .services.crossing import cluster_ctx, join_cluster
 from .services.maintenance import maintenance_ctx
 from .services.pulls import MERGE_LOCKS, pull_sync_ctx
@@ -373,8 +374,24 @@ def create_app(config: Config) -> web.Application:
         site_pages,
     ):
         app.router.add_routes(module.routes)
+    undeclared = undeclared_routes(app)
+    if undeclared:
+        # Every route declares its action: one without is outside the policy, so the
+        # service refuses to start rather than guess what it needs.
+        raise RuntimeError("routes without a declared action: " + ", ".join(undeclared))
     _setup_cors(app, config)
     return app
+
+
+def undeclared_routes(app: web.Application) -> list[str]:
+    """The routes whose handler declares no policy action (policy.requires)."""
+    return sorted(
+        f"{route.method} {route.resource.canonical}"
+        for route in app.router.routes()
+        if route.resource is not None
+        and route.method not in ("HEAD", "OPTIONS")
+        and action_of(route.handler) is None
+    )
 
 
 def _setup_cors(app: web.Application, config: Config) -> None:

@@ -25,11 +25,13 @@ FLOORS: list[tuple[int, tuple[str, ...]]] = [
     ),
     (1, ("hubsvc.events", "hubsvc.git")),
     (2, ("hubsvc.store",)),
-    (3, ("hubsvc.web",)),
-    (4, ("hubsvc.notify",)),
-    (5, ("hubsvc.services",)),
-    (6, ("hubsvc.api", "hubsvc.bot", "hubsvc.site")),
-    (7, ("hubsvc.app", "hubsvc.startup", "hubsvc.cli")),
+    # The one decision of what a principal may do: pure, above the grants it caps.
+    (3, ("hubsvc.policy",)),
+    (4, ("hubsvc.web",)),
+    (5, ("hubsvc.notify",)),
+    (6, ("hubsvc.services",)),
+    (7, ("hubsvc.api", "hubsvc.bot", "hubsvc.site")),
+    (8, ("hubsvc.app", "hubsvc.startup", "hubsvc.cli")),
 ]
 
 

@@ -15,6 +15,7 @@ from schemas.users import (
 
 from ..errors import BadRequest, Forbidden, NotFound
 from ..keys import CONFIG, STORE
+from ..policy import requires
 from ..services.revoke import credentials_ended
 from ..store.users import MAX_PERSONAL_TOKENS, NEVER
 from ..timeutil import iso
@@ -65,6 +66,7 @@ async def confirm_password(request: web.Request, user: dict, password: str) -> w
     "since a password is changed when it may have leaked, and whoever had it "
     "could have made a token.",
 )
+@requires("user.write")
 async def change_password(request: web.Request) -> web.Response:
     user = require_user(request)
     data = await read_json(request, PasswordChangeSchema())
@@ -97,6 +99,7 @@ def _token_json(row: dict) -> dict:
     responses={200: TokenListSchema},
     tag="users",
 )
+@requires("user.settings")
 async def list_tokens(request: web.Request) -> web.Response:
     user = require_user(request)
     rows = await request.app[STORE].users.personal_tokens(user["id"])
@@ -120,13 +123,12 @@ async def list_tokens(request: web.Request) -> web.Response:
     "(issues and pull requests), `statuses`, `org`, `user`, each `:read` or `:write` "
     "(write includes read), and `admin`. A request outside them is 403 naming the scope. "
     "Absent or null: every scope the owner has, as tokens made before scopes existed. "
-    "`repositories` (`owner/name`, at most 100) limits it to those; search, the feed and "
-    "the WebSocket, which span repositories, are then refused.",
+    "`repositories` (`owner/name`, at most 100) limits it to those; search, the feed, "
+    "repository lists and the WebSocket, which span repositories, then hold only those.",
 )
+@requires("user.tokens")
 async def create_token(request: web.Request) -> web.Response:
     user = require_user(request)
-    if require_identity(request).personal:
-        raise Forbidden("a personal access token cannot create tokens; sign in")
     data = await read_json(request, TokenCreateSchema())
     expires = None
     if data["expiresAt"] is not None:
@@ -156,6 +158,7 @@ async def create_token(request: web.Request) -> web.Response:
     description="It stops working at once; WebSockets opened with it close with 4001. "
     "Another user's token id answers 404.",
 )
+@requires("user.write")
 async def delete_token(request: web.Request) -> web.Response:
     user = require_user(request)
     raw = request.match_info["id"]

@@ -15,6 +15,7 @@ from schemas.users import (
 from ..errors import Conflict, NotFound
 from ..git.files import REPO_FILES
 from ..keys import CONFIG, STORE
+from ..policy import requires
 from ..services.revoke import credentials_ended, user_changed
 from ..web import present
 from ..web.auth import hash_password, require_admin
@@ -50,6 +51,7 @@ async def _target(request: web.Request) -> dict:
     errors=(403,),
     tag="admin",
 )
+@requires("admin")
 async def list_users(request: web.Request) -> web.Response:
     require_admin(request)
     page = read_query(request, AdminUserQuerySchema())
@@ -67,6 +69,7 @@ async def list_users(request: web.Request) -> web.Response:
     description="The sign-up rules apply; no token is issued: the new user "
     "signs in with the password given here.",
 )
+@requires("admin")
 async def create_user(request: web.Request) -> web.Response:
     require_admin(request)
     data = await read_json(request, AdminUserCreateSchema())
@@ -90,6 +93,7 @@ async def create_user(request: web.Request) -> web.Response:
     "it again brings back its unexpired tokens, not the chat links. The last enabled administrator cannot be demoted or "
     "disabled (409). The ghost account answers 409.",
 )
+@requires("admin")
 async def patch_user(request: web.Request) -> web.Response:
     require_admin(request)
     data = await read_json(request, AdminUserPatchSchema())
@@ -117,6 +121,7 @@ async def patch_user(request: web.Request) -> web.Response:
     "stars, collaborations, tokens and chat links go. The username becomes free. "
     "The last enabled administrator cannot be deleted (409).",
 )
+@requires("admin")
 async def delete_user(request: web.Request) -> web.Response:
     require_admin(request)
     target = await _target(request)

@@ -9,6 +9,7 @@ from schemas.users import AuthResultSchema, SignInSchema, SignUpSchema
 
 from ..errors import BadRequest, Forbidden, Unauthorized
 from ..keys import CONFIG, STORE
+from ..policy import requires
 from ..services.revoke import credentials_ended
 from ..timeutil import iso
 from ..web.auth import (
@@ -53,6 +54,7 @@ def _auth_answer(
     "others → 400. With [auth] open_signup = false this answers 403: only "
     "administrators create accounts then (POST /api/admin/users or run.py create-user).",
 )
+@requires("public")
 async def sign_up(request: web.Request) -> web.Response:
     config = request.app[CONFIG]
     if not config["auth"]["open_signup"]:
@@ -78,6 +80,7 @@ async def sign_up(request: web.Request) -> web.Response:
     "are limited per client address (IPv6: per /64) and account, one budget whether it is "
     "named by username or e-mail → 429.",
 )
+@requires("public")
 async def sign_in(request: web.Request) -> web.Response:
     data = await read_json(request, SignInSchema())
     login = data.get("email") or data.get("username")
@@ -108,6 +111,7 @@ async def sign_in(request: web.Request) -> web.Response:
     description="Whatever token authenticated the request is revoked (a "
     "personal access token too); WebSockets opened with it close with code 4001.",
 )
+@requires("auth.sign-out")
 async def sign_out(request: web.Request) -> web.Response:
     user = require_user(request)
     identity = require_identity(request)

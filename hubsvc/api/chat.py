@@ -26,6 +26,7 @@ from ..config import Config
 from ..errors import Forbidden, NotFound
 from ..keys import CONFIG, STORE
 from ..notify.mail import MAILER
+from ..policy import requires
 from ..tasks import BACKGROUND
 from ..timeutil import iso
 from ..web import present
@@ -33,7 +34,6 @@ from ..web.auth import (
     bot_key_ok,
     current_user,
     require_bot,
-    require_identity,
     require_user,
     token_digest,
 )
@@ -67,6 +67,7 @@ def _link_url(config: Config, token: str) -> str:
     "e-mailed the verification link, and only that account may redeem the token; the "
     "answer is the same whether or not such an account exists.",
 )
+@requires("bot.key")
 async def generate(request: web.Request) -> web.Response:
     require_bot(request)
     data = await read_json(request, GenerateSchema())
@@ -131,15 +132,12 @@ async def _mail_link(
     "expired token is 400; a token e-mailed to another account is 403. An earlier link "
     "of the same chat id is replaced.",
 )
+@requires("chat.verify")
 async def verify(request: web.Request) -> web.Response:
     user = require_user(request)
-    identity = require_identity(request)
     # A link lets the bot act as the user, so it is granted as a credential is: by the
-    # user in a signed-in session, never by a personal access token a script holds.
-    if identity.personal or identity.via not in ("cookie", "bearer"):
-        raise Forbidden(
-            "verifying a chat link needs a signed-in session, not a personal access token"
-        )
+    # user in a signed-in session, never by a personal access token a script holds
+    # (the policy's PERSON_ONLY actions).
     data = await read_json(request, VerifySchema())
     if data["serviceUserId"] != str(user["id"]):
         raise Forbidden("serviceUserId: must be the signed-in user")
@@ -162,6 +160,7 @@ async def verify(request: web.Request) -> web.Response:
     errors=(404,),
     description=BOT_OR_OWNER,
 )
+@requires("chat.unlink")
 async def unlink(request: web.Request) -> web.Response:
     bot = bot_key_ok(request)
     user = None if bot else require_user(request)
@@ -183,6 +182,7 @@ async def unlink(request: web.Request) -> web.Response:
     errors=(404,),
     description=BOT_OR_OWNER,
 )
+@requires("user.read")
 async def status(request: web.Request) -> web.Response:
     bot = bot_key_ok(request)
     user = None if bot else require_user(request)
@@ -318,6 +318,7 @@ PAGE_RESPONSE = {
     description="Looking at the page does not use up the token; only verify does. An "
     "unknown, used or expired token still gets the page, which says so.",
 )
+@requires("public")
 async def link_page(request: web.Request) -> web.Response:
     token = read_query(request, LinkPageQuerySchema())["token"]
     chat_id = await request.app[STORE].chat.token_chat_id(token_digest(token)) if token else None

@@ -8,6 +8,7 @@ from schemas.chat import AckResultSchema, AckSchema, NoticeListSchema, NoticeQue
 
 from ..keys import STORE
 from ..notify.chat_dm import poll
+from ..policy import requires
 from ..web.auth import require_bot
 from ..web.openapi import doc
 from ..web.rest import json_response, read_json, read_query
@@ -29,6 +30,7 @@ routes = web.RouteTableDef()
     "access to the repository gets nothing, and that notice is gone for good. With wait, "
     "an empty queue holds the answer until a notice arrives or wait seconds pass.",
 )
+@requires("bot.key")
 async def notifications(request: web.Request) -> web.Response:
     require_bot(request)
     query = read_query(request, NoticeQuerySchema())
@@ -45,6 +47,7 @@ async def notifications(request: web.Request) -> web.Response:
     description=BOT_ONLY + " Deletes the notice `through` and every older one. An id not "
     "handed out yet is 400, so a wrong number cannot drop notices nobody has seen.",
 )
+@requires("bot.key")
 async def acknowledge(request: web.Request) -> web.Response:
     require_bot(request)
     data = await read_json(request, AckSchema())

@@ -10,6 +10,7 @@ from ..errors import BadRequest, NotFound
 from ..git.files import REPO_FILES
 from ..git.repo import GitRepo
 from ..keys import CONFIG
+from ..policy import requires
 from ..web.openapi import doc
 from ..web.permissions import load_repo
 from ..web.rest import json_response
@@ -70,6 +71,7 @@ def _compare(g: GitRepo, base_rev: str, head_rev: str, max_bytes: int) -> dict:
     "branch or tag names or commit ids (7+ hex characters). Unrelated histories "
     "are 404.",
 )
+@requires("repo.read")
 async def compare(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     base, sep, head = request.match_info["spec"].partition("...")

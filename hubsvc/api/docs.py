@@ -7,6 +7,7 @@ from pathlib import Path
 from aiohttp import web
 from swagger_ui_bundle import swagger_ui_path
 
+from ..policy import requires
 from ..web.openapi import doc
 
 routes = web.RouteTableDef()
@@ -53,6 +54,7 @@ HTML = {"description": "HTML page", "content": {"text/html": {"schema": {"type":
 
 @routes.get("/api/docs")
 @doc("Browsable API reference (Swagger UI)", public=True, tag="meta", responses={200: HTML})
+@requires("public")
 async def docs_page(request: web.Request) -> web.Response:
     return web.Response(
         text=PAGE,
@@ -73,6 +75,7 @@ async def docs_page(request: web.Request) -> web.Response:
         }
     },
 )
+@requires("public")
 async def docs_init(request: web.Request) -> web.Response:
     return web.Response(text=INIT, content_type="application/javascript")
 
@@ -93,6 +96,7 @@ async def docs_init(request: web.Request) -> web.Response:
         }
     },
 )
+@requires("public")
 async def docs_static(request: web.Request) -> web.StreamResponse:
     name = request.match_info["file"]
     if name not in STATIC:

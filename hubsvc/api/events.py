@@ -8,9 +8,10 @@ from schemas.events import EventFeedSchema, FeedQuerySchema
 
 from ..errors import ApiError
 from ..keys import STORE
+from ..policy import requires
 from ..web.auth import current_user
 from ..web.openapi import doc
-from ..web.permissions import load_repo
+from ..web.permissions import load_repo, readable_by
 from ..web.rest import json_response, read_query
 
 routes = web.RouteTableDef()
@@ -40,14 +41,16 @@ async def _feed(request: web.Request, repo_id: int | None) -> web.Response:
     if "before" in query:
         before = int(query["before"])
         events, more = await store.events.visible_before(
-            viewer, before, after, query["limit"], repo_id
+            viewer, before, after, query["limit"], repo_id, readable_by(request)
         )
         if events:
             last = events[0].id
         else:  # nothing readable before it: go on from there, but never past the log's end
             last = str(max(min(before - 1, await store.events.last_id()), after))
     else:
-        events, more = await store.events.visible_after(viewer, after, query["limit"], repo_id)
+        events, more = await store.events.visible_after(
+            viewer, after, query["limit"], repo_id, readable_by(request)
+        )
         last = events[-1].id if events else str(after)
     return json_response(
         {"events": [e.to_dict() for e in events], "hasMore": more, "lastEventId": last}
@@ -64,6 +67,7 @@ async def _feed(request: web.Request, repo_id: int | None) -> web.Response:
     tag="events",
     description=FEED_DESCRIPTION,
 )
+@requires("repo.read")
 async def feed(request: web.Request) -> web.Response:
     return await _feed(request, None)
 
@@ -78,6 +82,7 @@ async def feed(request: web.Request) -> web.Response:
     tag="events",
     description=FEED_DESCRIPTION,
 )
+@requires("repo.read")
 async def repo_feed(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     return await _feed(request, repo["id"])

@@ -27,6 +27,7 @@ from ..git.files import REPO_FILES
 from ..git.protocol import stream_blob
 from ..git.repo import GitRepo
 from ..keys import CONFIG
+from ..policy import requires
 from ..web.markdown import render
 from ..web.openapi import doc
 from ..web.permissions import load_repo
@@ -120,6 +121,7 @@ def _answer(
     public=True,
     tag="git",
 )
+@requires("repo.read")
 async def branches(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     found = await request.app[REPO_FILES].run(repo["id"], lambda g: g.branches())
@@ -137,6 +139,7 @@ async def branches(request: web.Request) -> web.Response:
     public=True,
     tag="git",
 )
+@requires("repo.read")
 async def commits(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     query = read_query(request, CommitsQuerySchema())
@@ -168,6 +171,7 @@ async def commits(request: web.Request) -> web.Response:
     "over 4 MiB is listed without a patch. Whatever was cut says `truncated: true`, "
     "on the file and on the answer; `stats.filesChanged` counts every changed file.",
 )
+@requires("repo.read")
 async def diff(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     oid = request.match_info["oid"]
@@ -196,6 +200,7 @@ async def diff(request: web.Request) -> web.Response:
     "`hasMore` says another page follows. `size` is read from each object's "
     "header, as `git ls-tree -l` does.",
 )
+@requires("repo.read")
 async def tree(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     query = read_query(request, TreeQuerySchema())
@@ -232,6 +237,7 @@ async def tree(request: web.Request) -> web.Response:
     "`isBinary` and `encoding`. `return=1` serves any size, streamed from git "
     "with its Content-Length.",
 )
+@requires("repo.read")
 async def file(request: web.Request) -> web.StreamResponse:
     repo = await load_repo(request)
     query = read_query(request, FileQuerySchema())
@@ -287,6 +293,7 @@ README_NAMES = ("readme.md", "readme.markdown", "readme")
     "of the branch, rendered with markdown-it-py (CommonMark, tables, strikethrough) and "
     "sanitized with nh3, for a page to show as it is. 404 when there is none.",
 )
+@requires("repo.read")
 async def readme(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     query = read_query(request, ReadmeQuerySchema())

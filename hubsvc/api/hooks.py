@@ -21,6 +21,7 @@ from ..events.shape import EVENT_TYPES
 from ..keys import STORE
 from ..notify.netcheck import Refused, check_url
 from ..notify.webhook import HOOKS
+from ..policy import requires
 from ..timeutil import iso
 from ..web.auth import require_user
 from ..web.openapi import doc
@@ -120,6 +121,7 @@ def _clean(data: dict[str, Any]) -> dict[str, Any]:
     tag="hooks",
     description=WHO,
 )
+@requires("repo.admin")
 async def list_hooks(request: web.Request) -> web.Response:
     repo = await _admin_repo(request)
     page = read_query(request, PageQuerySchema())
@@ -150,6 +152,7 @@ async def list_hooks(request: web.Request) -> web.Response:
         "else 409. A URL whose host is not public (see url) → 400."
     ),
 )
+@requires("repo.admin")
 async def create_hook(request: web.Request) -> web.Response:
     repo = await _admin_repo(request)
     data = _clean(await read_json(request, HookCreateSchema()))
@@ -177,6 +180,7 @@ async def create_hook(request: web.Request) -> web.Response:
     tag="hooks",
     description=WHO,
 )
+@requires("repo.admin")
 async def get_hook(request: web.Request) -> web.Response:
     _, hook = await _hook(request)
     return json_response({"hook": hook_view(hook)})
@@ -196,6 +200,7 @@ async def get_hook(request: web.Request) -> web.Response:
         "before stay queued and go out."
     ),
 )
+@requires("repo.admin")
 async def update_hook(request: web.Request) -> web.Response:
     repo, hook = await _hook(request)
     data = _clean(await read_json(request, HookUpdateSchema()))
@@ -219,6 +224,7 @@ async def update_hook(request: web.Request) -> web.Response:
     tag="hooks",
     description=WHO,
 )
+@requires("repo.admin")
 async def delete_hook(request: web.Request) -> web.Response:
     _, hook = await _hook(request)
     request.app[HOOKS].stop_hook(hook["id"])
@@ -238,6 +244,7 @@ async def delete_hook(request: web.Request) -> web.Response:
         "recorded among its deliveries; the answer is that delivery. It is not retried."
     ),
 )
+@requires("repo.admin")
 async def test_hook(request: web.Request) -> web.Response:
     _, hook = await _hook(request)
     delivery = await request.app[HOOKS].ping(hook)
@@ -254,6 +261,7 @@ async def test_hook(request: web.Request) -> web.Response:
     description=WHO + "Each with its event, attempts, the last attempt's status code, "
     "duration, error and an excerpt of the receiver's answer.",
 )
+@requires("repo.admin")
 async def list_deliveries(request: web.Request) -> web.Response:
     _, hook = await _hook(request)
     page = read_query(request, PageQuerySchema())
@@ -276,6 +284,7 @@ async def list_deliveries(request: web.Request) -> web.Response:
         "when re-activated."
     ),
 )
+@requires("repo.admin")
 async def redeliver(request: web.Request) -> web.Response:
     repo, hook = await _hook(request)
     row = await request.app[STORE].hooks.redeliver(hook["id"], _id(request, "deliveryId"))

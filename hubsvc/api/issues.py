@@ -22,6 +22,7 @@ from schemas.issues import (
 
 from ..errors import BadRequest, Forbidden, NotFound, Unprocessable
 from ..keys import CONFIG, STORE
+from ..policy import requires
 from ..services.protection import required_approvals, review_decision
 from ..services.publish import event
 from ..web import present
@@ -165,6 +166,7 @@ LIST_DESCRIPTION = (
     tag="issues",
     description="state: open, closed or all. " + LIST_DESCRIPTION,
 )
+@requires("issues.read")
 async def list_issues(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     query = list_query(request, IssueListQuerySchema)
@@ -184,6 +186,7 @@ async def list_issues(request: web.Request) -> web.Response:
     description="Assignees must exist (400) and may read the repository "
     "(else 422 naming them): nobody else is notified of it.",
 )
+@requires("issues.create")
 async def create_issue(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
@@ -215,6 +218,7 @@ async def create_issue(request: web.Request) -> web.Response:
     tag="issues",
     description="limit/offset page through the comments (default 30).",
 )
+@requires("issues.read")
 async def get_issue(request: web.Request) -> web.Response:
     return await show_with_comments(request, False)
 
@@ -283,6 +287,7 @@ async def show_with_comments(request: web.Request, is_pull: bool) -> web.Respons
     tag="issues",
     description="Assignees as on create: existing users who may read it.",
 )
+@requires("issues.write")
 async def patch_issue(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
@@ -317,6 +322,7 @@ async def patch_issue(request: web.Request) -> web.Response:
     errors=(403, 404),
     tag="issues",
 )
+@requires("issues.write")
 async def delete_issue(request: web.Request) -> web.Response:
     require_user(request)
     repo = await load_repo(request, "owner")
@@ -372,6 +378,7 @@ async def list_comments(request: web.Request, is_pull: bool) -> web.Response:
     errors=(404,),
     tag="issues",
 )
+@requires("issues.comment")
 async def comment_issue(request: web.Request) -> web.Response:
     return await add_comment(request, False)
 
@@ -385,6 +392,7 @@ async def comment_issue(request: web.Request) -> web.Response:
     public=True,
     tag="issues",
 )
+@requires("issues.read")
 async def issue_comments(request: web.Request) -> web.Response:
     return await list_comments(request, False)
 
@@ -500,6 +508,7 @@ COMMENT_DELETE_DOC = (
     tag="issues",
     description=COMMENT_EDIT_DOC.format(event="issue"),
 )
+@requires("issues.write")
 async def patch_issue_comment(request: web.Request) -> web.Response:
     return await edit_comment(request, False)
 
@@ -512,5 +521,6 @@ async def patch_issue_comment(request: web.Request) -> web.Response:
     tag="issues",
     description=COMMENT_DELETE_DOC.format(event="issue"),
 )
+@requires("issues.write")
 async def delete_issue_comment(request: web.Request) -> web.Response:
     return await delete_comment(request, False)

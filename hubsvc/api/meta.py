@@ -15,6 +15,7 @@ from schemas.common import Base
 
 from .. import __version__
 from ..keys import CONFIG, STATE, STORE
+from ..policy import requires
 from ..web.errors import fault_counts
 from ..web.openapi import build_spec, doc
 from ..web.rest import json_response
@@ -83,6 +84,7 @@ async def _disk_usage(app: web.Application) -> Any:
     "server.min_free_mb it is `low` and a warning, still 200 while writes work. "
     "`faults` counts the 507 and busy-503 answers and the clients that hung up.",
 )
+@requires("public")
 async def health(request: web.Request) -> web.Response:
     app = request.app
     state = app[STATE]
@@ -142,6 +144,7 @@ async def health(request: web.Request) -> web.Response:
         }
     },
 )
+@requires("public")
 async def openapi(request: web.Request) -> web.Response:
     state = request.app[STATE]
     if "openapi" not in state:

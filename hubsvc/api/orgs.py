@@ -29,10 +29,12 @@ from schemas.orgs import (
 from ..errors import Forbidden, NotFound
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB
+from ..policy import requires
 from ..web import present
 from ..web.auth import current_user, require_user
 from ..web.names import path_username
 from ..web.openapi import doc
+from ..web.permissions import check_repo, readable_by
 from ..web.rest import json_response, read_json, read_query
 
 routes = web.RouteTableDef()
@@ -92,6 +94,7 @@ def _org_json(request: web.Request, org: dict[str, Any]) -> dict[str, Any]:
     "one (409). An organization owns repositories (`POST /api/repositories` with "
     '`"owner": "<org>"`, listed by `GET /api/users/<org>/repositories`) and cannot sign in.',
 )
+@requires("org.write")
 async def create_org(request: web.Request) -> web.Response:
     user = require_user(request)
     data = await read_json(request, OrgCreateSchema())
@@ -109,6 +112,7 @@ async def create_org(request: web.Request) -> web.Response:
     errors=(401,),
     tag="organizations",
 )
+@requires("org.read")
 async def my_orgs(request: web.Request) -> web.Response:
     user = require_user(request)
     page = read_query(request, PageQuerySchema())
@@ -128,6 +132,7 @@ async def my_orgs(request: web.Request) -> web.Response:
     public=True,
     tag="organizations",
 )
+@requires("org.read")
 async def get_org(request: web.Request) -> web.Response:
     return json_response(_org_json(request, await load_org(request)))
 
@@ -140,6 +145,7 @@ async def get_org(request: web.Request) -> web.Response:
     errors=(401, 403, 404),
     tag="organizations",
 )
+@requires("org.admin")
 async def patch_org(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     data = await read_json(request, OrgUpdateSchema())
@@ -161,6 +167,7 @@ async def patch_org(request: web.Request) -> web.Response:
     errors=(401, 403, 404),
     tag="organizations",
 )
+@requires("org.read")
 async def list_members(request: web.Request) -> web.Response:
     org = await load_org(request, "member")
     page = read_query(request, MemberQuerySchema())
@@ -183,6 +190,7 @@ async def list_members(request: web.Request) -> web.Response:
     "(GitHub's default base permission) and may create repositories in it; owners are "
     "owners of every one. Demoting the last owner is 409.",
 )
+@requires("org.admin")
 async def put_member(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     data = await read_json(request, MembershipSchema())
@@ -202,6 +210,7 @@ async def put_member(request: web.Request) -> web.Response:
     "member leaves every team); open WebSockets stop receiving what they may no longer read. "
     "The last owner can't leave (409).",
 )
+@requires("org.admin")
 async def delete_member(request: web.Request) -> web.Response:
     user = require_user(request)
     org = await load_org(request, "member")
@@ -225,6 +234,7 @@ async def delete_member(request: web.Request) -> web.Response:
     errors=(401, 403, 404),
     tag="teams",
 )
+@requires("org.read")
 async def list_teams(request: web.Request) -> web.Response:
     org = await load_org(request, "member")
     page = read_query(request, PageQuerySchema())
@@ -242,6 +252,7 @@ async def list_teams(request: web.Request) -> web.Response:
     errors=(401, 403, 404, 409),
     tag="teams",
 )
+@requires("org.admin")
 async def create_team(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     data = await read_json(request, TeamCreateSchema())
@@ -258,6 +269,7 @@ async def create_team(request: web.Request) -> web.Response:
     errors=(401, 403, 404),
     tag="teams",
 )
+@requires("org.read")
 async def get_team(request: web.Request) -> web.Response:
     org = await load_org(request, "member")
     return json_response({"team": present.team(org["username"], await _team(request, org))})
@@ -273,6 +285,7 @@ async def get_team(request: web.Request) -> web.Response:
     description="A new permission holds at once, on every repository the team has without a "
     "permission of its own: a team raised from read to write pushes right after.",
 )
+@requires("org.admin")
 async def patch_team(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     team = await _team(request, org)
@@ -288,6 +301,7 @@ async def patch_team(request: web.Request) -> web.Response:
     errors=(401, 403, 404),
     tag="teams",
 )
+@requires("org.admin")
 async def delete_team(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     team = await _team(request, org)
@@ -304,6 +318,7 @@ async def delete_team(request: web.Request) -> web.Response:
     errors=(401, 403, 404),
     tag="teams",
 )
+@requires("org.read")
 async def list_team_members(request: web.Request) -> web.Response:
     org = await load_org(request, "member")
     team = await _team(request, org)
@@ -324,6 +339,7 @@ async def list_team_members(request: web.Request) -> web.Response:
     description="Only members of the organization join its teams (422 otherwise: add them "
     "with `PUT /api/orgs/:org/members/:username` first).",
 )
+@requires("org.admin")
 async def put_team_member(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     team = await _team(request, org)
@@ -339,6 +355,7 @@ async def put_team_member(request: web.Request) -> web.Response:
     errors=(401, 403, 404),
     tag="teams",
 )
+@requires("org.admin")
 async def delete_team_member(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     team = await _team(request, org)
@@ -357,11 +374,14 @@ async def delete_team_member(request: web.Request) -> web.Response:
     errors=(401, 403, 404),
     tag="teams",
 )
+@requires("org.read")
 async def list_team_repos(request: web.Request) -> web.Response:
     org = await load_org(request, "member")
     team = await _team(request, org)
     page = read_query(request, PageQuerySchema())
-    rows, more = await request.app[STORE].orgs.team_repos(team["id"], page["limit"], page["offset"])
+    rows, more = await request.app[STORE].orgs.team_repos(
+        team["id"], page["limit"], page["offset"], readable_by(request)
+    )
     return json_response(
         {"repositories": [present.team_repo(org["username"], r) for r in rows], "hasMore": more}
     )
@@ -371,6 +391,7 @@ async def _org_repo(request: web.Request, org: dict[str, Any]) -> dict[str, Any]
     repo = await request.app[STORE].repos.by_name(org["username"], request.match_info["name"])
     if repo is None:
         raise NotFound("the organization has no repository of this name")
+    check_repo(request, repo)  # a token limited to other repositories may not grant this one
     return repo
 
 
@@ -384,6 +405,7 @@ async def _org_repo(request: web.Request, org: dict[str, Any]) -> dict[str, Any]
     description="With `permission`, this repository's grant (GitHub's per-repository team "
     "permission); without, the team's, following the team's when it changes.",
 )
+@requires("org.admin")
 async def put_team_repo(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     team = await _team(request, org)
@@ -409,6 +431,7 @@ async def put_team_repo(request: web.Request) -> web.Response:
     errors=(401, 403, 404),
     tag="teams",
 )
+@requires("org.admin")
 async def delete_team_repo(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     team = await _team(request, org)

@@ -14,6 +14,7 @@ from schemas.protection import (
 
 from ..errors import BadRequest, NotFound
 from ..keys import STORE
+from ..policy import requires
 from ..web.auth import require_user
 from ..web.openapi import doc
 from ..web.permissions import load_repo
@@ -68,6 +69,7 @@ def protection_json(rule: dict[str, Any]) -> dict[str, Any]:
     "`success` on the head (strict: the head contains the base). Force-pushes and "
     "deletion are refused unless allowed. The whole rule is replaced.",
 )
+@requires("repo.admin")
 async def put_protection(request: web.Request) -> web.Response:
     require_user(request)
     repo = await load_repo(request, "admin")
@@ -99,6 +101,7 @@ async def put_protection(request: web.Request) -> web.Response:
     tag="repositories",
     description=WHO + " 404 when no rule has exactly this pattern.",
 )
+@requires("repo.read")
 async def get_protection(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     rule = await request.app[STORE].protection.get(repo["id"], _pattern(request))
@@ -115,6 +118,7 @@ async def get_protection(request: web.Request) -> web.Response:
     tag="repositories",
     description=WHO,
 )
+@requires("repo.admin")
 async def delete_protection(request: web.Request) -> web.Response:
     require_user(request)
     repo = await load_repo(request, "admin")

@@ -28,6 +28,7 @@ from ..git.files import REPO_FILES
 from ..git.objects import RANGE_COMMITS, RANGE_FILES
 from ..git.ranges import TEXT_CHUNK
 from ..keys import CONFIG, STORE
+from ..policy import requires
 from ..services import pulls
 from ..services.protection import merge_problems
 from ..services.publish import event
@@ -73,6 +74,7 @@ def _pull(request: web.Request, repo: dict, row: dict) -> dict:
     tag="pulls",
     description="state: open, closed (closed without merging), merged, or all. " + LIST_DESCRIPTION,
 )
+@requires("issues.read")
 async def list_pulls(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     query = list_query(request, PullListQuerySchema)
@@ -126,6 +128,7 @@ async def _head_repo(request: web.Request, base: dict, ref: dict | None) -> dict
     "sync the head follows the fork only while that still holds, "
     "else it stays at its last shared commit.",
 )
+@requires("issues.write")
 async def create_pull(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
@@ -197,6 +200,7 @@ async def _range(request: web.Request, repo: dict, item: dict) -> tuple[str, str
     "one mail per commit of the head that the base lacks, oldest first. A merged "
     "pull request shows the range it merged.",
 )
+@requires("issues.read")
 async def pull_text(request: web.Request) -> web.StreamResponse:
     repo = await load_repo(request)
     item = await load_issue(request, repo, True)
@@ -237,6 +241,7 @@ async def pull_text(request: web.Request) -> web.StreamResponse:
     "20,000 changed lines or with a side over 4 MiB get none, all marked "
     f"truncated; the list stops at {RANGE_FILES}.",
 )
+@requires("issues.read")
 async def pull_files(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     item = await load_issue(request, repo, True)
@@ -267,6 +272,7 @@ async def pull_files(request: web.Request) -> web.Response:
     description=f"As on GitHub, only the first {RANGE_COMMITS} are listed; totalCommits "
     "counts them all.",
 )
+@requires("issues.read")
 async def pull_commits(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     item = await load_issue(request, repo, True)
@@ -293,6 +299,7 @@ async def pull_commits(request: web.Request) -> web.Response:
     public=True,
     tag="pulls",
 )
+@requires("issues.read")
 async def get_pull(request: web.Request) -> web.Response:
     return await show_with_comments(request, True)
 
@@ -305,6 +312,7 @@ async def get_pull(request: web.Request) -> web.Response:
     errors=(403, 404, 409),
     tag="pulls",
 )
+@requires("issues.write")
 async def patch_pull(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
@@ -353,6 +361,7 @@ async def patch_pull(request: web.Request) -> web.Response:
     "missing when the base branch's protection is not met yet (approvals, required "
     "status contexts, the head up to date with the base), as GitHub answers.",
 )
+@requires("pulls.merge")
 async def merge_pull(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request, "write")
@@ -411,6 +420,7 @@ async def merge_pull(request: web.Request) -> web.Response:
     errors=(404,),
     tag="pulls",
 )
+@requires("issues.comment")
 async def comment_pull(request: web.Request) -> web.Response:
     return await add_comment(request, True)
 
@@ -424,6 +434,7 @@ async def comment_pull(request: web.Request) -> web.Response:
     public=True,
     tag="pulls",
 )
+@requires("issues.read")
 async def pull_comments(request: web.Request) -> web.Response:
     return await list_comments(request, True)
 
@@ -437,6 +448,7 @@ async def pull_comments(request: web.Request) -> web.Response:
     tag="pulls",
     description=COMMENT_EDIT_DOC.format(event="pull_request"),
 )
+@requires("issues.write")
 async def patch_pull_comment(request: web.Request) -> web.Response:
     return await edit_comment(request, True)
 
@@ -449,5 +461,6 @@ async def patch_pull_comment(request: web.Request) -> web.Response:
     tag="pulls",
     description=COMMENT_DELETE_DOC.format(event="pull_request"),
 )
+@requires("issues.write")
 async def delete_pull_comment(request: web.Request) -> web.Response:
     return await delete_comment(request, True)

@@ -24,12 +24,13 @@ from ..errors import BadRequest, Forbidden, NotFound, Unprocessable
 from ..git.files import REPO_FILES
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB
+from ..policy import requires
 from ..services.publish import event, publish
 from ..web import present
 from ..web.auth import current_user, require_user
 from ..web.names import path_username
 from ..web.openapi import doc
-from ..web.permissions import allows, load_repo, role_of
+from ..web.permissions import allows, load_repo, readable_by, role_of
 from ..web.rest import json_response, read_json, read_query
 
 routes = web.RouteTableDef()
@@ -84,6 +85,7 @@ async def owner_for(request: web.Request, user: dict, owner: str | None) -> tupl
     "With `owner`, an organization's (its members may create them, as GitHub's default is; "
     "the member who does is the repository's admin).",
 )
+@requires("repo.create")
 async def create_repo(request: web.Request) -> web.Response:
     user = require_user(request)
     data = await read_json(request, RepoCreateSchema())
@@ -129,13 +131,14 @@ async def create_repo(request: web.Request) -> web.Response:
     tag="repositories",
     description="`me` as the username lists the caller's own, private ones included.",
 )
+@requires("user.read")
 async def user_repos(request: web.Request) -> web.Response:
     page = read_query(request, PageQuerySchema())
     owner = await request.app[STORE].users.by_username(path_username(request))
     if owner is None:
         raise NotFound("user not found")
     rows, more = await request.app[STORE].repos.of_owner(
-        owner["id"], _viewer_id(request), page["limit"], page["offset"]
+        owner["id"], _viewer_id(request), page["limit"], page["offset"], readable_by(request)
     )
     return json_response({"repositories": [_repo_json(request, r) for r in rows], "hasMore": more})
 
@@ -150,13 +153,14 @@ async def user_repos(request: web.Request) -> web.Response:
     tag="repositories",
     description="`me` as the username lists the caller's own stars.",
 )
+@requires("user.read")
 async def starred(request: web.Request) -> web.Response:
     page = read_query(request, PageQuerySchema())
     user = await request.app[STORE].users.by_username(path_username(request))
     if user is None:
         raise NotFound("user not found")
     rows, more = await request.app[STORE].repos.starred_by(
-        user["id"], _viewer_id(request), page["limit"], page["offset"]
+        user["id"], _viewer_id(request), page["limit"], page["offset"], readable_by(request)
     )
     return json_response({"repositories": [_repo_json(request, r) for r in rows], "hasMore": more})
 
@@ -169,6 +173,7 @@ async def starred(request: web.Request) -> web.Response:
     public=True,
     tag="repositories",
 )
+@requires("repo.read")
 async def get_repo(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     body = _repo_json(request, repo)
@@ -194,6 +199,7 @@ async def get_repo(request: web.Request) -> web.Response:
     errors=(403, 404, 409),
     tag="repositories",
 )
+@requires("repo.admin")
 async def patch_repo(request: web.Request) -> web.Response:
     require_user(request)
     repo = await load_repo(request, "maintain")
@@ -233,6 +239,7 @@ async def patch_repo(request: web.Request) -> web.Response:
     errors=(403, 404),
     tag="repositories",
 )
+@requires("repo.admin")
 async def delete_repo(request: web.Request) -> web.Response:
     require_user(request)
     repo = await load_repo(request, "owner")
@@ -257,6 +264,7 @@ async def delete_repo(request: web.Request) -> web.Response:
     "anonymous caller 401 on a public repository, and whoever may not read a "
     "private one 404.",
 )
+@requires("repo.collaborators")
 async def list_collaborators(request: web.Request) -> web.Response:
     repo = await load_repo(request)  # first, so a private repository stays 404
     if not allows(repo["role"], "write"):
@@ -286,6 +294,7 @@ async def _target_user(request: web.Request) -> dict:
     errors=(403, 404),
     tag="collaborators",
 )
+@requires("repo.admin")
 async def put_collaborator(request: web.Request) -> web.Response:
     require_user(request)
     repo = await load_repo(request, "owner")
@@ -309,6 +318,7 @@ async def put_collaborator(request: web.Request) -> web.Response:
     errors=(403, 404),
     tag="collaborators",
 )
+@requires("repo.admin")
 async def delete_collaborator(request: web.Request) -> web.Response:
     require_user(request)
     repo = await load_repo(request, "owner")
@@ -343,6 +353,7 @@ async def _recheck(request: web.Request, repo: dict) -> None:
     "`forkee: null` there, since the parent's readers, hooks and watchers may "
     "not read it.",
 )
+@requires("repo.fork")
 async def fork_repo(request: web.Request) -> web.Response:
     user = require_user(request)
     source = await load_repo(request)
@@ -386,11 +397,12 @@ async def fork_repo(request: web.Request) -> web.Response:
     public=True,
     tag="forks",
 )
+@requires("repo.read")
 async def list_forks(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     page = read_query(request, PageQuerySchema())
     rows, more = await request.app[STORE].repos.forks(
-        repo["id"], _viewer_id(request), page["limit"], page["offset"]
+        repo["id"], _viewer_id(request), page["limit"], page["offset"], readable_by(request)
     )
     return json_response({"forks": [_repo_json(request, r) for r in rows], "hasMore": more})
 
@@ -420,12 +432,14 @@ async def _star(request: web.Request, on: bool) -> web.Response:
 
 @routes.post(REPO + "/star")
 @doc("Star (idempotent)", responses={200: StarResultSchema}, errors=(404,), tag="stars")
+@requires("repo.star")
 async def star(request: web.Request) -> web.Response:
     return await _star(request, True)
 
 
 @routes.delete(REPO + "/star")
 @doc("Unstar (idempotent)", responses={200: StarResultSchema}, errors=(404,), tag="stars")
+@requires("repo.star")
 async def unstar(request: web.Request) -> web.Response:
     return await _star(request, False)
 
@@ -439,6 +453,7 @@ async def unstar(request: web.Request) -> web.Response:
     public=True,
     tag="stars",
 )
+@requires("repo.read")
 async def list_stars(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     page = read_query(request, PageQuerySchema())

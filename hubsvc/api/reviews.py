@@ -14,6 +14,7 @@ from ..errors import ApiError
 from ..git.files import REPO_FILES
 from ..git.objects import RANGE_FILES
 from ..keys import CONFIG, STORE
+from ..policy import requires
 from ..services import pulls
 from ..services.publish import event
 from ..web import present
@@ -111,6 +112,7 @@ async def _check_comments(
     "At most 100 comments. The review keeps the head it was given on; a later push makes "
     "it stale. Writes a pull_request event with action `reviewed`.",
 )
+@requires("issues.write")
 async def create_review(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
@@ -162,6 +164,7 @@ async def create_review(request: web.Request) -> web.Response:
     public=True,
     tag="pulls",
 )
+@requires("issues.read")
 async def list_reviews(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     item = await load_issue(request, repo, True)

@@ -8,9 +8,11 @@ from schemas.search import SearchQuerySchema, SearchResultsSchema
 
 from ..errors import BadRequest
 from ..keys import CONFIG, STORE
+from ..policy import requires
 from ..web import present
 from ..web.auth import current_user
 from ..web.openapi import doc
+from ..web.permissions import check_action, readable_by
 from ..web.rest import json_response, read_query
 
 routes = web.RouteTableDef()
@@ -45,6 +47,7 @@ def _issue_result(base: str, row: dict, is_pull: bool) -> dict:
     "count. Name, username and title matches rank above description and body "
     "matches.",
 )
+@requires("repo.read")
 async def search(request: web.Request) -> web.Response:
     query = read_query(request, SearchQuerySchema())
     if not query["q"].strip():
@@ -55,14 +58,17 @@ async def search(request: web.Request) -> web.Response:
     store = request.app[STORE].search
     kind, text, limit, offset = query["type"], query["q"], query["limit"], query["offset"]
     if kind == "repositories":
-        rows, more = await store.repositories(text, viewer, limit, offset)
+        rows, more = await store.repositories(text, viewer, limit, offset, readable_by(request))
         results = []
         for row in rows:
             data = present.repo(base, row, user)
             data.update(type="repository", title=data["fullName"])
             results.append(data)
     elif kind in ("issues", "pulls"):
-        rows, more = await store.issues(text, viewer, kind == "pulls", limit, offset)
+        check_action(request, "issues.read")
+        rows, more = await store.issues(
+            text, viewer, kind == "pulls", limit, offset, readable_by(request)
+        )
         results = [_issue_result(base, row, kind == "pulls") for row in rows]
     else:
         rows, more = await store.users(text, limit, offset)

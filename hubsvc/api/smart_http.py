@@ -26,6 +26,7 @@ from ..git.slots import git_slot
 from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
 from ..notify.leader import LEADER
+from ..policy import requires
 from ..services.protection import hook_rules
 from ..services.push_timing import PushClock
 from ..services.pushes import after_answer, record_push
@@ -34,7 +35,6 @@ from ..web.auth import BASIC_CACHE, check_password, current_user, password_probl
 from ..web.openapi import doc
 from ..web.permissions import load_repo
 from ..web.ratelimit import SIGN_IN_LIMITER, sign_in_key
-from ..web.scopes import check_grant
 
 log = logging.getLogger("hubsvc.git")
 routes = web.RouteTableDef()
@@ -105,14 +105,12 @@ async def _git_repo(request: web.Request, need: str) -> dict:
         if basic is not None:
             user, grant = basic
             request[AUTH] = Identity(user, "basic", personal=grant is not None, grant=grant)
-    identity = request.get(AUTH)
-    if identity is not None and identity.grant is not None:
-        # A scoped token: a read-only one clones and cannot push.
-        check_grant(request, identity.grant, "repo:write" if need == "write" else "repo:read")
     name = request.match_info["name"]
     name = name[:-4] if name.lower().endswith(".git") else name
     try:
-        return await load_repo(request, need, name=name)
+        # The policy caps a scoped token: a read-only one clones and cannot push.
+        action = "git.write" if need == "write" else "git.read"
+        return await load_repo(request, need, name=name, action=action)
     except ApiError as exc:
         # Anonymous callers get the challenge for private, missing and push alike, so
         # git asks for credentials and existence does not leak.
@@ -154,6 +152,7 @@ def _service(request: web.Request, given: str | None) -> str:
     "slots (server.git_processes_per_client per client) while git runs; past "
     "either cap the answer is 503 with Retry-After.",
 )
+@requires("git.read")
 async def info_refs(request: web.Request) -> web.StreamResponse:
     service = _service(request, request.query.get("service"))
     repo = await _git_repo(request, "write" if service == "git-receive-pack" else "read")
@@ -185,6 +184,7 @@ async def info_refs(request: web.Request) -> web.StreamResponse:
         }
     },
 )
+@requires("git.read")
 async def upload_pack(request: web.Request) -> web.StreamResponse:
     repo = await _git_repo(request, "read")
     with git_slot(request):
@@ -201,6 +201,7 @@ LFS_MESSAGE = "Git LFS is not supported by this server"
 
 
 @routes.route("*", GIT_BASE + "/info/lfs/{tail:.*}")
+@requires("public")
 async def lfs(request: web.Request) -> web.Response:
     """Git LFS endpoints: 501 with the one line git-lfs prints (left out of the API document)."""
     # git-lfs prints the `message` of its batch API's error answer as the one line the
@@ -237,6 +238,7 @@ async def lfs(request: web.Request) -> web.Response:
         }
     },
 )
+@requires("git.write")
 async def receive_pack(request: web.Request) -> web.StreamResponse:
     clock = PushClock()
     repo = await _git_repo(request, "write")

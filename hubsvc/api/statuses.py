@@ -18,6 +18,7 @@ from schemas.statuses import (
 from ..errors import NotFound
 from ..git.files import REPO_FILES
 from ..keys import CONFIG, STORE
+from ..policy import requires
 from ..services.publish import event
 from ..store.statuses import combined
 from ..web import present
@@ -65,6 +66,7 @@ async def _commit(request: web.Request, repo: dict, rev: str) -> str:
     "404). Statuses are kept per commit and context, the latest counting; past 1,000 for "
     "one commit and context the oldest goes. Writes a `status` event.",
 )
+@requires("statuses.write")
 async def create_status(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request, "write")
@@ -96,6 +98,7 @@ async def create_status(request: web.Request) -> web.Response:
     tag="statuses",
     description="`:ref` is a branch, a tag or a commit id.",
 )
+@requires("statuses.read")
 async def list_statuses(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     page = read_query(request, PageQuerySchema())
@@ -118,6 +121,7 @@ async def list_statuses(request: web.Request) -> web.Response:
     "status is failure or error, pending when one is pending or there is none, else "
     "success, as GitHub combines them.",
 )
+@requires("statuses.read")
 async def combined_status(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     sha = await _commit(request, repo, request.match_info["ref"])

@@ -20,6 +20,7 @@ from schemas.users import (
 from ..errors import BadRequest, NotFound, PayloadTooLarge
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB
+from ..policy import requires
 from ..services.revoke import user_changed
 from ..web import present
 from ..web.auth import current_user, is_admin, require_user
@@ -71,6 +72,7 @@ async def _user_or_404(request: web.Request) -> dict:
 
 @routes.get("/api/users/me")
 @doc("The signed-in user", responses={200: UserEnvelopeSchema})
+@requires("user.read")
 async def me(request: web.Request) -> web.Response:
     return json_response({"user": _user_json(request, require_user(request))})
 
@@ -80,6 +82,7 @@ async def me(request: web.Request) -> web.Response:
     "The signed-in user's username, name and avatar (what the chat bot reads)",
     responses={200: SummarySchema},
 )
+@requires("user.read")
 async def me_summary(request: web.Request) -> web.Response:
     user = require_user(request)
     summary = present.user_summary(request.app[CONFIG].base_url, user)
@@ -88,6 +91,7 @@ async def me_summary(request: web.Request) -> web.Response:
 
 @routes.get("/api/users/me/settings")
 @doc("The signed-in user's settings and preferences", responses={200: SettingsEnvelopeSchema})
+@requires("user.settings")
 async def get_settings(request: web.Request) -> web.Response:
     return json_response({"settings": present.settings(require_user(request))})
 
@@ -109,6 +113,7 @@ def _forget_cached(request: web.Request, user_id: int) -> None:
     "count against the sign-in limit. Other fields, and an e-mail sent "
     "unchanged, need no password.",
 )
+@requires("user.write")
 async def patch_settings(request: web.Request) -> web.Response:
     user = require_user(request)
     data = await read_json(request, SettingsSchema())
@@ -148,6 +153,7 @@ def _merge_preferences(user: dict, change: dict) -> dict:
     body=PreferencesSchema,
     responses={200: PreferencesEnvelopeSchema},
 )
+@requires("user.write")
 async def post_preferences(request: web.Request) -> web.Response:
     user = require_user(request)
     change = await read_json(request, PreferencesSchema())
@@ -203,6 +209,7 @@ async def _avatar_bytes(request: web.Request, limit: int) -> bytes:
     responses={200: UserEnvelopeSchema},
     errors=(413,),
 )
+@requires("user.write")
 async def patch_avatar(request: web.Request) -> web.Response:
     user = require_user(request)
     data = await _avatar_bytes(request, request.app[CONFIG]["limits"]["avatar_bytes"])
@@ -219,6 +226,7 @@ async def patch_avatar(request: web.Request) -> web.Response:
 
 @routes.delete("/api/users/me/avatar")
 @doc("Remove the avatar; the generated one is served again", responses={204: "removed"})
+@requires("user.write")
 async def delete_avatar(request: web.Request) -> web.Response:
     user = require_user(request)
     await request.app[STORE].users.delete_avatar(user["id"])
@@ -235,6 +243,7 @@ async def delete_avatar(request: web.Request) -> web.Response:
     description="`me` as the username is the caller (401 when anonymous), here and on "
     "every path that takes a username.",
 )
+@requires("user.read")
 async def get_user(request: web.Request) -> web.Response:
     return json_response({"user": _user_json(request, await _user_or_404(request))})
 
@@ -246,6 +255,7 @@ async def get_user(request: web.Request) -> web.Response:
     responses={200: ProfileEnvelopeSchema},
     public=True,
 )
+@requires("user.read")
 async def get_profile(request: web.Request) -> web.Response:
     user = await _user_or_404(request)
     profile = _user_json(request, user)
@@ -262,6 +272,7 @@ async def get_profile(request: web.Request) -> web.Response:
     responses={200: IMAGE_RESPONSE, 304: "not modified"},
     public=True,
 )
+@requires("user.read")
 async def get_avatar(request: web.Request) -> web.StreamResponse:
     user = await _user_or_404(request)
     if user["avatar_hash"]:

@@ -23,6 +23,7 @@ from ..errors import BadRequest, Conflict, NotFound, Unauthorized, Unavailable
 from ..keys import CONFIG, STORE
 from ..notify.messages import ping_message
 from ..notify.webhook import WEBHOOK, sign_inbound
+from ..policy import requires
 from ..services.publish import publish
 from ..timeutil import iso
 from ..web.auth import current_user, require_admin, require_user
@@ -83,6 +84,7 @@ def _secret_may_post_to(request: web.Request, repo: dict) -> bool:
         "sends is built by the server, never taken from the event."
     ),
 )
+@requires("repo.write")
 async def inbound(request: web.Request) -> web.Response:
     raw = await request.read()
     secret = request.app[CONFIG]["chat"]["webhook_secret"]
@@ -133,6 +135,7 @@ async def _send_test(request: web.Request) -> web.Response:
     errors=(403, 503),
     tag="webhooks",
 )
+@requires("admin")
 async def webhook_test(request: web.Request) -> web.Response:
     return await _send_test(request)
 
@@ -144,6 +147,7 @@ async def webhook_test(request: web.Request) -> web.Response:
     errors=(403, 503),
     tag="chat",
 )
+@requires("admin")
 async def chat_link_test(request: web.Request) -> web.Response:
     return await _send_test(request)
 
@@ -183,6 +187,7 @@ def _delivery(row: dict) -> dict:
     errors=(403,),
     tag="webhooks",
 )
+@requires("admin")
 async def deliveries(request: web.Request) -> web.Response:
     require_admin(request)
     page = read_query(request, PageQuerySchema())
@@ -197,6 +202,7 @@ async def deliveries(request: web.Request) -> web.Response:
     errors=(403, 404, 503),
     tag="webhooks",
 )
+@requires("admin")
 async def redeliver(request: web.Request) -> web.Response:
     require_admin(request)
     raw = request.match_info["id"]
@@ -234,6 +240,7 @@ async def redeliver(request: web.Request) -> web.Response:
         "deliveries are under /api/repositories/:owner/:name/hooks/:id/deliveries."
     ),
 )
+@requires("admin")
 async def mail_deliveries(request: web.Request) -> web.Response:
     require_admin(request)
     page = read_query(request, PageQuerySchema())

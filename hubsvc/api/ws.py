@@ -10,37 +10,26 @@ from aiohttp import WSMsgType, web
 from schemas.events import WsQuerySchema
 
 from ..clients import client_ip
-from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
+from ..errors import ApiError, BadRequest, Forbidden
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB, Hub
 from ..notify.sockets import Client
-from ..web.auth import allowed_origin, current_user, require_identity, user_for_token
+from ..policy import Caps, decide, requires
+from ..web.auth import allowed_origin, caps_of, require_identity
 from ..web.openapi import doc
 from ..web.permissions import role_of
 from ..web.rest import json_depth, parse_json
-from ..web.scopes import check_grant
 
 routes = web.RouteTableDef()
 MAX_MESSAGE = 64 * 1024
 
 
-async def _ws_user(request: web.Request) -> tuple[dict[str, Any], bytes | None]:
-    """The token in the query, else the cookie or bearer the middleware resolved; else 401."""
-    token = request.query.get("token")
-    if token:
-        found = await user_for_token(request.app, token)
-        if found is None:
-            raise Unauthorized("invalid or expired token")
-        if found.grant is not None:
-            check_grant(request, found.grant)
-        return found.user, found.digest
-    user = current_user(request)
-    if user is None:
-        raise Unauthorized("authentication required")
+def _ws_user(request: web.Request) -> tuple[dict[str, Any], bytes | None, Caps | None]:
+    """The credential the middleware resolved (?token=, the cookie or a bearer); else 401."""
     identity = require_identity(request)
     if identity.via == "cookie" and not allowed_origin(request):
         raise Forbidden("cross-origin WebSocket refused")
-    return user, identity.token_digest
+    return identity.user, identity.token_digest, caps_of(identity)
 
 
 @routes.get("/ws")
@@ -76,8 +65,9 @@ async def _ws_user(request: web.Request) -> tuple[dict[str, Any], bytes | None]:
     '4001, reason "token revoked"; a subscriber who loses read access gets '
     'unsubscribed {repository, reason: "access revoked"}.',
 )
+@requires("events.stream")
 async def websocket(request: web.Request) -> web.StreamResponse:
-    user, digest = await _ws_user(request)
+    user, digest, caps = _ws_user(request)
     after = _cursor(request.query.get("after"))
     everything = request.query.get("subscribe")
     if everything not in (None, "all"):
@@ -98,7 +88,7 @@ async def websocket(request: web.Request) -> web.StreamResponse:
     except BaseException:
         hub.release(ip, ticket)
         raise
-    client = Client(ws, user, ip, request.transport, digest)
+    client = Client(ws, user, ip, request.transport, digest, caps)
     client.ticket = ticket
     hub.add(client)
     hub.send(
@@ -184,7 +174,12 @@ async def _handle(request: web.Request, hub: Hub, client: Client, text: str) -> 
             return
         user = await request.app[STORE].users.by_id(client.user_id)
         repo = await request.app[STORE].repos.by_name(ref["owner"], ref["name"], client.user_id)
-        if repo is None or user is None or role_of(repo, user) is None:
+        if (
+            repo is None
+            or user is None
+            or role_of(repo, user) is None
+            or not decide(client.caps, "repo.read", repo["id"], "").ok
+        ):
             hub.send(client, {"type": "error", "error": "repository not found"})
             return
         named = {"owner": repo["owner_username"], "name": repo["name"]}

@@ -15,6 +15,7 @@ from aiohttp import WSCloseCode, web
 from ..cluster.counts import SharedCounts
 from ..events.shape import Event
 from ..keys import BUS, CLUSTER, CONFIG, STORE
+from ..policy import may_receive
 from ..store.access import Audience
 from .sockets import PING_CONTROL, PING_FRAME, PING_TEXT, QUEUE_SIZE, Client, text_frame
 
@@ -44,6 +45,7 @@ def _wants(client: Client, event: Event, audience: Audience) -> bool:
             or event.repo_number in client.subscriptions
         )
         and audience.may_read(client.user_id, event)
+        and (client.caps is None or may_receive(client.caps, event.type, event.repo_id))
     )
 
 
@@ -66,6 +68,8 @@ class Hub:
         self.by_user: defaultdict[int, set[Client]] = defaultdict(set)
         self.by_repo: defaultdict[int, set[Client]] = defaultdict(set)
         self.everyone: set[Client] = set()  # the clients subscribed to all they may read
+        # Clients of scoped or limited credentials: the fan-out filters by caps only if any.
+        self.capped: set[Client] = set()
         self.per_ip: defaultdict[str, int] = defaultdict(int)
         self.closing = False
         self._closers: set[asyncio.Task] = set()
@@ -102,6 +106,8 @@ class Hub:
         self.clients.add(client)
         self.by_user[client.user_id].add(client)
         self.per_ip[client.ip] += 1
+        if client.caps is not None:
+            self.capped.add(client)
         due = asyncio.get_running_loop().time() + self.interval
         self._schedule_beat(client, math.ceil(due / self.tick))
 
@@ -113,6 +119,7 @@ class Hub:
         if not self.by_user[client.user_id]:
             del self.by_user[client.user_id]
         self.everyone.discard(client)
+        self.capped.discard(client)
         for repo_id in client.subscriptions:
             self.by_repo[repo_id].discard(client)
             if not self.by_repo[repo_id]:
@@ -282,9 +289,16 @@ class Hub:
             targets = targets.union(*watching)
         if audience.readers is not None or not event.public:
             # Private now, or then: checked against access as it is now (and was then).
-            return [c for c in targets if c.live and c.web and audience.may_read(c.user_id, event)]
-        # A list, not the set itself: a client dropped while sending leaves the set.
-        return [c for c in targets if c.live and c.web]
+            found = [c for c in targets if c.live and c.web and audience.may_read(c.user_id, event)]
+        else:
+            # A list, not the set itself: a client dropped while sending leaves the set.
+            found = [c for c in targets if c.live and c.web]
+        if not self.capped:
+            return found
+        # A scoped or limited credential's socket gets what its caps allow (policy).
+        return [
+            c for c in found if c.caps is None or may_receive(c.caps, event.type, event.repo_id)
+        ]
 
     def resume(self, client: Client, after: int) -> None:
         """Replay the events a client missed after `after`, then go live: no gap, no repeat."""

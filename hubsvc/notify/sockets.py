@@ -8,6 +8,8 @@ from typing import Any
 
 from aiohttp import web
 
+from ..policy import Caps
+
 # Messages a client may have waiting before it counts as fallen behind and is dropped.
 QUEUE_SIZE = 256
 # Bytes the transport may hold unsent before messages wait here instead: the transport
@@ -51,6 +53,7 @@ class Client:
     __slots__ = (
         "backlog",
         "beat",
+        "caps",
         "compress",
         "everything",
         "flusher",
@@ -75,9 +78,13 @@ class Client:
         ip: str,
         transport: Any = None,
         token_digest: bytes | None = None,
+        caps: Caps | None = None,
     ) -> None:
         self.ws = ws
         self.token_digest = token_digest
+        # What the credential allows (policy.Caps; None: all its user may read): live
+        # fan-out and replay ask it per event, as the feed does.
+        self.caps = caps
         self.transport = transport
         if transport is not None:
             transport.set_write_buffer_limits(HIGH_WATER)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from ..policy import requires
 from ..web.openapi import doc
 
 routes = web.RouteTableDef()
@@ -39,6 +40,7 @@ HTML = {"description": "HTML page", "content": {"text/html": {"schema": {"type":
     description="One page that loads /ui/app.js; it uses only the public API (the session "
     "cookie from /auth/sign-in, /api/events and /ws) and routes by the URL's #fragment.",
 )
+@requires("public")
 async def index(request: web.Request) -> web.Response:
     return web.Response(
         body=(STATIC / "index.html").read_bytes(),
@@ -61,6 +63,7 @@ async def index(request: web.Request) -> web.Response:
         }
     },
 )
+@requires("public")
 async def asset(request: web.Request) -> web.StreamResponse:
     path = ASSETS.get(request.match_info["file"])
     if path is None:

@@ -89,6 +89,31 @@ VISIBLE = visible("r", ":viewer")
 READ_THEN = read_then("r", ":viewer", "e")
 
 
+class Readable(NamedTuple):
+    """What a credential's lists may hold beyond its user's reach (policy.readable makes it)."""
+
+    repositories: frozenset[int] | None  # ids; None: every one the user may read
+    private: bool  # private repositories too
+    event_types: tuple[str, ...] | None  # None: every type
+
+
+def narrowed(within: Readable | None, repo: str = "r", event: str | None = None) -> str:
+    """SQL (" AND …") keeping only what within allows; ids and types are bound as literals
+    from integers and the fixed event types, never from user text."""
+    if within is None:
+        return ""
+    parts = []
+    if within.repositories is not None:
+        ids = ", ".join(str(int(i)) for i in sorted(within.repositories))
+        parts.append(f"{repo}.id IN ({ids})" if ids else "1 = 0")
+    if not within.private:
+        parts.append(f"{repo}.visibility = 'public'")
+    if event is not None and within.event_types is not None:
+        types = ", ".join(f"'{t}'" for t in within.event_types if t.isidentifier())
+        parts.append(f"{event}.type IN ({types})" if types else "1 = 0")
+    return "".join(" AND " + part for part in parts)
+
+
 def role_named(level_value: int | None, public: bool) -> str | None:
     """A level as its role name; a public repository is read by anyone."""
     if level_value:

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ..events.shape import Event
-from .access import READ_THEN, VISIBLE
+from .access import READ_THEN, VISIBLE, Readable, narrowed
 from .base import Table, reads, writes
 from .engines import Row
 from .log import append_events, move_cursor
@@ -97,7 +97,13 @@ class EventStore(Table):
 
     @reads
     def visible_after(
-        self, conn, viewer: int, cursor: int, limit: int, repo_id: int | None = None
+        self,
+        conn,
+        viewer: int,
+        cursor: int,
+        limit: int,
+        repo_id: int | None = None,
+        within: Readable | None = None,
     ) -> tuple[list[Event], bool]:
         """Events the viewer may read, oldest first, after cursor.
 
@@ -108,21 +114,29 @@ class EventStore(Table):
         rows = conn.execute(
             "SELECT e.* FROM events e JOIN repositories r ON r.id = e.repo_id"
             f" WHERE e.id > :cursor AND {where} AND CASE WHEN e.public = 1 THEN {VISIBLE}"
-            f" ELSE {READ_THEN} END ORDER BY e.id LIMIT :limit",
+            f" ELSE {READ_THEN} END{narrowed(within, 'r', 'e')} ORDER BY e.id LIMIT :limit",
             {"cursor": cursor, "viewer": viewer, "repo": repo_id, "limit": limit + 1},
         ).fetchall()
         return [_event(r) for r in rows[:limit]], len(rows) > limit
 
     @reads
     def visible_before(
-        self, conn, viewer: int, before: int, after: int, limit: int, repo_id: int | None = None
+        self,
+        conn,
+        viewer: int,
+        before: int,
+        after: int,
+        limit: int,
+        repo_id: int | None = None,
+        within: Readable | None = None,
     ) -> tuple[list[Event], bool]:
         """Events the viewer may read, newest first, after `after` and before `before`."""
         where = "e.repo_id = :repo" if repo_id is not None else "1 = 1"
         rows = conn.execute(
             "SELECT e.* FROM events e JOIN repositories r ON r.id = e.repo_id"
             f" WHERE e.id < :before AND e.id > :after AND {where} AND CASE WHEN e.public = 1"
-            f" THEN {VISIBLE} ELSE {READ_THEN} END ORDER BY e.id DESC LIMIT :limit",
+            f" THEN {VISIBLE} ELSE {READ_THEN} END{narrowed(within, 'r', 'e')}"
+            " ORDER BY e.id DESC LIMIT :limit",
             {
                 "before": before,
                 "after": after,

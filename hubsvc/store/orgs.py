@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from ..errors import Conflict, Unprocessable
 from ..timeutil import now_iso
+from .access import Readable, narrowed
 from .base import StoreMethod, Table, reads, writes
 
 # Bounds, as the rest of the API has them.
@@ -363,13 +364,13 @@ class OrgStore(Table):
 
     @reads
     def team_repos(
-        self, conn, team_id: int, limit: int, offset: int
+        self, conn, team_id: int, limit: int, offset: int, within: Readable | None = None
     ) -> tuple[list[dict[str, Any]], bool]:
         """A team's repositories with the permission each grants, by name."""
         rows = conn.execute(
             "SELECT r.id, r.name, r.visibility, COALESCE(g.permission, t.permission)"
             " AS permission FROM team_repos g JOIN teams t ON t.id = g.team_id"
-            " JOIN repositories r ON r.id = g.repo_id WHERE g.team_id = ?"
+            f" JOIN repositories r ON r.id = g.repo_id WHERE g.team_id = ?{narrowed(within)}"
             " ORDER BY r.name_key LIMIT ? OFFSET ?",
             (team_id, limit + 1, offset),
         ).fetchall()

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from ..errors import Conflict, NotFound
 from ..timeutil import now_iso
-from .access import VISIBLE, Audience, grants_on, level, visible
+from .access import VISIBLE, Audience, Readable, grants_on, level, narrowed, visible
 from .base import StoreMethod, Table, cached_until_write, reads, row_dict, writes
 from .leases import gone
 
@@ -208,11 +208,17 @@ class RepoStore(Table):
 
     @reads
     def of_owner(
-        self, conn, owner_id: int, viewer: int, limit: int, offset: int
+        self,
+        conn,
+        owner_id: int,
+        viewer: int,
+        limit: int,
+        offset: int,
+        within: Readable | None = None,
     ) -> tuple[list[dict[str, Any]], bool]:
         """An owner's repositories the viewer may read, newest first."""
         rows = conn.execute(
-            REPO_SELECT + f" WHERE r.owner_id = :owner AND {VISIBLE}"
+            REPO_SELECT + f" WHERE r.owner_id = :owner AND {VISIBLE}{narrowed(within)}"
             " ORDER BY r.id DESC LIMIT :limit OFFSET :offset",
             {"owner": owner_id, "viewer": viewer, "limit": limit + 1, "offset": offset},
         )
@@ -220,24 +226,36 @@ class RepoStore(Table):
 
     @reads
     def starred_by(
-        self, conn, user_id: int, viewer: int, limit: int, offset: int
+        self,
+        conn,
+        user_id: int,
+        viewer: int,
+        limit: int,
+        offset: int,
+        within: Readable | None = None,
     ) -> tuple[list[dict[str, Any]], bool]:
         """Repositories a user starred that the viewer may read, most recently starred first."""
         # REPO_SELECT binds :viewer, so this query names its parameters too.
         rows = conn.execute(
             REPO_SELECT + " JOIN stars st ON st.repo_id = r.id AND st.user_id = :user"
-            f" WHERE {VISIBLE} ORDER BY st.created_at DESC, r.id DESC LIMIT :limit OFFSET :offset",
+            f" WHERE {VISIBLE}{narrowed(within)} ORDER BY st.created_at DESC, r.id DESC LIMIT :limit OFFSET :offset",
             {"user": user_id, "viewer": viewer, "limit": limit + 1, "offset": offset},
         )
         return _page([_repo(r) for r in rows], limit)
 
     @reads
     def forks(
-        self, conn, repo_id: int, viewer: int, limit: int, offset: int
+        self,
+        conn,
+        repo_id: int,
+        viewer: int,
+        limit: int,
+        offset: int,
+        within: Readable | None = None,
     ) -> tuple[list[dict[str, Any]], bool]:
         """Forks of a repository that the viewer may read, newest first."""
         rows = conn.execute(
-            REPO_SELECT + f" WHERE r.parent_id = :repo AND {VISIBLE}"
+            REPO_SELECT + f" WHERE r.parent_id = :repo AND {VISIBLE}{narrowed(within)}"
             " ORDER BY r.id DESC LIMIT :limit OFFSET :offset",
             {"repo": repo_id, "viewer": viewer, "limit": limit + 1, "offset": offset},
         )

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .access import VISIBLE
+from .access import VISIBLE, Readable, narrowed
 from .base import Table, reads
 from .engines import AnyDatabase
 from .issues import ISSUE_SELECT, _with_assignees
@@ -105,7 +105,13 @@ class SearchStore(Table):
     @cached
     @reads
     def repositories(
-        self, conn, text: str, viewer: int, limit: int, offset: int
+        self,
+        conn,
+        text: str,
+        viewer: int,
+        limit: int,
+        offset: int,
+        within: Readable | None = None,
     ) -> tuple[list[dict[str, Any]], bool]:
         """Repositories by name (weighted) and description; `owner/name` by full name too."""
         sql = self.db.sql
@@ -128,7 +134,7 @@ class SearchStore(Table):
         # Rank and page the hits first: REPO_SELECT's per-row counts are then computed
         # for the page only, not for every match before the sort.
         rows = conn.execute(
-            f"WITH page AS MATERIALIZED ({sql.repository_hits(VISIBLE + where)})"
+            f"WITH page AS MATERIALIZED ({sql.repository_hits(VISIBLE + narrowed(within) + where)})"
             + REPO_SELECT
             + " JOIN page h ON h.hit = r.id ORDER BY h.score, r.id DESC",
             {"q": query, "viewer": viewer, "limit": limit + 1, "offset": offset, **params},
@@ -138,7 +144,14 @@ class SearchStore(Table):
     @cached
     @reads
     def issues(
-        self, conn, text: str, viewer: int, is_pull: bool, limit: int, offset: int
+        self,
+        conn,
+        text: str,
+        viewer: int,
+        is_pull: bool,
+        limit: int,
+        offset: int,
+        within: Readable | None = None,
     ) -> tuple[list[dict[str, Any]], bool]:
         """Issues or pull requests by title (weighted) and body."""
         groups = query_groups(text)
@@ -146,7 +159,7 @@ class SearchStore(Table):
             return [], False
         sql = self.db.sql
         rows = conn.execute(
-            sql.issue_hits(VISIBLE)
+            sql.issue_hits(VISIBLE + narrowed(within))
             + ISSUE_SELECT.replace(
                 "SELECT i.id,", "SELECT ru.username AS repo_owner, r.name AS repo_name, i.id,", 1
             )

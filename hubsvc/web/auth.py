@@ -21,9 +21,9 @@ from aiohttp_session import get_session
 from ..errors import BadRequest, Forbidden, Unauthorized
 from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
-from .botscope import bot_may
-from .scopes import check_grant
+from ..policy import Caps, action_of, decide_action
 
+WS_PATH = "/ws"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # bcrypt reads only the first 72 bytes (bcrypt 5 refuses longer ones outright), so a
 # longer password would be silently cut, or crash: it is refused up front everywhere.
@@ -236,12 +236,16 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     """Resolve a bearer token, the session cookie or the chat bot key; bad ones are 401."""
     header = request.headers.get("Authorization", "")
     identity = None
-    if header[:7].lower() == "bearer ":
-        found = await user_for_token(request.app, header[7:].strip())
+    bearer = header[7:].strip() if header[:7].lower() == "bearer " else None
+    if request.path == WS_PATH and request.query.get("token"):
+        # A browser cannot set headers on a WebSocket upgrade: the token rides the query.
+        bearer = request.query["token"]
+    if bearer is not None:
+        found = await user_for_token(request.app, bearer)
         if found is None:
             raise Unauthorized("invalid or expired token")
         identity = Identity(
-            found.user, "bearer", found.digest, is_personal_token(header[7:].strip()), found.grant
+            found.user, "bearer", found.digest, is_personal_token(bearer), found.grant
         )
     elif "session" in request.cookies:
         session = await get_session(request)
@@ -256,12 +260,45 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
                 raise Forbidden("cross-origin request refused")
     if identity is None:
         identity = await _bot_identity(request)
-        if identity is not None and not bot_may(request):
-            raise Forbidden(BOT_SCOPE_REFUSAL)
-    elif identity.grant is not None:
-        check_grant(request, identity.grant)
+    authorize(request, identity)
     request[AUTH] = identity
     return await handler(request)
+
+
+def caps_of(identity: Identity | None) -> Caps | None:
+    """What the request's credential allows (None: anonymous, or all its user may do)."""
+    if identity is None:
+        return None
+    if identity.via == "bot":
+        return Caps("bot")
+    if identity.personal:
+        grant = identity.grant
+        return Caps(
+            "pat",
+            grant.scopes if grant is not None else None,
+            grant.repositories if grant is not None else None,
+        )
+    if identity.via == "basic":
+        return Caps("basic")
+    return None
+
+
+def authorize(request: web.Request, identity: Identity | None) -> None:
+    """Refuse what the route's declared action is beyond this credential (the policy's part
+    that needs no resource; the repository's part is load_repo's)."""
+    if request.match_info.http_exception is not None:
+        return  # no route: the 404 or 405 answers for itself
+    action = action_of(request.match_info.handler)
+    if action is None:
+        raise Forbidden("this route declares no action")  # the start-up check prevents it
+    if action == "bot.key" and not bot_key_ok(request):
+        raise Unauthorized("chat bot key required")
+    if action == "admin" and identity is None:
+        raise Unauthorized("authentication required")
+    admin = identity is not None and is_admin(request, identity.user)
+    decision = decide_action(caps_of(identity), action, is_admin=admin)
+    if not decision.ok:
+        raise Forbidden(decision.reason)
 
 
 BOT_KEY_HEADER = "X-Chat-Bot-Key"
@@ -269,11 +306,6 @@ CHAT_USER_HEADER = "X-Chat-User-Id"
 # The link endpoints take the chat id they act on from the body or the path, so there
 # the bot key alone is the credential, whether or not X-Chat-User-Id is linked yet.
 CHAT_LINK_PATHS = "/api/chat/link/"
-BOT_SCOPE_REFUSAL = (
-    "outside the chat bot's scope: with X-Chat-Bot-Key the bot may read, search, "
-    "fork, open issues and comment for a linked user; sign in as the user "
-    "for anything else"
-)
 
 
 def bot_key_ok(request: web.Request) -> bool:

@@ -8,9 +8,10 @@ from urllib.parse import quote
 from aiohttp import web
 
 from ..errors import Forbidden, NotFound
-from ..keys import STORE
-from ..store.access import LEVELS, role_named
-from .auth import current_user
+from ..keys import AUTH, STORE
+from ..policy import action_of, decide, decide_action, readable
+from ..store.access import LEVELS, Readable, role_named
+from .auth import caps_of, current_user
 from .names import path_username
 
 
@@ -30,9 +31,17 @@ def allows(role: str | None, need: str) -> bool:
 
 
 async def load_repo(
-    request: web.Request, need: str = "read", owner: str | None = None, name: str | None = None
+    request: web.Request,
+    need: str = "read",
+    owner: str | None = None,
+    name: str | None = None,
+    action: str | None = None,
 ) -> dict[str, Any]:
     """The repository of the path, checked: 404 if unreadable, 403 if readable but not enough.
+
+    Enough is the user's role reaching need and the credential allowing action on this
+    repository (the policy: scopes, a token's repositories by id); action defaults to
+    the one the route declares. A repository named in a body is checked the same way.
 
     A renamed repository's old name still finds it: an API path answers 301 (308 for
     methods with a body) to the new one, a name given otherwise (git URLs, bodies) is
@@ -55,10 +64,36 @@ async def load_repo(
         raise NotFound("repository not found")
     if renamed and from_path and request.path.startswith("/api/repositories/"):
         raise _moved(request, repo)
+    check_repo(request, repo, action)
     if not allows(role, need):
         raise Forbidden(f"{need} access to this repository is required")
     repo["role"] = role
     return repo
+
+
+def check_repo(request: web.Request, repo: dict[str, Any], action: str | None = None) -> None:
+    """403 unless the credential may take action (default: the route's) on this repository."""
+    decision = decide(
+        caps_of(request.get(AUTH)),
+        action or action_of(request.match_info.handler) or "repo.read",
+        repo["id"],
+        f"{repo['owner_username']}/{repo['name']}",
+    )
+    if not decision.ok:
+        raise Forbidden(decision.reason)
+
+
+def readable_by(request: web.Request) -> Readable | None:
+    """What the request's credential lets a list, the feed or search hold (None: all its
+    user may read); the store narrows its queries by it."""
+    return readable(caps_of(request.get(AUTH)))
+
+
+def check_action(request: web.Request, action: str) -> None:
+    """403 naming what the credential lacks for an action beyond the route's own."""
+    decision = decide_action(caps_of(request.get(AUTH)), action)
+    if not decision.ok:
+        raise Forbidden(decision.reason)
 
 
 def _moved(request: web.Request, repo: dict[str, Any]) -> web.HTTPException:
