@@ -7,8 +7,8 @@ from datetime import UTC
 
 from marshmallow import ValidationError, fields, validate, validates
 
-from hubsvc.web.auth import password_problem
 from hubsvc.policy import SCOPES
+from hubsvc.web.auth import password_problem
 
 from .common import Base, Bool, Email, Int, List, Nested, PageQuerySchema, Str, UserSummarySchema
 
