@@ -14,6 +14,7 @@ from marshmallow import Schema
 from schemas.common import ErrorSchema
 
 from .. import __version__
+from ..policy import ACTIONS, PERSON_ONLY, action_of
 
 ERROR_TEXT = {
     400: "bad request: malformed, a value of the wrong JSON type or out of range "
@@ -63,6 +64,14 @@ def doc(
         return handler
 
     return attach
+
+
+def _needs(action: str) -> str:
+    """What a credential needs for an action, in words."""
+    scope = ACTIONS[action]
+    if action in PERSON_ONLY:
+        return "; a signed-in session only (never a personal access token)."
+    return f"; a personal access token needs `{scope}`." if scope else "."
 
 
 def _response(value: Any) -> dict[str, Any]:
@@ -125,6 +134,13 @@ def build_spec(app: web.Application) -> dict[str, Any]:
         }
         if meta["description"]:
             operation["description"] = meta["description"]
+        action = action_of(route.handler)
+        if action is not None:
+            # The policy's requirement, as GitHub's docs print each endpoint's permission.
+            operation["x-hubsvc-action"] = action
+            operation["description"] = (
+                operation.get("description", "") + f"\n\nPolicy: `{action}`" + _needs(action)
+            ).strip()
         if params:
             operation["parameters"] = params
         if isinstance(meta["body"], dict):  # a body that is not JSON: {media type: schema}
