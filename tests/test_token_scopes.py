@@ -70,9 +70,16 @@ async def test_a_token_limited_to_repositories(client, alice):
     await refused(
         await client.get("/api/repositories/alice/other/tree", headers=token), "alice/other"
     )
-    # Answers that span repositories would show the others.
-    for path in ("/api/search?q=other", "/api/events"):
-        await refused(await client.get(path, headers=token), "named repositories")
+    # Answers that span repositories hold only its own (issue 30: narrowed, not refused).
+    found = await (await client.get("/api/search?q=other", headers=token)).json()
+    assert found["results"] == []
+    found = await (await client.get("/api/search?q=proj", headers=token)).json()
+    assert [r["fullName"] for r in found["results"]] == ["alice/proj"]
+    listed = await (await client.get("/api/users/alice/repositories", headers=token)).json()
+    assert [r["fullName"] for r in listed["repositories"]] == ["alice/proj"]
+    await refused(
+        await client.post("/api/repositories", json={"name": "more"}, headers=token), "limited"
+    )
 
 
 async def test_bad_scopes_are_refused(client, alice):
