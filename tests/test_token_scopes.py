@@ -78,7 +78,7 @@ async def test_a_token_limited_to_repositories(client, alice):
     listed = await (await client.get("/api/users/alice/repositories", headers=token)).json()
     assert [r["fullName"] for r in listed["repositories"]] == ["alice/proj"]
     await refused(
-        await client.post("/api/repositories", json={"name": "more"}, headers=token), "limited"
+        await client.post("/api/repositories", json={"name": "more"}, headers=token), "repo:write"
     )
 
 
