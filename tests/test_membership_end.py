@@ -4,12 +4,16 @@ private forks of its private repositories, through HTTP, stock git and a real We
 
 from __future__ import annotations
 
+import pytest
+
 from hubsvc.app import create_app
 from hubsvc.git.files import REPO_FILES
 from hubsvc.keys import STORE
 
+from . import test_cluster as cluster
 from .conftest import sign_up
 from .gitcli import git, remote
+from .test_cluster import three  # noqa: F401  # the fixture of three processes
 from .test_orgs import ORG, _ok, make_org
 from .test_repos import create
 from .test_ws import connect, next_of, nothing_for
@@ -204,3 +208,37 @@ async def test_the_migration_ends_creation_grants_that_outlived_their_membership
     )
     await _ok(await client.delete(f"{ORG}/members/carol", headers=alice.headers), 204)
     assert (await client.get(kit, headers=carol.headers)).status == 404
+
+
+async def test_on_several_processes_the_removal_holds_at_once_everywhere(three):
+    (a, b, c), session = three
+    owner = await cluster.sign_up(session, a, "owner")
+    member = await cluster.sign_up(session, a, "member")
+    assert (await cluster.call(session, a, "POST", "/api/orgs", {"name": "acme"}, owner))[0] == 201
+    path = "/api/orgs/acme/members/member"
+    assert (await cluster.call(session, a, "PUT", path, {"role": "member"}, owner))[0] == 201
+    body = {"name": "tool", "owner": "acme", "visibility": "private"}
+    assert (await cluster.call(session, a, "POST", API, body, member))[0] == 201
+    fork = {"name": "mine"}
+    assert (await cluster.call(session, a, "POST", f"{TOOL}/fork", fork, member))[0] == 201
+    # B knows both, with the member as admin: its caches hold them.
+    assert (await cluster.call(session, b, "GET", TOOL, token=member))[1]["repo"][
+        "permission"
+    ] == "admin"
+    assert (await cluster.call(session, b, "GET", f"{API}/member/mine", token=member))[0] == 200
+    ws = await cluster.socket(session, b, member)
+    await cluster.subscribe(ws, "acme", "tool")
+    await cluster.open_issue(session, a, owner, "before", repo="acme/tool")
+    await cluster.next_of(ws, "notification")
+
+    assert (await cluster.call(session, c, "DELETE", path, token=owner))[0] == 204
+    # At once on B: no wait for a cache to expire.
+    assert (await cluster.call(session, b, "GET", TOOL, token=member))[0] == 404
+    assert (await cluster.call(session, b, "GET", f"{TOOL}/hooks", token=member))[0] == 404
+    assert (await cluster.call(session, b, "GET", f"{API}/member/mine", token=member))[0] == 404
+    gone = await cluster.next_of(ws, "unsubscribed", timeout=1)
+    assert gone["repository"] == {"owner": "acme", "name": "tool"}
+    await cluster.open_issue(session, a, owner, "after", repo="acme/tool")
+    with pytest.raises(TimeoutError):
+        await cluster.next_of(ws, "notification", timeout=0.5)
+    await ws.close()
