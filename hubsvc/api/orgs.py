@@ -215,7 +215,7 @@ async def delete_member(request: web.Request) -> web.Response:
     if not await request.app[STORE].orgs.remove_member(org["id"], target["id"]):
         raise NotFound("not a member of the organization")
     await recheck_org(request, org)
-    deleted = await delete_lost_forks(request.app, org["id"], [target["id"]])
+    deleted = await delete_lost_forks(request.app, org["id"], target["id"])
     return noted(web.Response(status=204), deleted)
 
 

@@ -323,7 +323,7 @@ async def delete_collaborator(request: web.Request) -> web.Response:
     if not await request.app[STORE].repos.remove_collaborator(repo["id"], target["id"]):
         raise NotFound("not a collaborator")
     await _recheck(request, repo)
-    deleted = await delete_lost_forks(request.app, repo["owner_id"], [target["id"]])
+    deleted = await delete_lost_forks(request.app, repo["owner_id"], target["id"])
     return noted(web.Response(status=204), deleted)
 
 
@@ -346,12 +346,12 @@ async def _recheck(request: web.Request, repo: dict) -> None:
     responses={201: RepoEnvelopeSchema},
     errors=(403, 404, 409, 422),
     tag="forks",
-    description="`owner`: an organization the caller belongs to (a member is admin of the fork while a "
-    "member, as of a repository they create there); a private repository is "
+    description="`owner`: an organization the caller belongs to (a member is admin of the "
+    "fork while a member, as of a repository they create there); a private repository is "
     "forked only into the caller's account or its own organization (422). A private fork "
     "of an organization's private repository is deleted when its owner may no longer "
-    "read that repository (as on GitHub). The parent's `fork` event carries `{forkee, forker}`; a private fork is "
-    "`forkee: null` there, since the parent's readers, hooks and watchers may "
+    "read that repository (as on GitHub). The parent's `fork` event carries "
+    "`{forkee, forker}`; a private fork is `forkee: null` there, since the parent's readers, hooks and watchers may "
     "not read it.",
 )
 async def fork_repo(request: web.Request) -> web.Response:

@@ -14,14 +14,12 @@ from ..notify.hub import HUB
 DELETED_FORKS_HEADER = "X-Hubsvc-Deleted-Forks"
 
 
-async def delete_lost_forks(
-    app: web.Application, org_id: int, user_ids: list[int] | None = None
-) -> list[str]:
-    """Delete private forks of org_id's private repositories whose owner (one of user_ids,
-    or anyone) may no longer read the repository they came from; their owner/name."""
+async def delete_lost_forks(app: web.Application, org_id: int, user_id: int) -> list[str]:
+    """Delete user_id's private forks of org_id's private repositories they may no longer
+    read (none when org_id is a person); their owner/name."""
     store, files, hub = app[STORE], app[REPO_FILES], app[HUB]
     deleted = []
-    for fork in await store.repos.lost_forks(org_id, user_ids):
+    for fork in await store.repos.lost_forks(org_id, user_id):
         # The same steps as DELETE /api/repositories/:owner/:name.
         await store.repos.delete(fork["id"])
         await files.remove(fork["id"])

@@ -246,23 +246,18 @@ class RepoStore(Table):
         return _page([_repo(r) for r in rows], limit)
 
     @reads
-    def lost_forks(self, conn, org_id: int, user_ids: list[int] | None) -> list[dict[str, Any]]:
-        """People's private forks of the organization's private repositories that their
-        owner may no longer read (of user_ids' only, when given)."""
-        who = ""
-        if user_ids is not None:
-            if not user_ids:
-                return []
-            who = f" AND f.owner_id IN ({', '.join('?' for _ in user_ids)})"
+    def lost_forks(self, conn, org_id: int, user_id: int) -> list[dict[str, Any]]:
+        """A user's private forks of an organization's private repositories that they may
+        no longer read."""
         rows = conn.execute(
-            "SELECT f.id, f.name, fu.username AS owner_username,"
-            " p.name AS parent_name, o.username AS parent_owner"
-            " FROM repositories f JOIN users fu ON fu.id = f.owner_id AND fu.is_org = 0"
+            "SELECT f.id, f.name, fu.username AS owner_username"
+            " FROM repositories f JOIN users fu ON fu.id = f.owner_id"
             " JOIN repositories p ON p.id = f.parent_id"
             " JOIN users o ON o.id = p.owner_id AND o.is_org = 1"
-            " WHERE p.owner_id = ? AND p.visibility = 'private' AND f.visibility = 'private'"
-            f"{who} AND NOT {visible('p', 'f.owner_id')} ORDER BY f.id",
-            (org_id, *(user_ids or ())),
+            " WHERE f.owner_id = ? AND p.owner_id = ?"
+            " AND p.visibility = 'private' AND f.visibility = 'private'"
+            f" AND NOT {visible('p', 'f.owner_id')} ORDER BY f.id",
+            (user_id, org_id),
         )
         return [dict(r) for r in rows]
 
