@@ -30,6 +30,7 @@ from ..errors import Forbidden, NotFound
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB
 from ..policy import requires
+from ..services.lost_forks import DELETED_FORKS_HEADER, delete_lost_forks, noted
 from ..web import present
 from ..web.auth import current_user, require_user
 from ..web.names import path_username
@@ -206,9 +207,12 @@ async def put_member(request: web.Request) -> web.Response:
     responses={204: "removed"},
     errors=(401, 403, 404, 409),
     tag="organizations",
-    description="Leaving ends every grant at once: the organization's and its teams' (the "
-    "member leaves every team); open WebSockets stop receiving what they may no longer read. "
-    "The last owner can't leave (409).",
+    description="Leaving ends every grant at once: the organization's, its teams' (the "
+    "member leaves every team) and the admin they held on the repositories they created or "
+    "forked into it; open WebSockets stop receiving what they may no longer read. "
+    "As on GitHub, their private forks of the organization's private repositories they may "
+    f"no longer read are deleted; the answer names them in `{DELETED_FORKS_HEADER}` "
+    "(`owner/name, …`). The last owner can't leave (409).",
 )
 @requires("org.admin")
 async def delete_member(request: web.Request) -> web.Response:
@@ -220,7 +224,8 @@ async def delete_member(request: web.Request) -> web.Response:
     if not await request.app[STORE].orgs.remove_member(org["id"], target["id"]):
         raise NotFound("not a member of the organization")
     await recheck_org(request, org)
-    return web.Response(status=204)
+    deleted = await delete_lost_forks(request.app, org["id"], target["id"])
+    return noted(web.Response(status=204), deleted)
 
 
 # Teams

@@ -25,6 +25,7 @@ from ..git.files import REPO_FILES
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB
 from ..policy import requires
+from ..services.lost_forks import DELETED_FORKS_HEADER, delete_lost_forks, noted
 from ..services.publish import event, publish
 from ..web import present
 from ..web.auth import current_user, require_user
@@ -82,8 +83,11 @@ async def owner_for(request: web.Request, user: dict, owner: str | None) -> tupl
     errors=(403, 409),
     tag="repositories",
     description="autoInit=true makes a first commit with a README.md on the default branch. "
-    "With `owner`, an organization's (its members may create them, as GitHub's default is; "
-    "the member who does is the repository's admin).",
+    "With `owner`, an organization's (its members may create them, as GitHub's default is). "
+    "As on GitHub the member who creates one (or forks into the organization) is its admin, "
+    "but only while a member: the grant ends with the membership, whether they leave or are "
+    "removed (an owner's `PUT …/collaborators/:username` makes it a grant of its own, kept "
+    "as an outside collaborator's). Owners hold owner on every repository already.",
 )
 @requires("repo.create")
 async def create_repo(request: web.Request) -> web.Response:
@@ -317,6 +321,9 @@ async def put_collaborator(request: web.Request) -> web.Response:
     responses={204: "removed"},
     errors=(403, 404),
     tag="collaborators",
+    description="On an organization's private repository, as on GitHub, a collaborator who "
+    "may no longer read it loses their private forks of it (deleted, git data too); the "
+    f"answer names them in `{DELETED_FORKS_HEADER}` (`owner/name, …`).",
 )
 @requires("repo.admin")
 async def delete_collaborator(request: web.Request) -> web.Response:
@@ -326,7 +333,8 @@ async def delete_collaborator(request: web.Request) -> web.Response:
     if not await request.app[STORE].repos.remove_collaborator(repo["id"], target["id"]):
         raise NotFound("not a collaborator")
     await _recheck(request, repo)
-    return web.Response(status=204)
+    deleted = await delete_lost_forks(request.app, repo["owner_id"], target["id"])
+    return noted(web.Response(status=204), deleted)
 
 
 async def _recheck(request: web.Request, repo: dict) -> None:
@@ -348,9 +356,12 @@ async def _recheck(request: web.Request, repo: dict) -> None:
     responses={201: RepoEnvelopeSchema},
     errors=(403, 404, 409, 422),
     tag="forks",
-    description="`owner`: an organization the caller belongs to; a private repository is "
-    "forked only into the caller's account or its own organization (422). The parent's `fork` event carries `{forkee, forker}`; a private fork is "
-    "`forkee: null` there, since the parent's readers, hooks and watchers may "
+    description="`owner`: an organization the caller belongs to (a member is admin of the "
+    "fork while a member, as of a repository they create there); a private repository is "
+    "forked only into the caller's account or its own organization (422). A private fork "
+    "of an organization's private repository is deleted when its owner may no longer "
+    "read that repository (as on GitHub). The parent's `fork` event carries "
+    "`{forkee, forker}`; a private fork is `forkee: null` there, since the parent's readers, hooks and watchers may "
     "not read it.",
 )
 @requires("repo.fork")

@@ -191,7 +191,8 @@ class OrgStore(Table):
     @changes_grants
     @writes
     def remove_member(self, conn, org_id: int, user_id: int) -> bool:
-        """A member leaves (or is removed): their teams of the org go too. 409: last owner."""
+        """A member leaves (or is removed): their teams of the org go too, and the grants
+        made for the membership. 409: last owner."""
         current = conn.execute(
             "SELECT role FROM org_members WHERE org_id = ? AND user_id = ?", (org_id, user_id)
         ).fetchone()
@@ -202,6 +203,13 @@ class OrgStore(Table):
         conn.execute(
             "DELETE FROM team_members WHERE user_id = ?"
             " AND team_id IN (SELECT id FROM teams WHERE org_id = ?)",
+            (user_id, org_id),
+        )
+        # What they were given for being a member (admin of the repositories they
+        # created or forked into it) ends with the membership.
+        conn.execute(
+            "DELETE FROM collaborators WHERE user_id = ? AND with_membership = 1"
+            " AND repo_id IN (SELECT id FROM repositories WHERE owner_id = ?)",
             (user_id, org_id),
         )
         conn.execute("DELETE FROM org_members WHERE org_id = ? AND user_id = ?", (org_id, user_id))

@@ -126,7 +126,8 @@ class RepoStore(Table):
     ) -> dict[str, Any]:
         """Insert a repository; 409 when the owner has one of that name.
 
-        admin_id: a collaborator with admin from the start (who made an organization's).
+        admin_id: a member who made an organization's repository: its admin while they
+        stay a member (the grant ends with the membership, OrgStore.remove_member).
         """
         self._check_free(conn, owner_id, name)
         now = now_iso()
@@ -149,8 +150,9 @@ class RepoStore(Table):
         ).fetchone()[0]
         if admin_id is not None:
             conn.execute(
-                "INSERT INTO collaborators (repo_id, user_id, permission, created_at, since_event)"
-                " VALUES (?, ?, 'admin', ?, 0)",
+                "INSERT INTO collaborators"
+                " (repo_id, user_id, permission, created_at, since_event, with_membership)"
+                " VALUES (?, ?, 'admin', ?, 0, 1)",
                 (repo_id, admin_id, now),
             )
         # A new repository takes the name for good: an older rename's redirect ends here.
@@ -260,6 +262,22 @@ class RepoStore(Table):
             {"repo": repo_id, "viewer": viewer, "limit": limit + 1, "offset": offset},
         )
         return _page([_repo(r) for r in rows], limit)
+
+    @reads
+    def lost_forks(self, conn, org_id: int, user_id: int) -> list[dict[str, Any]]:
+        """A user's private forks of an organization's private repositories that they may
+        no longer read."""
+        rows = conn.execute(
+            "SELECT f.id, f.name, fu.username AS owner_username"
+            " FROM repositories f JOIN users fu ON fu.id = f.owner_id"
+            " JOIN repositories p ON p.id = f.parent_id"
+            " JOIN users o ON o.id = p.owner_id AND o.is_org = 1"
+            " WHERE f.owner_id = ? AND p.owner_id = ?"
+            " AND p.visibility = 'private' AND f.visibility = 'private'"
+            f" AND NOT {visible('p', 'f.owner_id')} ORDER BY f.id",
+            (user_id, org_id),
+        )
+        return [dict(r) for r in rows]
 
     @reads
     def readable_ids(self, conn, repo_ids: list[int], viewer: int) -> set[int]:
@@ -433,14 +451,19 @@ class RepoStore(Table):
     @changes_audience
     @writes
     def set_collaborator(self, conn, repo_id: int, user_id: int, permission: str) -> bool:
-        """Add or change a collaborator; True when newly added."""
+        """Add or change a collaborator; True when newly added.
+
+        An owner's grant stands on its own: one that replaces a member's creation grant no
+        longer ends with the membership (as an outside collaborator's on GitHub).
+        """
         existed = conn.execute(
             "SELECT 1 FROM collaborators WHERE repo_id = ? AND user_id = ?", (repo_id, user_id)
         ).fetchone()
         conn.execute(
             "INSERT INTO collaborators (repo_id, user_id, permission, created_at, since_event)"
             " VALUES (?, ?, ?, ?, (SELECT COALESCE(MAX(id), 0) FROM events))"
-            " ON CONFLICT (repo_id, user_id) DO UPDATE SET permission = excluded.permission",
+            " ON CONFLICT (repo_id, user_id) DO UPDATE SET permission = excluded.permission,"
+            " with_membership = 0",
             (repo_id, user_id, permission, now_iso()),
         )
         return existed is None
