@@ -29,9 +29,7 @@ from ..git.objects import RANGE_COMMITS, RANGE_FILES
 from ..git.ranges import TEXT_CHUNK
 from ..keys import CONFIG, STORE
 from ..services import pulls
-from ..services.protection import merge_problems
 from ..services.publish import event
-from ..services.pushes import push_data
 from ..web import present
 from ..web.auth import require_user
 from ..web.openapi import doc
@@ -349,57 +347,23 @@ async def patch_pull(request: web.Request) -> web.Response:
     errors=(403, 404, 405, 409),
     tag="pulls",
     description="409 when the pull request is not open, on a conflict, when a fast-forward "
-    "is impossible, or when the base branch moved during the merge. 405 naming what is "
-    "missing when the base branch's protection is not met yet (approvals, required "
-    "status contexts, the head up to date with the base), as GitHub answers.",
+    "is impossible, or when the base branch moved during the merge. With `sha`, 409 "
+    '("Head branch was modified. Review and try the merge again.") unless the head is '
+    "still that commit. 405 naming what is missing when the base branch's protection is "
+    "not met yet (approvals, required status contexts, the head up to date with the "
+    "base), as GitHub answers. The rules are judged, under the repository's merge lock, "
+    "on the very head commit that is merged: a push to the head meanwhile is never "
+    "merged unchecked.",
 )
 async def merge_pull(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request, "write")
     item = await load_issue(request, repo, True)
     data = await read_json(request, MergeSchema())
-    store = request.app[STORE]
-    if item["state"] == "open":
-        heads = await pulls.resolve_heads(request.app, item)
-        if heads.head is not None and heads.base is not None:
-            problems = await merge_problems(request.app, repo, item, heads.base, heads.head)
-            if problems:
-                # GitHub answers 405 to a merge its branch protection does not allow yet.
-                raise ApiError("; ".join(problems), 405)
-    # The claim is taken in the database, so exactly one merge (or a close) wins even
-    # when several processes serve the same pull request.
-    if not await store.issues.claim_merge(item["id"]):
-        raise Conflict("pull request is not open, or another merge of it is under way")
-    try:
-        new, heads = await pulls.merge(request.app, item, user, data["method"], data.get("message"))
-    except BaseException:
-        await asyncio.shield(store.issues.release_merge(item["id"]))
-        raise
-    ref = f"refs/heads/{item['base']}"
-    assert heads.base is not None  # merge() answers 409 when the base is gone
-    push = await request.app[REPO_FILES].run(repo["id"], push_data, ref, heads.base, new, [])
-    row = await store.issues.mark_merged(
-        item["id"],
-        user["id"],
-        new,
-        heads.head,
-        heads.base,
-        emit=lambda row: [
-            event(
-                request,
-                repo,
-                "pull_request",
-                {
-                    "action": "merged",
-                    "pullRequest": _pull(request, repo, row),
-                    "method": data["method"],
-                },
-            ),
-            event(request, repo, "push", push),
-        ],
+    row = await pulls.merge(
+        request.app, repo, item, user, data["method"], data.get("message"), data.get("sha")
     )
     [body] = await pulls_for_caller(request, repo, [row])
-    await request.app[STORE].repos.touch(repo["id"])
     return json_response({"pullRequest": body})
 
 

@@ -366,8 +366,11 @@ class IssueStore(Table):
         mergeable: bool | None,
     ) -> None:
         """Record the result of a merge check for the heads it was computed on."""
+        # A merged pull request keeps the tips it merged: a check of a push that raced
+        # the merge may finish after it.
         conn.execute(
-            "UPDATE pulls SET head_oid = ?, base_oid = ?, mergeable = ? WHERE issue_id = ?",
+            "UPDATE pulls SET head_oid = ?, base_oid = ?, mergeable = ?"
+            " WHERE issue_id = ? AND merged = 0",
             (head_oid, base_oid, None if mergeable is None else int(mergeable), issue_id),
         )
 
