@@ -266,6 +266,7 @@ class PullCreateSchema(Base):
         RepoRefSchema,
         metadata={"description": "the fork the head branch lives in; default: this repository"},
     )
+    assignees = List(USERNAME, load_default=list, validate=validate.Length(max=10))
 
 
 class PullUpdateSchema(Base):
@@ -273,6 +274,7 @@ class PullUpdateSchema(Base):
     body = Str(validate=BODY)
     state = Str(validate=validate.OneOf(["open", "closed"]))
     base = Str(validate=branch_name, metadata=BRANCH_DOC)
+    assignees = List(USERNAME, validate=validate.Length(max=10))
 
 
 class MergeSchema(Base):

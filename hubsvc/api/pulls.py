@@ -36,10 +36,12 @@ from ..web.openapi import doc
 from ..web.permissions import allows, load_repo
 from ..web.rest import json_response, read_json, read_query
 from .issues import (
+    ASSIGNEES_DOC,
     COMMENT_DELETE_DOC,
     COMMENT_EDIT_DOC,
     LIST_DESCRIPTION,
     add_comment,
+    assignee_ids,
     check_edit,
     delete_comment,
     edit_changes,
@@ -115,9 +117,9 @@ async def _head_repo(request: web.Request, base: dict, ref: dict | None) -> dict
     "Open a pull request from a branch of this repository or of a fork",
     body=PullCreateSchema,
     responses={201: PullEnvelopeSchema},
-    errors=(403, 404, 409),
+    errors=(403, 404, 409, 422),
     tag="pulls",
-    description="A missing branch is 400; an open pull request with the same "
+    description=ASSIGNEES_DOC + " A missing branch is 400; an open pull request with the same "
     "head and base is 409. mergeable comes from a real three-way merge. "
     "From a private fork it needs write access to the fork (403), "
     "unless every reader of the base may read the fork; at every "
@@ -128,6 +130,8 @@ async def create_pull(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
     data = await read_json(request, PullCreateSchema())
+    if data["assignees"] and not allows(repo["role"], "triage"):
+        raise Forbidden("triage access is required to set assignees")
     head_repo = await _head_repo(request, repo, data.get("headRepository"))
     base = data.get("base") or repo["default_branch"]
     files = request.app[REPO_FILES]
@@ -137,13 +141,14 @@ async def create_pull(request: web.Request) -> web.Response:
         raise BadRequest("base: branch not found")
     if head_repo["id"] == repo["id"] and data["head"] == base:
         raise BadRequest("head: must differ from base")
+    ids = await assignee_ids(request, repo, data["assignees"])
     row = await request.app[STORE].issues.create(
         repo_id=repo["id"],
         author_id=user["id"],
         title=data["title"],
         body=data["body"],
         labels=[],
-        assignee_ids=[],
+        assignee_ids=ids,
         pull={"head_repo_id": head_repo["id"], "head": data["head"], "base": base},
         # As on GitHub, the opened event comes before mergeability is known (null).
         emit=lambda row: [
@@ -297,11 +302,13 @@ async def get_pull(request: web.Request) -> web.Response:
 
 @routes.patch(PULLS + "/{number}")
 @doc(
-    "Edit title, body, state (open/closed) or base; merged only through merge",
+    "Edit title, body, state (open/closed), base or assignees; merged only through merge",
     body=PullUpdateSchema,
     responses={200: PullEnvelopeSchema},
-    errors=(403, 404, 409),
+    errors=(403, 404, 409, 422),
     tag="pulls",
+    description="Title, body and state: the author or triagers; assignees: triagers; "
+    "base: writers. " + ASSIGNEES_DOC,
 )
 async def patch_pull(request: web.Request) -> web.Response:
     user = require_user(request)
@@ -317,9 +324,11 @@ async def patch_pull(request: web.Request) -> web.Response:
         is None
     ):
         raise BadRequest("base: branch not found")
+    ids = await assignee_ids(request, repo, data["assignees"]) if "assignees" in data else None
     row = await request.app[STORE].issues.update(
         item["id"],
         data,
+        ids,
         emit=lambda row: [
             event(
                 request,
