@@ -266,6 +266,7 @@ class PullCreateSchema(Base):
         RepoRefSchema,
         metadata={"description": "the fork the head branch lives in; default: this repository"},
     )
+    assignees = List(USERNAME, load_default=list, validate=validate.Length(max=10))
 
 
 class PullUpdateSchema(Base):
@@ -273,11 +274,29 @@ class PullUpdateSchema(Base):
     body = Str(validate=BODY)
     state = Str(validate=validate.OneOf(["open", "closed"]))
     base = Str(validate=branch_name, metadata=BRANCH_DOC)
+    assignees = List(USERNAME, validate=validate.Length(max=10))
 
 
 class MergeSchema(Base):
     method = Str(load_default="merge", validate=validate.OneOf(["merge", "squash", "fast-forward"]))
     message = Str(validate=validate.Length(min=1, max=65536))
+    sha = Str(
+        # Length too: Regexp's match lets "$" pass a trailing newline.
+        validate=[
+            validate.Length(equal=40),
+            validate.Regexp(r"^[0-9a-fA-F]{40}$", error="must be a full 40-hex commit id"),
+        ],
+        metadata={
+            "description": "the head commit the merge was reviewed at, as on GitHub: "
+            "409 if the head is another commit now"
+        },
+    )
+
+    @post_load
+    def _lower_sha(self, data, **_):
+        if "sha" in data:
+            data["sha"] = data["sha"].lower()
+        return data
 
     @validates_schema
     def _no_message_for_ff(self, data, **_):

@@ -79,6 +79,9 @@ def service(tmp_path_factory):
         for name, title in (("proj", "Fix the build"), ("sentinel", "Pings")):
             _call(server, alice, "POST", REPOS, {"name": name}, 201)
             _call(server, alice, "POST", f"{REPOS}/alice/{name}/issues", {"title": title}, 201)
+        for name in ("bob", "carol"):  # assignable: writers (a reader is not)
+            collaborator = f"{REPOS}/alice/proj/collaborators/{name}"
+            _call(server, alice, "PUT", collaborator, {"permission": "write"}, 201)
         yield server
     finally:
         server.stop()
@@ -398,6 +401,8 @@ def test_restart_neither_loses_nor_repeats_and_no_key_means_no_replay(tmp_path):
         alice, bob = _sign_up(server, "alice"), _sign_up(server, "bob")
         link(server, bob, "2002")
         _call(server, alice, "POST", REPOS, {"name": "proj"}, 201)
+        collaborator = f"{REPOS}/alice/proj/collaborators/bob"
+        _call(server, alice, "PUT", collaborator, {"permission": "write"}, 201)
         for title in ("One", "Two"):
             _call(
                 server,

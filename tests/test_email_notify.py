@@ -81,6 +81,12 @@ async def test_an_edit_of_the_assignees_tells_only_those_it_added(
 ):
     await create(client, alice, "proj")
     await sign_up(client, "carol")
+    for name in ("bob", "carol"):  # assignable: writers
+        await client.put(
+            f"/api/repositories/alice/proj/collaborators/{name}",
+            headers=alice.headers,
+            json={"permission": "write"},
+        )
     url = "/api/repositories/alice/proj/issues"
     await client.post(url, headers=alice.headers, json={"title": "Triage", "assignees": ["bob"]})
     assert [m["To"] for m in await _mails(smtp, 1)] == ["bob@example.com"]

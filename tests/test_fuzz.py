@@ -110,6 +110,8 @@ def _seed_data(server: ServerProcess, work: Path) -> dict:
     _git("commit", "-qm", "topic work", cwd=clone)
     _git("push", "-q", "origin", "topic", cwd=clone)
     oid = _git("rev-parse", "HEAD", cwd=clone)
+    # peer writes to demo, so may be assigned (GitHub: triage access or more).
+    api("PUT", "/api/repositories/fuzz/demo/collaborators/peer", {"permission": "write"}, 201)
     issue = api(
         "POST",
         "/api/repositories/fuzz/demo/issues",
@@ -140,7 +142,6 @@ def _seed_data(server: ServerProcess, work: Path) -> dict:
         201,
     )
     doomed = api("POST", "/api/repositories/fuzz/demo/issues", {"title": "To delete"}, 201)["issue"]
-    api("PUT", "/api/repositories/fuzz/demo/collaborators/peer", {"permission": "read"}, 201)
     api("POST", "/api/repositories/fuzz/demo/star", None, 200)
     # A verified chat link: the bot asks for a token, the user redeems it.
     status, link = server.request(

@@ -1,4 +1,4 @@
-"""Inbound events cannot speak for the server; assignees are readers of the repository."""
+"""Inbound events cannot speak for the server; assignees may triage the repository."""
 
 from __future__ import annotations
 
@@ -52,6 +52,11 @@ async def test_a_forged_event_mails_nobody_and_is_labelled_inbound(
     assert event["inbound"] is True
     # A real assignment is mailed, with a link the server built.
     await create(client, alice, "real")
+    await client.put(
+        "/api/repositories/alice/real/collaborators/carol",
+        headers=alice.headers,
+        json={"permission": "write"},
+    )
     await client.post(
         "/api/repositories/alice/real/issues",
         headers=alice.headers,
@@ -73,7 +78,9 @@ async def test_assignees_must_be_able_to_read_the_repository(client, smtp, alice
         url, headers=alice.headers, json={"title": "Plan", "assignees": ["bob"]}
     )
     assert resp.status == 422
-    assert (await resp.json())["error"] == ("assignees: cannot read this repository: bob")
+    assert (await resp.json())["error"] == (
+        "assignees: need triage access to this repository or membership of its organization: bob"
+    )
     resp = await client.post(url, headers=alice.headers, json={"title": "Plan"})
     assert resp.status == 201
     resp = await client.patch(url + "/1", headers=alice.headers, json={"assignees": ["bob"]})
@@ -81,12 +88,13 @@ async def test_assignees_must_be_able_to_read_the_repository(client, smtp, alice
     issue = await (await client.get(url + "/1", headers=alice.headers)).json()
     assert issue["issue"]["assignees"] == []
     assert await _mails(smtp, 1, timeout=0.5) == []
-    # A collaborator may be assigned.
-    await client.put(
-        "/api/repositories/alice/secret/collaborators/bob",
-        headers=alice.headers,
-        json={"permission": "read"},
-    )
-    resp = await client.patch(url + "/1", headers=alice.headers, json={"assignees": ["bob"]})
-    assert resp.status == 200
+    # A collaborator who may only read may not be assigned either; a writer may.
+    for permission, status in (("read", 422), ("write", 200)):
+        await client.put(
+            "/api/repositories/alice/secret/collaborators/bob",
+            headers=alice.headers,
+            json={"permission": permission},
+        )
+        resp = await client.patch(url + "/1", headers=alice.headers, json={"assignees": ["bob"]})
+        assert resp.status == status
     assert [m["To"] for m in await _mails(smtp, 1)] == ["bob@example.com"]

@@ -19,6 +19,9 @@ async def numbers(client, query, headers=None, kind="issues"):
 
 async def test_issue_list_filters(client, alice, bob):
     await create(client, alice, "proj")
+    await client.put(  # assignable: a writer
+        API + "/collaborators/bob", json={"permission": "write"}, headers=alice.headers
+    )
     for title, labels, assignees, who in (
         ("one", ["bug", "ui"], ["bob"], alice),
         ("two", ["bug"], [], alice),

@@ -113,14 +113,17 @@ async def test_permission_rules(client, alice, bob):
     assert resp.status == 403
     resp = await client.patch(url, json={"state": "closed"}, headers=carol.headers)
     assert resp.status == 403
+    # bob only reads the public repository: not assignable (GitHub: triage or more).
+    resp = await client.patch(url, json={"assignees": ["bob", "wendy"]}, headers=writer.headers)
+    assert resp.status == 422 and (await resp.json())["error"].endswith(": bob")
     resp = await client.patch(
         url,
-        json={"labels": ["bug", "ui"], "assignees": ["bob", "wendy"], "title": "By Bob"},
+        json={"labels": ["bug", "ui"], "assignees": ["alice", "wendy"], "title": "By Bob"},
         headers=writer.headers,
     )
     issue = (await resp.json())["issue"]
     assert issue["labels"] == ["bug", "ui"]
-    assert [a["username"] for a in issue["assignees"]] == ["bob", "wendy"]
+    assert [a["username"] for a in issue["assignees"]] == ["alice", "wendy"]
     resp = await client.patch(url, json={"assignees": ["ghost"]}, headers=writer.headers)
     assert resp.status == 400 and "ghost" in (await resp.json())["error"]
     # Any signed-in reader may comment.

@@ -203,6 +203,13 @@ async def test_longest_content_reaches_a_discord_receiver_and_every_link_opens(
     boss = await sign_up(client, "boss")
     people = [await sign_up(client, f"assignee{n:02d}-{'x' * 25}") for n in range(10)]
     await create(client, boss, "proj")
+    for person in people:  # assignable: writers
+        resp = await client.put(
+            f"/api/repositories/boss/proj/collaborators/{person.username}",
+            headers=boss.headers,
+            json={"permission": "write"},
+        )
+        assert resp.status in (200, 201), await resp.text()
     title = ("@everyone <@&123> **bold** [x](http://evil) " + RICH * 20)[:256]
     body = ("@here ```python\n" + f"print('{RICH}')\n" * 4000)[:65536]
     labels = [(f"{n:02d}" + RICH * 5)[:50] for n in range(20)]

@@ -91,12 +91,14 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
         "head": "feature",
         "base": "main",
         "headRepository": {"owner": "alice", "name": "proj"},
+        "assignees": ["alice"],
     },
     ("PATCH", "/api/repositories/{owner}/{name}/pulls/{number}"): {
         "title": "t",
         "body": "b",
         "state": "closed",
         "base": "main",
+        "assignees": ["alice"],
     },
     ("POST", "/api/repositories/{owner}/{name}/pulls/{number}/comments"): {"body": "c"},
     ("PATCH", "/api/repositories/{owner}/{name}/issues/{number}/comments/{id}"): {"body": "c"},
@@ -104,6 +106,7 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/repositories/{owner}/{name}/pulls/{number}/merge"): {
         "method": "squash",
         "message": "m",
+        "sha": "0" * 40,
     },
     ("POST", "/api/webhooks/chat"): {
         "type": EVENT_TYPES[0],

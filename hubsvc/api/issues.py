@@ -34,6 +34,10 @@ from ..web.rest import json_response, load, read_json, read_query
 
 routes = web.RouteTableDef()
 ISSUES = "/api/repositories/{owner}/{name}/issues"
+ASSIGNEES_DOC = (
+    "Assignees must exist (400) and, as on GitHub, hold triage access or more, or be "
+    "members of the organization that owns the repository (else 422 naming them)."
+)
 
 
 def number_of(request: web.Request) -> int:
@@ -45,20 +49,26 @@ def number_of(request: web.Request) -> int:
 
 
 async def assignee_ids(request: web.Request, repo: dict, usernames: list[str]) -> list[int]:
-    """Ids of the named users; 400 naming one that does not exist, 422 those who can't read."""
+    """Ids of the named users; 400 naming one that does not exist, 422 those not assignable.
+
+    As on GitHub: people with triage access or more, and the owning organization's
+    members. Anyone else, a mere reader of a public repository included, would be told
+    by e-mail and chat by whoever names them.
+    """
     store = request.app[STORE]
     found = await store.users.by_usernames(usernames)
     for name in usernames:
         if name.lower() not in found:
             raise BadRequest(f"assignees: no user named {name}")
-    # An assignee is told by e-mail and chat: nobody who may not read the repository.
-    audience = await store.repos.audience(repo["id"])
-    readers = audience.readers if audience is not None else set()
-    if readers is not None:
-        outside = [name for name in usernames if found[name.lower()]["id"] not in readers]
-        if outside:
-            raise Unprocessable("assignees: cannot read this repository: " + ", ".join(outside))
-    return [found[name.lower()]["id"] for name in usernames]
+    ids = [found[name.lower()]["id"] for name in usernames]
+    allowed = await store.issues.assignable(repo["id"], ids)
+    outside = [name for name, id_ in zip(usernames, ids, strict=True) if id_ not in allowed]
+    if outside:
+        raise Unprocessable(
+            "assignees: need triage access to this repository or membership of its"
+            " organization: " + ", ".join(outside)
+        )
+    return ids
 
 
 def check_edit(repo: dict, item: dict, user: dict, data: dict[str, Any]) -> None:
@@ -183,8 +193,7 @@ async def list_issues(request: web.Request) -> web.Response:
     responses={201: IssueEnvelopeSchema},
     errors=(403, 404, 422),
     tag="issues",
-    description="Assignees must exist (400) and may read the repository "
-    "(else 422 naming them): nobody else is notified of it.",
+    description=ASSIGNEES_DOC,
 )
 @requires("issues.create")
 async def create_issue(request: web.Request) -> web.Response:
@@ -285,7 +294,7 @@ async def show_with_comments(request: web.Request, is_pull: bool) -> web.Respons
     responses={200: IssueEnvelopeSchema},
     errors=(403, 404, 422),
     tag="issues",
-    description="Assignees as on create: existing users who may read it.",
+    description=ASSIGNEES_DOC,
 )
 @requires("issues.write")
 async def patch_issue(request: web.Request) -> web.Response:

@@ -30,19 +30,19 @@ from ..git.ranges import TEXT_CHUNK
 from ..keys import CONFIG, STORE
 from ..policy import requires
 from ..services import pulls
-from ..services.protection import merge_problems
 from ..services.publish import event
-from ..services.pushes import push_data
 from ..web import present
 from ..web.auth import require_user
 from ..web.openapi import doc
 from ..web.permissions import allows, load_repo
 from ..web.rest import json_response, read_json, read_query
 from .issues import (
+    ASSIGNEES_DOC,
     COMMENT_DELETE_DOC,
     COMMENT_EDIT_DOC,
     LIST_DESCRIPTION,
     add_comment,
+    assignee_ids,
     check_edit,
     delete_comment,
     edit_changes,
@@ -119,9 +119,9 @@ async def _head_repo(request: web.Request, base: dict, ref: dict | None) -> dict
     "Open a pull request from a branch of this repository or of a fork",
     body=PullCreateSchema,
     responses={201: PullEnvelopeSchema},
-    errors=(403, 404, 409),
+    errors=(403, 404, 409, 422),
     tag="pulls",
-    description="A missing branch is 400; an open pull request with the same "
+    description=ASSIGNEES_DOC + " A missing branch is 400; an open pull request with the same "
     "head and base is 409. mergeable comes from a real three-way merge. "
     "From a private fork it needs write access to the fork (403), "
     "unless every reader of the base may read the fork; at every "
@@ -133,6 +133,8 @@ async def create_pull(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
     data = await read_json(request, PullCreateSchema())
+    if data["assignees"] and not allows(repo["role"], "triage"):
+        raise Forbidden("triage access is required to set assignees")
     head_repo = await _head_repo(request, repo, data.get("headRepository"))
     base = data.get("base") or repo["default_branch"]
     files = request.app[REPO_FILES]
@@ -142,13 +144,14 @@ async def create_pull(request: web.Request) -> web.Response:
         raise BadRequest("base: branch not found")
     if head_repo["id"] == repo["id"] and data["head"] == base:
         raise BadRequest("head: must differ from base")
+    ids = await assignee_ids(request, repo, data["assignees"])
     row = await request.app[STORE].issues.create(
         repo_id=repo["id"],
         author_id=user["id"],
         title=data["title"],
         body=data["body"],
         labels=[],
-        assignee_ids=[],
+        assignee_ids=ids,
         pull={"head_repo_id": head_repo["id"], "head": data["head"], "base": base},
         # As on GitHub, the opened event comes before mergeability is known (null).
         emit=lambda row: [
@@ -306,11 +309,13 @@ async def get_pull(request: web.Request) -> web.Response:
 
 @routes.patch(PULLS + "/{number}")
 @doc(
-    "Edit title, body, state (open/closed) or base; merged only through merge",
+    "Edit title, body, state (open/closed), base or assignees; merged only through merge",
     body=PullUpdateSchema,
     responses={200: PullEnvelopeSchema},
-    errors=(403, 404, 409),
+    errors=(403, 404, 409, 422),
     tag="pulls",
+    description="Title, body and state: the author or triagers; assignees: triagers; "
+    "base: writers. " + ASSIGNEES_DOC,
 )
 @requires("issues.write")
 async def patch_pull(request: web.Request) -> web.Response:
@@ -327,9 +332,11 @@ async def patch_pull(request: web.Request) -> web.Response:
         is None
     ):
         raise BadRequest("base: branch not found")
+    ids = await assignee_ids(request, repo, data["assignees"]) if "assignees" in data else None
     row = await request.app[STORE].issues.update(
         item["id"],
         data,
+        ids,
         emit=lambda row: [
             event(
                 request,
@@ -357,9 +364,13 @@ async def patch_pull(request: web.Request) -> web.Response:
     errors=(403, 404, 405, 409),
     tag="pulls",
     description="409 when the pull request is not open, on a conflict, when a fast-forward "
-    "is impossible, or when the base branch moved during the merge. 405 naming what is "
-    "missing when the base branch's protection is not met yet (approvals, required "
-    "status contexts, the head up to date with the base), as GitHub answers.",
+    "is impossible, or when the base branch moved during the merge. With `sha`, 409 "
+    '("Head branch was modified. Review and try the merge again.") unless the head is '
+    "still that commit. 405 naming what is missing when the base branch's protection is "
+    "not met yet (approvals, required status contexts, the head up to date with the "
+    "base), as GitHub answers. The rules are judged, under the repository's merge lock, "
+    "on the very head commit that is merged: a push to the head meanwhile is never "
+    "merged unchecked.",
 )
 @requires("pulls.merge")
 async def merge_pull(request: web.Request) -> web.Response:
@@ -367,48 +378,10 @@ async def merge_pull(request: web.Request) -> web.Response:
     repo = await load_repo(request, "write")
     item = await load_issue(request, repo, True)
     data = await read_json(request, MergeSchema())
-    store = request.app[STORE]
-    if item["state"] == "open":
-        heads = await pulls.resolve_heads(request.app, item)
-        if heads.head is not None and heads.base is not None:
-            problems = await merge_problems(request.app, repo, item, heads.base, heads.head)
-            if problems:
-                # GitHub answers 405 to a merge its branch protection does not allow yet.
-                raise ApiError("; ".join(problems), 405)
-    # The claim is taken in the database, so exactly one merge (or a close) wins even
-    # when several processes serve the same pull request.
-    if not await store.issues.claim_merge(item["id"]):
-        raise Conflict("pull request is not open, or another merge of it is under way")
-    try:
-        new, heads = await pulls.merge(request.app, item, user, data["method"], data.get("message"))
-    except BaseException:
-        await asyncio.shield(store.issues.release_merge(item["id"]))
-        raise
-    ref = f"refs/heads/{item['base']}"
-    assert heads.base is not None  # merge() answers 409 when the base is gone
-    push = await request.app[REPO_FILES].run(repo["id"], push_data, ref, heads.base, new, [])
-    row = await store.issues.mark_merged(
-        item["id"],
-        user["id"],
-        new,
-        heads.head,
-        heads.base,
-        emit=lambda row: [
-            event(
-                request,
-                repo,
-                "pull_request",
-                {
-                    "action": "merged",
-                    "pullRequest": _pull(request, repo, row),
-                    "method": data["method"],
-                },
-            ),
-            event(request, repo, "push", push),
-        ],
+    row = await pulls.merge(
+        request.app, repo, item, user, data["method"], data.get("message"), data.get("sha")
     )
     [body] = await pulls_for_caller(request, repo, [row])
-    await request.app[STORE].repos.touch(repo["id"])
     return json_response({"pullRequest": body})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -10,11 +11,15 @@ from typing import Any
 
 from aiohttp import web
 
-from ..errors import Conflict
+from ..errors import ApiError, Conflict
 from ..events.shape import Event
 from ..git.files import REPO_FILES, RepoFiles
-from ..keys import STORE
+from ..keys import CONFIG, STORE
 from ..notify.leader import LEADER, consumer
+from ..web import present
+from .protection import merge_problems
+from .publish import make_event
+from .pushes import push_data
 
 log = logging.getLogger("hubsvc.pulls")
 ZERO = "0" * 40
@@ -111,64 +116,137 @@ async def refresh(app: web.Application, pull: dict[str, Any]) -> dict[str, Any]:
 
 
 MERGE_LOCKS = web.AppKey("merge_locks", defaultdict)
+HEAD_MOVED = "Head branch was modified. Review and try the merge again."
 
 
 async def merge(
     app: web.Application,
+    repo: dict[str, Any],
     pull: dict[str, Any],
     user: dict[str, Any],
     method: str,
     message: str | None,
-) -> tuple[str, Heads]:
-    """Write the merge into the base branch; 409 on conflict, nothing to merge, or a race.
+    sha: str | None = None,
+) -> dict[str, Any]:
+    """Merge a pull request into its base as the base's rules allow; the merged row.
 
-    The base ref moves with a compare-and-swap against the tip the merge was computed
-    on, so a push that lands meanwhile makes this merge fail instead of being lost.
+    409 when it is not open, another merge of it is under way, the head is not `sha`,
+    on a conflict, nothing to merge or a race; 405 naming what protection still needs.
     """
-    files = app[REPO_FILES]
-    repo_id = pull["repo_id"]
-    async with app[MERGE_LOCKS][repo_id]:
+    store = app[STORE]
+    # The claim is taken in the database, so exactly one merge (or a close) wins even
+    # when several processes serve the same pull request.
+    if not await store.issues.claim_merge(pull["id"]):
+        raise Conflict("pull request is not open, or another merge of it is under way")
+    try:
+        new, heads = await _merge_checked(app, repo, pull, user, method, message, sha)
+    except BaseException:
+        await asyncio.shield(store.issues.release_merge(pull["id"]))
+        raise
+    ref = f"refs/heads/{pull['base']}"
+    assert heads.base is not None and heads.head is not None  # else 409 above
+    push = await app[REPO_FILES].run(repo["id"], push_data, ref, heads.base, new, [])
+    base_url = app[CONFIG].base_url
+    row = await store.issues.mark_merged(
+        pull["id"],
+        user["id"],
+        new,
+        heads.head,
+        heads.base,
+        emit=lambda row: [
+            make_event(
+                app,
+                repo,
+                "pull_request",
+                {
+                    "action": "merged",
+                    "pullRequest": present.pull(base_url, repo, row),
+                    "method": method,
+                },
+                user,
+            ),
+            make_event(app, repo, "push", push, user),
+        ],
+    )
+    await store.repos.touch(repo["id"])
+    return row
+
+
+async def _merge_checked(
+    app: web.Application,
+    repo: dict[str, Any],
+    pull: dict[str, Any],
+    user: dict[str, Any],
+    method: str,
+    message: str | None,
+    sha: str | None,
+) -> tuple[str, Heads]:
+    """Under the repository's merge lock: read both tips once, check them, merge exactly them.
+
+    The protection rules are judged on the head commit that is merged (not on a branch
+    name read again later), so a push that lands meanwhile is neither checked nor
+    merged; the base ref moves with a compare-and-swap against the tip the merge was
+    computed on, so a push to the base that lands meanwhile makes this merge fail
+    instead of being lost.
+    """
+    async with app[MERGE_LOCKS][pull["repo_id"]]:
         heads = await resolve_heads(app, pull)
         if heads.head is None:
             raise Conflict("the head branch no longer exists")
         if heads.base is None:
             raise Conflict("the base branch no longer exists")
-        if heads.head == heads.base or await files.run(
-            repo_id, lambda g: g.is_ancestor(heads.head, heads.base)
-        ):
-            raise Conflict("nothing to merge: the base branch already contains the head")
-        name = user["name"] or user["username"]
-        email = f"{user['username']}@users.noreply.hubsvc"
-        if method == "fast-forward":
-            if not await files.run(repo_id, lambda g: g.is_ancestor(heads.base, heads.head)):
-                raise Conflict("cannot fast-forward: the base branch has commits the head lacks")
-            new = heads.head
-        else:
-            tree = await files.run(repo_id, lambda g: g.merge_tree(heads.base, heads.head))
-            if tree is None:
-                await app[STORE].issues.set_mergeable(pull["id"], heads.head, heads.base, False)
-                raise Conflict("merge conflict: the branches change the same lines")
-            if method == "merge":
-                parents = [heads.base, heads.head]
-                source = (
-                    pull["head_repo_owner"] + ":" + pull["head"]
-                    if pull["head_repo_owner"]
-                    else pull["head"]
-                )
-                text = (
-                    message
-                    or f"Merge pull request #{pull['number']} from {source}\n\n{pull['title']}"
-                )
-            else:
-                parents = [heads.base]
-                text = message or f"{pull['title']} (#{pull['number']})\n\n{pull['body']}".rstrip()
-            new = await files.run(
-                repo_id, lambda g: g.commit_tree(tree, parents, text, name, email)
-            )
-        moved = await files.run(repo_id, lambda g: g.update_branch(pull["base"], new, heads.base))
-        if not moved:
-            raise Conflict("the base branch moved while merging; try again")
+        if sha is not None and sha != heads.head:
+            raise Conflict(HEAD_MOVED)
+        problems = await merge_problems(app, repo, pull, heads.base, heads.head)
+        if problems:
+            # GitHub answers 405 to a merge its branch protection does not allow yet.
+            raise ApiError("; ".join(problems), 405)
+        new = await _write_merge(app, pull, heads.base, heads.head, user, method, message)
         return new, heads
+
+
+async def _write_merge(
+    app: web.Application,
+    pull: dict[str, Any],
+    base: str,
+    head: str,
+    user: dict[str, Any],
+    method: str,
+    message: str | None,
+) -> str:
+    """Write head into the base branch, which must still be at base; the new tip."""
+    files = app[REPO_FILES]
+    repo_id = pull["repo_id"]
+    if head == base or await files.run(repo_id, lambda g: g.is_ancestor(head, base)):
+        raise Conflict("nothing to merge: the base branch already contains the head")
+    name = user["name"] or user["username"]
+    email = f"{user['username']}@users.noreply.hubsvc"
+    if method == "fast-forward":
+        if not await files.run(repo_id, lambda g: g.is_ancestor(base, head)):
+            raise Conflict("cannot fast-forward: the base branch has commits the head lacks")
+        new = head
+    else:
+        tree = await files.run(repo_id, lambda g: g.merge_tree(base, head))
+        if tree is None:
+            await app[STORE].issues.set_mergeable(pull["id"], head, base, False)
+            raise Conflict("merge conflict: the branches change the same lines")
+        if method == "merge":
+            parents = [base, head]
+            source = (
+                pull["head_repo_owner"] + ":" + pull["head"]
+                if pull["head_repo_owner"]
+                else pull["head"]
+            )
+            text = (
+                message or f"Merge pull request #{pull['number']} from {source}\n\n{pull['title']}"
+            )
+        else:
+            parents = [base]
+            text = message or f"{pull['title']} (#{pull['number']})\n\n{pull['body']}".rstrip()
+        new = await files.run(repo_id, lambda g: g.commit_tree(tree, parents, text, name, email))
+    if not await files.run(repo_id, lambda g: g.update_branch(pull["base"], new, base)):
+        raise Conflict("the base branch moved while merging; try again")
+    return new
 
 
 CURSOR = "pull-sync"

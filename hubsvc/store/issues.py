@@ -167,6 +167,23 @@ class IssueStore(Table):
         return _with_assignees(conn, rows)[0]
 
     @reads
+    def assignable(self, conn, repo_id: int, user_ids: list[int]) -> set[int]:
+        """Which of user_ids may be assigned here, as on GitHub: triage access or more, or
+        membership of the organization that owns the repository."""
+        ids = sorted({int(i) for i in user_ids})
+        if not ids:
+            return set()
+        marks = ", ".join("?" for _ in ids)
+        rows = conn.execute(
+            "SELECT u.id FROM users u JOIN repositories r ON r.id = ?"
+            f" WHERE u.id IN ({marks}) AND ({level('r', 'u.id')} >= {LEVELS['triage']}"
+            " OR EXISTS (SELECT 1 FROM org_members m"
+            " WHERE m.org_id = r.owner_id AND m.user_id = u.id))",
+            (repo_id, *ids),
+        )
+        return {row["id"] for row in rows}
+
+    @reads
     def get(self, conn, repo_id: int, number: int, is_pull: bool) -> dict[str, Any] | None:
         """One issue or pull request by number."""
         rows = conn.execute(
@@ -366,8 +383,11 @@ class IssueStore(Table):
         mergeable: bool | None,
     ) -> None:
         """Record the result of a merge check for the heads it was computed on."""
+        # A merged pull request keeps the tips it merged: a check of a push that raced
+        # the merge may finish after it.
         conn.execute(
-            "UPDATE pulls SET head_oid = ?, base_oid = ?, mergeable = ? WHERE issue_id = ?",
+            "UPDATE pulls SET head_oid = ?, base_oid = ?, mergeable = ?"
+            " WHERE issue_id = ? AND merged = 0",
             (head_oid, base_oid, None if mergeable is None else int(mergeable), issue_id),
         )
 
