@@ -120,6 +120,10 @@ def _read_with_deadline(
         conn.set_progress_handler(None, 0)
 
 
+# The first line of a migration that rebuilds a table others' foreign keys name.
+REBUILD_MARK = "-- foreign_keys: off"
+
+
 def migration_files(sql_dir: Path = SQL_DIR) -> list[tuple[int, str, Path]]:
     """The numbered migrations, in order."""
     found = []
@@ -142,16 +146,32 @@ def apply_migrations(conn: sqlite3.Connection, sql_dir: Path = SQL_DIR) -> list[
         if version in done:
             continue
         script = path.read_text()
+        # A table rebuild (SQLite's ALTER TABLE procedure) runs with foreign keys off:
+        # dropping the old table would otherwise cascade into every table naming it. The
+        # pragma only takes effect outside a transaction; the keys are checked before COMMIT.
+        rebuild = script.startswith(REBUILD_MARK)
         # executescript commits first, so BEGIN/COMMIT inside the script make it atomic.
         try:
+            if rebuild:
+                conn.execute("PRAGMA foreign_keys = OFF")
             conn.executescript(
                 "BEGIN IMMEDIATE;\n" + script + "\n;INSERT INTO schema_migrations VALUES "
-                f"({version}, '{name}', strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));\nCOMMIT;"
+                f"({version}, '{name}', strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));"
             )
+            broken = conn.execute("PRAGMA foreign_key_check").fetchall() if rebuild else []
+            if broken:
+                raise sqlite3.IntegrityError(
+                    f"migration {version:04d} leaves {len(broken)} broken foreign keys"
+                    f" (first: {tuple(broken[0])})"
+                )
+            conn.execute("COMMIT")
         except sqlite3.Error:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        finally:
+            if rebuild:
+                conn.execute("PRAGMA foreign_keys = ON")
         log.info("applied migration %04d_%s", version, name)
         applied.append(version)
     return applied
