@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import sqlite3
 
 import pytest
+
+from hubsvc.store.engines.sqlite import SQL_DIR, apply_migrations
 
 from .gitcli import git
 from .server import ServerProcess, start_several, stop_all
@@ -97,3 +101,48 @@ async def test_a_new_repository_never_takes_a_deleted_ones_id_or_contents(
         assert await _refs(server, "later") == ""
     finally:
         await asyncio.to_thread(stop_all, [server])
+
+
+def test_the_rebuild_keeps_every_row_key_and_search_entry_of_an_existing_database(tmp_path):
+    """0035 on a database made before it: rows, foreign keys and search carry over."""
+    sql = tmp_path / "sql"
+    sql.mkdir()
+    for path in SQL_DIR.glob("*.sql"):
+        if int(path.name[:4]) < 35:
+            shutil.copy(path, sql)
+    conn = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    apply_migrations(conn, sql)
+    conn.execute(
+        "INSERT INTO users (id, username, username_key, email, email_key, name, password_hash,"
+        " is_admin, created_at, updated_at) VALUES (100, 'a', 'a', 'a@x', 'a@x', 'a', 'x', 0,"
+        " 't', 't')"
+    )
+    for n, parent in ((1, None), (2, 1), (3, None)):
+        conn.execute(
+            "INSERT INTO repositories (owner_id, name, name_key, visibility, created_at,"
+            " updated_at, parent_id) VALUES (100, ?, ?, 'public', 't', 't', ?)",
+            (f"needle{n}", f"needle{n}", parent),
+        )
+    conn.execute("INSERT INTO stars (repo_id, user_id, created_at) VALUES (2, 100, 't')")
+    conn.execute("DELETE FROM repositories WHERE id = 3")
+
+    assert apply_migrations(conn) == [35]
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("SELECT COUNT(*) FROM stars").fetchone()[0] == 1
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    new = "INSERT INTO repositories (owner_id, name, name_key, visibility, created_at,"
+    new += " updated_at) VALUES (100, ?, ?, 'public', 't', 't') RETURNING id"
+    made = conn.execute(new, ("n4", "n4")).fetchone()[0]
+    conn.execute("DELETE FROM repositories WHERE id = ?", (made,))
+    assert conn.execute(new, ("n5", "n5")).fetchone()[0] == made + 1
+    hits = conn.execute(
+        "SELECT rowid FROM repositories_fts WHERE repositories_fts MATCH 'needle2'"
+    ).fetchall()
+    assert hits == [(2,)]
+    # The keys still act: a parent's delete empties its fork's parent, an owner's its rows.
+    conn.execute("DELETE FROM repositories WHERE id = 1")
+    assert conn.execute("SELECT parent_id FROM repositories WHERE id = 2").fetchone() == (None,)
+    conn.execute("DELETE FROM users WHERE id = 100")
+    assert conn.execute("SELECT COUNT(*) FROM stars").fetchone()[0] == 0
+    conn.close()

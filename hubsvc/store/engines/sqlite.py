@@ -134,6 +134,11 @@ def migration_files(sql_dir: Path = SQL_DIR) -> list[tuple[int, str, Path]]:
     return found
 
 
+def _broken_keys(conn: sqlite3.Connection) -> set[tuple]:
+    """Every row whose foreign key names no row: (table, rowid, parent table, key)."""
+    return {tuple(row) for row in conn.execute("PRAGMA foreign_key_check")}
+
+
 def apply_migrations(conn: sqlite3.Connection, sql_dir: Path = SQL_DIR) -> list[int]:
     """Apply every migration not yet recorded, each in its own transaction."""
     conn.execute(
@@ -150,6 +155,9 @@ def apply_migrations(conn: sqlite3.Connection, sql_dir: Path = SQL_DIR) -> list[
         # dropping the old table would otherwise cascade into every table naming it. The
         # pragma only takes effect outside a transaction; the keys are checked before COMMIT.
         rebuild = script.startswith(REBUILD_MARK)
+        # Only keys the migration broke count: a database with older dangling rows
+        # (foreign keys were not always on) still migrates.
+        before = _broken_keys(conn) if rebuild else set()
         # executescript commits first, so BEGIN/COMMIT inside the script make it atomic.
         try:
             if rebuild:
@@ -158,7 +166,7 @@ def apply_migrations(conn: sqlite3.Connection, sql_dir: Path = SQL_DIR) -> list[
                 "BEGIN IMMEDIATE;\n" + script + "\n;INSERT INTO schema_migrations VALUES "
                 f"({version}, '{name}', strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));"
             )
-            broken = conn.execute("PRAGMA foreign_key_check").fetchall() if rebuild else []
+            broken = list(_broken_keys(conn) - before) if rebuild else []
             if broken:
                 raise sqlite3.IntegrityError(
                     f"migration {version:04d} leaves {len(broken)} broken foreign keys"
