@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import shutil
 import threading
@@ -19,6 +20,11 @@ from .push_hooks import install_hooks
 from .repo import GitRepo
 
 T = TypeVar("T")
+# A repository's lock files (in its folder, where no push can write a file of that name):
+# pushes hold PUSHES shared; a prune holds GATE, then PUSHES, exclusively.
+GATE = "hubsvc-gate.lock"
+PUSHES = "hubsvc-pushes.lock"
+LOCK_POLL = 0.05  # seconds between tries of a lock another process holds
 # asyncio's default pool size: git reads are mostly waiting on the disk or on git.
 GIT_THREADS = min(32, (os.cpu_count() or 1) + 4)
 
@@ -37,9 +43,8 @@ class RepoFiles:
         # A pool of their own: a huge tree or diff then queues behind other git reads,
         # never in front of password hashing or anything else on the default pool.
         self._pool: ThreadPoolExecutor | None = None
-        # Pushes running per repository, and repositories being pruned: a prune must not
-        # take objects a push has stored but not yet pointed a ref at.
-        self._pushes: dict[int, int] = {}
+        # Repositories this process is pruning: its own pushes queue here, and its own
+        # prunes of one repository take turns (the file locks order the processes).
         self._quiet: dict[int, asyncio.Event] = {}
 
     def prepare(self) -> None:
@@ -92,30 +97,59 @@ class RepoFiles:
         """Call fn(GitRepo, *args) in a git worker thread."""
         return await self._thread(lambda: fn(self.get(repo_id), *args))
 
+    def _lock_file(self, repo_id: int, name: str) -> int | None:
+        """An open descriptor on one of a repository's lock files; None: no such repository."""
+        try:
+            return os.open(self.path(repo_id) / name, os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:  # deleted meanwhile: git itself answers the push
+            return None
+
     @contextlib.asynccontextmanager
     async def pushing(self, repo_id: int) -> AsyncIterator[None]:
-        """Held while a push runs; waits while the repository is held quiet."""
+        """Held while a push runs; waits while any process holds the repository quiet.
+
+        A shared lock on the repository's PUSHES file for the push's whole length, taken
+        through the GATE file, which a prune holds exclusively: while it does, a push on
+        any process sharing the data folder waits here.
+        """
         while repo_id in self._quiet:
             await self._quiet[repo_id].wait()
-        self._pushes[repo_id] = self._pushes.get(repo_id, 0) + 1
+        gate, busy = self._lock_file(repo_id, GATE), self._lock_file(repo_id, PUSHES)
         try:
+            if gate is not None and busy is not None:
+                await _flock(gate, fcntl.LOCK_SH)
+                await _flock(busy, fcntl.LOCK_SH)  # free: no prune is past the gate
+            if gate is not None:
+                os.close(gate)
+                gate = None
             yield
         finally:
-            self._pushes[repo_id] -= 1
-            if not self._pushes[repo_id]:
-                del self._pushes[repo_id]
+            for fd in (gate, busy):
+                if fd is not None:
+                    os.close(fd)  # closing the last descriptor releases its lock
 
     @contextlib.asynccontextmanager
     async def quiet(self, repo_id: int) -> AsyncIterator[None]:
-        """No push runs or starts in the repository while this is held (this process)."""
+        """No push runs or starts in the repository, on any process, while this is held.
+
+        File locks, not a row in the database: they bind every process on the data folder
+        whichever database it uses, and a process that dies releases them with its files.
+        The gate first (new pushes wait), then PUSHES exclusively: the running ones ended.
+        """
         while repo_id in self._quiet:
             await self._quiet[repo_id].wait()
         done = self._quiet[repo_id] = asyncio.Event()
+        gate = busy = None
         try:
-            while self._pushes.get(repo_id):
-                await asyncio.sleep(0.05)
+            gate, busy = self._lock_file(repo_id, GATE), self._lock_file(repo_id, PUSHES)
+            if gate is not None and busy is not None:
+                await _flock(gate, fcntl.LOCK_EX)
+                await _flock(busy, fcntl.LOCK_EX)
             yield
         finally:
+            for fd in (busy, gate):
+                if fd is not None:
+                    os.close(fd)
             del self._quiet[repo_id]
             done.set()
 
@@ -158,6 +192,16 @@ class RepoFiles:
             self._open.clear()
         for repo in handles:
             repo.close()
+
+
+async def _flock(fd: int, kind: int) -> None:
+    """Take a file lock without blocking the event loop: try, and try again shortly."""
+    while True:
+        try:
+            fcntl.flock(fd, kind | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            await asyncio.sleep(LOCK_POLL)
 
 
 REPO_FILES = web.AppKey("repo_files", RepoFiles)

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from ..config import Config, starttls_mode
 from ..keys import CONFIG, STORE
+from ..store.queue import backoff
 from .leader import LEADER, Job
 
 log = logging.getLogger("hubsvc.mail")
@@ -187,9 +188,11 @@ class Mailer:
                     outcome = "failed"
                 else:
                     outcome = "pending"
-                    retry_at = time.time() + min(
+                    # The webhooks' pacing, as the class says: one backoff, one setting.
+                    retry_at = time.time() + backoff(
+                        attempts,
+                        float(hooks["retry_seconds"]),
                         float(hooks["max_retry_seconds"]),
-                        float(hooks["retry_seconds"]) * 2 ** (attempts - 1),
                     )
             await self.app[STORE].mail.record(
                 row["id"], outcome=outcome, error=error, retry_at=retry_at, holder=holder

@@ -21,6 +21,7 @@ from .. import __version__
 from ..events.shape import Event
 from ..keys import BUS, CONFIG, STORE
 from ..store.leases import LeaseLost
+from ..store.queue import backoff
 from .leader import LEADER, LEASE, Job
 from .messages import chat_message
 from .netcheck import HookResolver, HostRules, Refused, check_url
@@ -129,7 +130,7 @@ def judge(
     error = attempt.error or f"HTTP {status}"
     if status is not None and 300 <= status < 500 and status not in (408, 429):
         return "failed", None, error
-    delay = min(cap, base * 2 ** (attempts - 1))
+    delay = backoff(attempts, base, cap)
     if status == 429 and attempt.retry_after is not None:
         delay = min(MAX_RETRY_AFTER, attempt.retry_after)
     return "pending", time.time() + delay, error

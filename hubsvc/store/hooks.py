@@ -15,8 +15,8 @@ from ..timeutil import now_iso
 from .base import Table, reads, writes
 from .engines import Row
 from .events import rows_to_events
-from .leases import IN_DOUBT, fence, gone
 from .log import move_cursor
+from .queue import HOOKS
 
 MAX_PER_REPO = 20
 # What the deliveries list shows of a delivery (the body is not part of it).
@@ -262,32 +262,16 @@ class HookStore(Table):
 
         False when another process is sending it (a ping); LeaseLost when the lease moved.
         """
-        fence(conn, lease, holder, now)
-        return (
-            conn.execute(
-                "UPDATE hook_deliveries SET claimed_by = ? WHERE id = ? AND status = 'pending'"
-                " AND claimed_by IS NULL RETURNING id",
-                (holder, delivery_id),
-            ).fetchone()
-            is not None
-        )
+        return HOOKS.claim(conn, delivery_id, holder, lease, now)
 
     @writes
     def settle_abandoned(
         self, conn, hook_id: int | None, now: float, mine: str | None = None
     ) -> int:
-        """Deliveries claimed by a process that is gone (or by mine, which gave up on its
-        sends mid-way): released: it may have arrived, and is sent again (at least once). Of one hook, or of all."""
-        which = " AND hook_id = ?" if hook_id is not None else ""
-        also = " OR claimed_by = ?" if mine is not None else ""
-        return conn.execute(
-            "UPDATE hook_deliveries SET attempts = attempts + 1,"
-            " last_error = ?, claimed_by = NULL WHERE status = 'pending'"
-            + which
-            + f" AND claimed_by IS NOT NULL AND ({gone('hook_deliveries.claimed_by')}{also})",
-            (IN_DOUBT, *((hook_id,) if hook_id is not None else ()), now)
-            + ((mine,) if mine is not None else ()),
-        ).rowcount
+        """Release deliveries claimed by a gone process (or by mine), of one hook or all."""
+        if hook_id is None:
+            return HOOKS.settle_abandoned(conn, now, mine)
+        return HOOKS.settle_abandoned(conn, now, mine, " AND hook_id = ?", (hook_id,))
 
     @writes
     def record(
@@ -306,24 +290,18 @@ class HookStore(Table):
         """
         now = time.time()
         for r in results:
-            conn.execute(
-                "UPDATE hook_deliveries SET attempts = attempts + 1, status = ?,"
-                " last_status = ?, last_error = ?, last_duration_ms = ?, response_excerpt = ?,"
-                " next_attempt_at = COALESCE(?, next_attempt_at), claimed_by = NULL,"
-                " delivered_at = CASE WHEN ? = 'delivered' THEN ? ELSE delivered_at END"
-                " WHERE id = ? AND claimed_by = ?",
-                (
-                    r["outcome"],
-                    r["status"],
-                    r["error"],
-                    r["duration_ms"],
-                    r["excerpt"],
-                    r.get("retry_at"),
-                    r["outcome"],
-                    now_iso(),
-                    r["id"],
-                    holder,
-                ),
+            HOOKS.record(
+                conn,
+                r["id"],
+                outcome=r["outcome"],
+                error=r["error"],
+                retry_at=r.get("retry_at"),
+                holder=holder,
+                extra={
+                    "last_status": r["status"],
+                    "last_duration_ms": r["duration_ms"],
+                    "response_excerpt": r["excerpt"],
+                },
             )
         if not results or disable_after is None:
             return None

@@ -8,8 +8,8 @@ from typing import Any
 
 from ..timeutil import now_iso
 from .base import Table, reads, writes
-from .leases import IN_DOUBT, fence, gone
 from .log import claim_event
+from .queue import MAIL, WEBHOOKS
 
 
 class OutboxStore(Table):
@@ -61,27 +61,12 @@ class OutboxStore(Table):
     @writes
     def claim(self, conn, delivery_id: int, holder: str, lease: str, now: float) -> bool:
         """Mark a pending delivery as being sent by holder, who must hold the lease now."""
-        fence(conn, lease, holder, now)
-        return (
-            conn.execute(
-                "UPDATE webhook_deliveries SET claimed_by = ? WHERE id = ? AND status = 'pending'"
-                " AND claimed_by IS NULL RETURNING id",
-                (holder, delivery_id),
-            ).fetchone()
-            is not None
-        )
+        return WEBHOOKS.claim(conn, delivery_id, holder, lease, now)
 
     @writes
     def settle_abandoned(self, conn, now: float, mine: str | None = None) -> int:
-        """Deliveries claimed by a process that is gone (or by mine, which gave up on
-        its sends mid-way): released: it may have arrived, and is sent again (at least once)."""
-        also = " OR claimed_by = ?" if mine is not None else ""
-        return conn.execute(
-            "UPDATE webhook_deliveries SET attempts = attempts + 1,"
-            " last_error = ?, claimed_by = NULL WHERE status = 'pending'"
-            f" AND claimed_by IS NOT NULL AND ({gone('webhook_deliveries.claimed_by')}{also})",
-            (IN_DOUBT, now) + ((mine,) if mine is not None else ()),
-        ).rowcount
+        """Release deliveries claimed by a gone process (or by mine): sent again."""
+        return WEBHOOKS.settle_abandoned(conn, now, mine)
 
     @writes
     def record_attempt(
@@ -100,26 +85,21 @@ class OutboxStore(Table):
 
         With holder, only while holder's claim stands (it was not settled as abandoned).
         """
-        if (
-            holder is not None
-            and not conn.execute(
-                "SELECT 1 FROM webhook_deliveries WHERE id = ? AND claimed_by = ?",
-                (delivery_id, holder),
-            ).fetchone()
-        ):
-            return
-        conn.execute(
-            "INSERT INTO webhook_attempts (delivery_id, at, status_code, error,"
-            " duration_ms) VALUES (?, ?, ?, ?, ?)",
-            (delivery_id, now_iso(), status_code, error, duration_ms),
+        written = WEBHOOKS.record(
+            conn,
+            delivery_id,
+            outcome=outcome,
+            error=error,
+            retry_at=retry_at,
+            holder=holder,
+            extra={"last_status": status_code},
         )
-        conn.execute(
-            "UPDATE webhook_deliveries SET attempts = attempts + 1, status = ?, last_status = ?,"
-            " last_error = ?, claimed_by = NULL, next_attempt_at = COALESCE(?, next_attempt_at),"
-            " delivered_at = CASE WHEN ? = 'delivered' THEN ? ELSE delivered_at END"
-            " WHERE id = ?",
-            (outcome, status_code, error, retry_at, outcome, now_iso(), delivery_id),
-        )
+        if written:
+            conn.execute(
+                "INSERT INTO webhook_attempts (delivery_id, at, status_code, error,"
+                " duration_ms) VALUES (?, ?, ?, ?, ?)",
+                (delivery_id, now_iso(), status_code, error, duration_ms),
+            )
 
     @reads
     def recent(self, conn, limit: int, offset: int) -> tuple[list[dict[str, Any]], bool]:
@@ -219,27 +199,16 @@ class MailStore(Table):
 
     @writes
     def claim(self, conn, mail_id: int, holder: str) -> bool:
-        """Mark a pending message as being sent by holder; False when another process has it."""
-        return (
-            conn.execute(
-                "UPDATE mail_deliveries SET claimed_by = ? WHERE id = ? AND status = 'pending'"
-                " AND claimed_by IS NULL RETURNING id",
-                (holder, mail_id),
-            ).fetchone()
-            is not None
-        )
+        """Mark a pending message as being sent by holder; False when another process has it.
+
+        Not fenced by the lease (store/queue.py says why): any process sends what it queued.
+        """
+        return MAIL.claim(conn, mail_id, holder)
 
     @writes
     def settle_abandoned(self, conn, now: float, mine: str | None = None) -> int:
-        """Messages claimed by a process that is gone (or by mine, which gave up on
-        its sends mid-way): released: it may have arrived, and is sent again (at least once)."""
-        also = " OR claimed_by = ?" if mine is not None else ""
-        return conn.execute(
-            "UPDATE mail_deliveries SET attempts = attempts + 1,"
-            " last_error = ?, claimed_by = NULL WHERE status = 'pending'"
-            f" AND claimed_by IS NOT NULL AND ({gone('mail_deliveries.claimed_by')}{also})",
-            (IN_DOUBT, now) + ((mine,) if mine is not None else ()),
-        ).rowcount
+        """Release messages claimed by a gone process (or by mine): sent again."""
+        return MAIL.settle_abandoned(conn, now, mine)
 
     @writes
     def record(
@@ -253,17 +222,7 @@ class MailStore(Table):
         holder: str | None = None,
     ) -> None:
         """One attempt's outcome; the body goes once the message is sent or given up."""
-        # With holder, only while holder's claim stands (it was not settled as abandoned).
-        mine = " AND claimed_by = ?" if holder is not None else ""
-        conn.execute(
-            "UPDATE mail_deliveries SET attempts = attempts + 1, status = ?, last_error = ?,"
-            " claimed_by = NULL,"
-            " next_attempt_at = COALESCE(?, next_attempt_at),"
-            " message = CASE WHEN ? = 'pending' THEN message END,"
-            " delivered_at = CASE WHEN ? = 'delivered' THEN ? END WHERE id = ?" + mine,
-            (outcome, error, retry_at, outcome, outcome, now_iso(), mail_id)
-            + ((holder,) if holder is not None else ()),
-        )
+        MAIL.record(conn, mail_id, outcome=outcome, error=error, retry_at=retry_at, holder=holder)
 
     @reads
     def recent(self, conn, limit: int, offset: int) -> tuple[list[dict[str, Any]], bool]:

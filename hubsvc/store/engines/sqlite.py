@@ -120,6 +120,10 @@ def _read_with_deadline(
         conn.set_progress_handler(None, 0)
 
 
+# The first line of a migration that rebuilds a table others' foreign keys name.
+REBUILD_MARK = "-- foreign_keys: off"
+
+
 def migration_files(sql_dir: Path = SQL_DIR) -> list[tuple[int, str, Path]]:
     """The numbered migrations, in order."""
     found = []
@@ -128,6 +132,11 @@ def migration_files(sql_dir: Path = SQL_DIR) -> list[tuple[int, str, Path]]:
         if match:
             found.append((int(match.group(1)), match.group(2), path))
     return found
+
+
+def _broken_keys(conn: sqlite3.Connection) -> set[tuple]:
+    """Every row whose foreign key names no row: (table, rowid, parent table, key)."""
+    return {tuple(row) for row in conn.execute("PRAGMA foreign_key_check")}
 
 
 def apply_migrations(conn: sqlite3.Connection, sql_dir: Path = SQL_DIR) -> list[int]:
@@ -142,16 +151,35 @@ def apply_migrations(conn: sqlite3.Connection, sql_dir: Path = SQL_DIR) -> list[
         if version in done:
             continue
         script = path.read_text()
+        # A table rebuild (SQLite's ALTER TABLE procedure) runs with foreign keys off:
+        # dropping the old table would otherwise cascade into every table naming it. The
+        # pragma only takes effect outside a transaction; the keys are checked before COMMIT.
+        rebuild = script.startswith(REBUILD_MARK)
+        # Only keys the migration broke count: a database with older dangling rows
+        # (foreign keys were not always on) still migrates.
+        before = _broken_keys(conn) if rebuild else set()
         # executescript commits first, so BEGIN/COMMIT inside the script make it atomic.
         try:
+            if rebuild:
+                conn.execute("PRAGMA foreign_keys = OFF")
             conn.executescript(
                 "BEGIN IMMEDIATE;\n" + script + "\n;INSERT INTO schema_migrations VALUES "
-                f"({version}, '{name}', strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));\nCOMMIT;"
+                f"({version}, '{name}', strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));"
             )
+            broken = list(_broken_keys(conn) - before) if rebuild else []
+            if broken:
+                raise sqlite3.IntegrityError(
+                    f"migration {version:04d} leaves {len(broken)} broken foreign keys"
+                    f" (first: {tuple(broken[0])})"
+                )
+            conn.execute("COMMIT")
         except sqlite3.Error:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        finally:
+            if rebuild:
+                conn.execute("PRAGMA foreign_keys = ON")
         log.info("applied migration %04d_%s", version, name)
         applied.append(version)
     return applied
