@@ -9,8 +9,8 @@ from typing import Any, NamedTuple
 class Grant(NamedTuple):
     """What a scoped personal access token may do: its scopes and, if limited, repositories."""
 
-    scopes: frozenset[str]
-    repositories: frozenset[str] | None  # lowercase "owner/name"; None: every one
+    scopes: frozenset[str] | None  # None: every scope its owner has
+    repositories: frozenset[int] | None  # repository ids; None: every one
 
 
 @dataclass

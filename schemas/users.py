@@ -168,7 +168,10 @@ class TokenSchema(Base):
         Str(),
         required=True,
         allow_none=True,
-        metadata={"description": "owner/name it is limited to; null: every one"},
+        metadata={
+            "description": "owner/name (current names) of the repositories it is limited to; "
+            "null: every one"
+        },
     )
 
 
@@ -197,7 +200,10 @@ class TokenCreateSchema(Base):
         load_default=None,
         allow_none=True,
         validate=validate.Length(min=1, max=100),
-        metadata={"description": "owner/name the token is limited to (at most 100)"},
+        metadata={
+            "description": "owner/name the token is limited to (at most 100), each a repository "
+            "the caller may read; kept by repository, so a rename does not change it"
+        },
     )
 
 

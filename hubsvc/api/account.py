@@ -13,7 +13,7 @@ from schemas.users import (
     TokenListSchema,
 )
 
-from ..errors import BadRequest, Forbidden, NotFound
+from ..errors import BadRequest, Forbidden, NotFound, Unprocessable
 from ..keys import CONFIG, STORE
 from ..policy import requires
 from ..services.revoke import credentials_ended
@@ -29,6 +29,7 @@ from ..web.auth import (
     validate_password,
 )
 from ..web.openapi import doc
+from ..web.permissions import load_repo
 from ..web.ratelimit import SIGN_IN_LIMITER, sign_in_key, too_many
 from ..web.rest import json_response, read_json
 
@@ -106,12 +107,23 @@ async def list_tokens(request: web.Request) -> web.Response:
     return json_response({"tokens": [_token_json(row) for row in rows]})
 
 
+async def _readable_repo_id(request: web.Request, full_name: str) -> int:
+    """The id of owner/name (an old name followed) if the caller may read it; else 422."""
+    owner, name = full_name.split("/", 1)
+    try:
+        repo = await load_repo(request, "read", owner, name)
+    except NotFound:
+        # The same answer for missing and unreadable, so existence never leaks.
+        raise Unprocessable(f"repositories: {full_name} not found") from None
+    return repo["id"]
+
+
 @routes.post("/api/users/me/tokens")
 @doc(
     "Create a personal access token; its secret is in this answer only",
     body=TokenCreateSchema,
     responses={201: TokenCreatedSchema},
-    errors=(403, 409),
+    errors=(403, 409, 422),
     tag="users",
     description="The secret works as `Authorization: Bearer`, as `/ws?token=` and as the "
     "password git sends over HTTP (with the account's username). Only its "
@@ -124,7 +136,11 @@ async def list_tokens(request: web.Request) -> web.Response:
     "(write includes read), and `admin`. A request outside them is 403 naming the scope. "
     "Absent or null: every scope the owner has, as tokens made before scopes existed. "
     "`repositories` (`owner/name`, at most 100) limits it to those; search, the feed, "
-    "repository lists and the WebSocket, which span repositories, then hold only those.",
+    "repository lists and the WebSocket, which span repositories, then hold only those. "
+    "Each must be a repository the caller may read (422 naming it otherwise, missing or "
+    "not). The limit is kept by repository, not by name: a renamed one stays on it (listed "
+    "under its new name), a deleted one leaves it (a token whose every repository is gone "
+    "reaches none), and a new repository made under a listed name is not on it.",
 )
 @requires("user.tokens")
 async def create_token(request: web.Request) -> web.Response:
@@ -137,14 +153,12 @@ async def create_token(request: web.Request) -> web.Response:
             raise BadRequest("expiresAt: must be in the future")
         if expires >= NEVER:
             raise BadRequest("expiresAt: too far in the future")
+    repo_ids = None
+    if data["repositories"] is not None:
+        repo_ids = [await _readable_repo_id(request, full) for full in data["repositories"]]
     secret = new_personal_token()
     row = await request.app[STORE].users.add_personal_token(
-        user["id"],
-        data["name"],
-        token_digest(secret),
-        expires,
-        data["scopes"],
-        data["repositories"],
+        user["id"], data["name"], token_digest(secret), expires, data["scopes"], repo_ids
     )
     return json_response({"token": _token_json(row), "secret": secret}, status=201)
 

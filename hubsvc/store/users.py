@@ -39,7 +39,7 @@ def _user(row: Row | None) -> dict[str, Any] | None:
     return user
 
 
-def _pat(row: Row) -> dict[str, Any]:
+def _pat(row: Row, names: list[str]) -> dict[str, Any]:
     return {
         "id": row["id"],
         "name": row["name"],
@@ -47,21 +47,36 @@ def _pat(row: Row) -> dict[str, Any]:
         "expires_at": row["expires_at"],
         "last_used_at": row["last_used_at"],
         "scopes": json.loads(row["scopes"]) if row["scopes"] is not None else None,
-        "repositories": (
-            json.loads(row["repositories"]) if row["repositories"] is not None else None
-        ),
+        "repositories": names if row["limited"] else None,
     }
 
 
-def _grant(scopes: str | None, repositories: str | None) -> Grant | None:
-    """A scoped token's grant from its stored JSON (None: an unscoped token)."""
-    if scopes is None:
+def _grant(scopes: str | None, limited: bool, repo_ids: list[int]) -> Grant | None:
+    """A scoped token's grant from its stored row (None: a token with no limits)."""
+    if scopes is None and not limited:
         return None
-    repos = json.loads(repositories) if repositories is not None else None
     return Grant(
-        frozenset(json.loads(scopes)),
-        frozenset(r.lower() for r in repos) if repos is not None else None,
+        frozenset(json.loads(scopes)) if scopes is not None else None,
+        frozenset(repo_ids) if limited else None,
     )
+
+
+def _token_repo_names(conn, token_ids: list[int]) -> dict[int, list[str]]:
+    """The current "owner/name" of each token's repositories, by token id."""
+    names: dict[int, list[str]] = {t: [] for t in token_ids}
+    for start in range(0, len(token_ids), 500):
+        chunk = token_ids[start : start + 500]
+        rows = conn.execute(
+            "SELECT tr.token_id, u.username || '/' || r.name AS full_name"
+            " FROM token_repositories tr JOIN repositories r ON r.id = tr.repo_id"
+            " JOIN users u ON u.id = r.owner_id"
+            f" WHERE tr.token_id IN ({','.join('?' * len(chunk))})"
+            " ORDER BY u.username_key, r.name_key",
+            chunk,
+        )
+        for row in rows:
+            names[row["token_id"]].append(row["full_name"])
+    return names
 
 
 class UserStore(Table):
@@ -436,9 +451,9 @@ class UserStore(Table):
         digest: bytes,
         expires_at: int | None,
         scopes: list[str] | None = None,
-        repositories: list[str] | None = None,
+        repo_ids: list[int] | None = None,
     ) -> dict[str, Any]:
-        """Record a personal access token; 409 for a name in use or one token too many."""
+        """Record a personal access token (limited to repo_ids if given); 409: name taken, too many."""
         count = conn.execute(
             "SELECT COUNT(*) FROM personal_tokens WHERE user_id = ?", (user_id,)
         ).fetchone()[0]
@@ -446,7 +461,7 @@ class UserStore(Table):
             raise Conflict(f"a user may hold at most {MAX_PERSONAL_TOKENS} personal access tokens")
         row = conn.execute(
             "INSERT INTO personal_tokens"
-            " (user_id, name, hash, created_at, expires_at, scopes, repositories)"
+            " (user_id, name, hash, created_at, expires_at, scopes, limited)"
             " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (user_id, name) DO NOTHING RETURNING id",
             (
                 user_id,
@@ -455,13 +470,20 @@ class UserStore(Table):
                 now_iso(),
                 expires_at,
                 None if scopes is None else json.dumps(sorted(set(scopes))),
-                None if repositories is None else json.dumps(repositories),
+                int(repo_ids is not None),
             ),
         ).fetchone()
         if row is None:
             raise Conflict("a personal access token with this name exists")
+        token_id = row[0]
+        for repo_id in sorted(set(repo_ids or ())):
+            conn.execute(
+                "INSERT INTO token_repositories (token_id, repo_id) VALUES (?, ?)",
+                (token_id, repo_id),
+            )
         return _pat(
-            conn.execute("SELECT * FROM personal_tokens WHERE id = ?", (row[0],)).fetchone()
+            conn.execute("SELECT * FROM personal_tokens WHERE id = ?", (token_id,)).fetchone(),
+            _token_repo_names(conn, [token_id])[token_id],
         )
 
     @reads
@@ -469,8 +491,9 @@ class UserStore(Table):
         """A user's personal access tokens, newest first (expired ones too)."""
         rows = conn.execute(
             "SELECT * FROM personal_tokens WHERE user_id = ? ORDER BY id DESC", (user_id,)
-        )
-        return [_pat(row) for row in rows]
+        ).fetchall()
+        names = _token_repo_names(conn, [row["id"] for row in rows if row["limited"]])
+        return [_pat(row, names.get(row["id"], [])) for row in rows]
 
     @writes
     def delete_personal_token(self, conn, user_id: int, token_id: int) -> bytes | None:
@@ -488,7 +511,7 @@ class UserStore(Table):
         """The user of a live personal access token, its expiry (NEVER for none), its grant."""
         row = conn.execute(
             "SELECT p.expires_at AS token_expires, p.scopes AS token_scopes,"
-            f" p.repositories AS token_repositories, {_U_COLUMNS}"
+            f" p.limited AS token_limited, p.id AS token_id, {_U_COLUMNS}"
             " FROM personal_tokens p JOIN users u ON u.id = p.user_id"
             " WHERE p.hash = ? AND (p.expires_at IS NULL OR p.expires_at > ?)"
             " AND u.disabled = 0",
@@ -498,7 +521,16 @@ class UserStore(Table):
             return None
         user = _user(row)
         expires = user.pop("token_expires")
-        grant = _grant(user.pop("token_scopes"), user.pop("token_repositories"))
+        token_id, limited = user.pop("token_id"), bool(user.pop("token_limited"))
+        repo_ids = []
+        if limited:
+            repo_ids = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT repo_id FROM token_repositories WHERE token_id = ?", (token_id,)
+                )
+            ]
+        grant = _grant(user.pop("token_scopes"), limited, repo_ids)
         return user, NEVER if expires is None else expires, grant
 
     @writes
