@@ -84,6 +84,28 @@ async def test_a_limit_to_a_missing_or_unreadable_repository_is_422(client, alic
     assert created["token"]["repositories"] == ["bob/open"]
 
 
+async def test_the_list_hides_a_repository_its_owner_can_no_longer_read(client, alice, bob):
+    await create(client, alice, "secret", visibility="private", autoInit=True)
+    collaborator = "/api/repositories/alice/secret/collaborators/bob"
+    resp = await client.put(collaborator, json={"permission": "read"}, headers=alice.headers)
+    assert resp.status in (200, 201, 204), await resp.text()
+    await new_pat(client, bob, "one", repositories=["alice/secret"])
+    assert await listed(client, bob, "one") == ["alice/secret"]
+    assert (await client.delete(collaborator, headers=alice.headers)).status == 204
+    resp = await client.patch(
+        "/api/repositories/alice/secret", json={"name": "plans"}, headers=alice.headers
+    )
+    assert resp.status == 200, await resp.text()
+    # Its new name is not Bob's to learn; given access again, the token reaches it again.
+    assert await listed(client, bob, "one") == []
+    resp = await client.put(
+        "/api/repositories/alice/plans/collaborators/bob",
+        json={"permission": "read"},
+        headers=alice.headers,
+    )
+    assert await listed(client, bob, "one") == ["alice/plans"]
+
+
 async def test_a_token_limited_to_repositories_alone_keeps_to_them(client, alice):
     await create(client, alice, "x", visibility="private", autoInit=True)
     await create(client, alice, "other", visibility="private", autoInit=True)

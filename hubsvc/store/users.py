@@ -9,6 +9,7 @@ from typing import Any, overload
 from ..errors import Conflict
 from ..identity import Grant
 from ..timeutil import now_iso
+from .access import visible
 from .base import Table, reads, row_dict, writes
 from .engines import Row
 
@@ -62,15 +63,18 @@ def _grant(scopes: str | None, limited: bool, repo_ids: list[int]) -> Grant | No
 
 
 def _token_repo_names(conn, token_ids: list[int]) -> dict[int, list[str]]:
-    """The current "owner/name" of each token's repositories, by token id."""
+    """The current "owner/name" of each token's repositories its owner may read, by token id."""
     names: dict[int, list[str]] = {t: [] for t in token_ids}
     for start in range(0, len(token_ids), 500):
         chunk = token_ids[start : start + 500]
+        # Only readable ones: the current name of a repository its owner lost is not theirs
+        # to learn (the token cannot reach it either, while the loss lasts).
         rows = conn.execute(
             "SELECT tr.token_id, u.username || '/' || r.name AS full_name"
-            " FROM token_repositories tr JOIN repositories r ON r.id = tr.repo_id"
-            " JOIN users u ON u.id = r.owner_id"
+            " FROM token_repositories tr JOIN personal_tokens p ON p.id = tr.token_id"
+            " JOIN repositories r ON r.id = tr.repo_id JOIN users u ON u.id = r.owner_id"
             f" WHERE tr.token_id IN ({','.join('?' * len(chunk))})"
+            f" AND {visible('r', 'p.user_id')}"
             " ORDER BY u.username_key, r.name_key",
             chunk,
         )
