@@ -25,12 +25,20 @@ async def listed(client, user, token_name: str) -> list[str] | None:
     return token["repositories"]
 
 
+async def owned(client, token: dict[str, str]) -> list[str]:
+    """The names of alice's repositories a token's list holds."""
+    resp = await client.get("/api/users/alice/repositories", headers=token)
+    assert resp.status == 200, await resp.text()
+    return sorted(r["name"] for r in (await resp.json())["repositories"])
+
+
 async def test_a_renamed_repository_stays_on_its_token(client, alice, tmp_path):
     await create(client, alice, "x", visibility="private", autoInit=True)
     await create(client, alice, "other", visibility="private", autoInit=True)
-    secret = (await new_pat(client, alice, "one", scopes=["repo:read"], repositories=["alice/x"]))[
-        "secret"
-    ]
+    created = await new_pat(
+        client, alice, "one", scopes=["repo:read", "user:read"], repositories=["alice/x"]
+    )
+    secret = created["secret"]
     token = bearer(secret)
     assert (await client.get(X + "/tree", headers=token)).status == 200
     resp = await client.patch(X, json={"name": "y"}, headers=alice.headers)
@@ -47,12 +55,15 @@ async def test_a_renamed_repository_stays_on_its_token(client, alice, tmp_path):
     assert resp.status == 200, await resp.text()
     resp = await client.get("/api/repositories/alice/other/tree", headers=token)
     assert resp.status == 403 and "alice/other" in (await resp.json())["error"]
+    assert await owned(client, token) == ["y"]
 
 
 async def test_a_new_repository_under_a_deleted_name_is_not_on_the_token(client, alice):
     await create(client, alice, "other", visibility="private", autoInit=True)
     await create(client, alice, "x", visibility="private", autoInit=True)
-    created = await new_pat(client, alice, "one", scopes=["repo:read"], repositories=["alice/x"])
+    created = await new_pat(
+        client, alice, "one", scopes=["repo:read", "user:read"], repositories=["alice/x"]
+    )
     token = bearer(created["secret"])
     assert (await client.get(X + "/tree", headers=token)).status == 200
     assert (await client.delete(X, headers=alice.headers)).status == 204
@@ -64,6 +75,7 @@ async def test_a_new_repository_under_a_deleted_name_is_not_on_the_token(client,
     assert await listed(client, alice, "one") == []
     resp = await client.get("/api/repositories/alice/other/tree", headers=token)
     assert resp.status == 403, await resp.text()
+    assert await owned(client, token) == []
 
 
 async def test_a_limit_to_a_missing_or_unreadable_repository_is_422(client, alice, bob):
