@@ -127,7 +127,8 @@ def test_the_rebuild_keeps_every_row_key_and_search_entry_of_an_existing_databas
     conn.execute("INSERT INTO stars (repo_id, user_id, created_at) VALUES (2, 100, 't')")
     conn.execute("DELETE FROM repositories WHERE id = 3")
 
-    assert apply_migrations(conn) == [35]
+    # 0035 and whatever came after it.
+    assert apply_migrations(conn)[0] == 35
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     assert conn.execute("SELECT COUNT(*) FROM stars").fetchone()[0] == 1
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
