@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -13,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from .gitcli import ENV
+from .gitcli import ENV, git, remote
 from .server import ROOT, ServerProcess, free_port
+from .test_accounts import TOKENS, new_pat
+from .test_repos import create
+
+REPO = "/api/repositories/alice/proj"
 
 
 def _git(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -134,3 +139,139 @@ def test_a_server_whose_hooks_cannot_run_does_not_start(tmp_path):
         server.start()
     assert server.proc is not None and server.proc.wait(10) == 2
     assert "pre-receive is missing or not executable" in server.logs()
+
+
+class HeldPush:
+    """A proxy in front of the test server that holds a push's body until released.
+
+    The POST's head goes through (the server checks the push and starts git); the body
+    waits for release(), as a slow upload would, while the test changes what held.
+    """
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.head_through = asyncio.Event()
+        self.release = asyncio.Event()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def stop(self) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    async def _handle(self, reader, writer) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.port)
+        down = asyncio.ensure_future(self._copy(up_reader, writer))
+        await self._copy(reader, up_writer, hold=True)
+        await down
+
+    async def _copy(self, reader, writer, hold: bool = False) -> None:
+        seen = b""
+        try:
+            while data := await reader.read(65536):
+                if hold and not self.release.is_set():
+                    seen += data
+                    end = seen.find(b"\r\n\r\n")
+                    if seen.startswith(b"POST ") and b"/git-receive-pack " in seen and end >= 0:
+                        cut = len(data) - (len(seen) - end - 4)
+                        writer.write(data[:cut])
+                        await writer.drain()
+                        self.head_through.set()
+                        await self.release.wait()
+                        data = data[cut:]
+                    elif end >= 0:
+                        seen = b""  # another request on this connection
+                writer.write(data)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+
+async def _held_push(client, work: Path, url: str, change) -> tuple[int, str]:
+    """Push work's main through a held proxy; change() runs while the body is held."""
+    from hubsvc.git.hook_socket import HOOK_SOCKET
+
+    proxy = HeldPush(client.server.port)
+    address = await proxy.start()
+    host = f"{client.server.host}:{client.server.port}"
+    push = asyncio.ensure_future(
+        git("push", url.replace(host, address), "HEAD:main", cwd=work, check=False)
+    )
+    try:
+        await asyncio.wait_for(proxy.head_through.wait(), 30)
+        # The server has checked the push and handed git its hook's secret.
+        while not client.app[HOOK_SOCKET].waiting:
+            await asyncio.sleep(0.01)
+        await change()
+        proxy.release.set()
+        code, _, err = await asyncio.wait_for(push, 60)
+    finally:
+        proxy.release.set()
+        await proxy.stop()
+    return code, err
+
+
+async def _writer_clone(client, alice, bob, tmp_path) -> Path:
+    await create(client, alice, "proj", autoInit=True)
+    resp = await client.put(
+        REPO + "/collaborators/bob", json={"permission": "write"}, headers=alice.headers
+    )
+    assert resp.status in (200, 201, 204), await resp.text()
+    work = tmp_path / "bob"
+    await git("clone", "-q", remote(client, bob, "alice", "proj"), str(work))
+    await git("commit", "-q", "--allow-empty", "-m", "slow", cwd=work)
+    return work
+
+
+async def _main(client, alice) -> str:
+    branches = await (await client.get(REPO + "/branches", headers=alice.headers)).json()
+    return next(b["commit"]["oid"] for b in branches["branches"] if b["name"] == "main")
+
+
+async def test_a_token_deleted_while_its_push_uploads_lands_nothing(client, alice, bob, tmp_path):
+    work = await _writer_clone(client, alice, bob, tmp_path)
+    before = await _main(client, alice)
+    pat = await new_pat(client, bob, "ci", scopes=["repo:write"])
+
+    async def delete_token() -> None:
+        resp = await client.delete(f"{TOKENS}/{pat['token']['id']}", headers=bob.headers)
+        assert resp.status == 204
+
+    url = remote(client, bob, "alice", "proj", pat["secret"])
+    code, err = await _held_push(client, work, url, delete_token)
+    assert code != 0 and "remote: push refused: this personal access token no longer" in err, err
+    assert await _main(client, alice) == before
+
+
+async def test_a_collaborator_removed_while_pushing_lands_nothing(client, alice, bob, tmp_path):
+    work = await _writer_clone(client, alice, bob, tmp_path)
+    before = await _main(client, alice)
+
+    async def remove_bob() -> None:
+        resp = await client.delete(REPO + "/collaborators/bob", headers=alice.headers)
+        assert resp.status == 204, await resp.text()
+
+    code, err = await _held_push(client, work, remote(client, bob, "alice", "proj"), remove_bob)
+    assert code != 0 and "remote: push refused: bob has no write access to alice/proj" in err, err
+    assert await _main(client, alice) == before
+
+
+async def test_a_rule_set_while_a_push_uploads_applies_to_it(client, alice, bob, tmp_path):
+    work = await _writer_clone(client, alice, bob, tmp_path)
+    before = await _main(client, alice)
+
+    async def protect_main() -> None:
+        rule = {"requiredPullRequestReviews": {"requiredApprovingReviewCount": 1}}
+        resp = await client.put(
+            REPO + "/branches/main/protection", json=rule, headers=alice.headers
+        )
+        assert resp.status == 200, await resp.text()
+
+    code, err = await _held_push(client, work, remote(client, bob, "alice", "proj"), protect_main)
+    assert code != 0 and "remote: main is protected: changes must go through a pull" in err, err
+    assert await _main(client, alice) == before

@@ -72,6 +72,11 @@ class HookSocket:
         if self._own_dir is not None:
             shutil.rmtree(self._own_dir, ignore_errors=True)
 
+    @property
+    def waiting(self) -> int:
+        """Pushes whose hook may still ask."""
+        return len(self._pushes)
+
     @contextlib.contextmanager
     def push(self, decide: Decide) -> Iterator[dict[str, str]]:
         """While the block runs, a hook given the yielded environment reaches decide."""
