@@ -321,7 +321,7 @@ def create_app(config: Config) -> web.Application:
     app[PAT_TOUCHED] = {}
     app[BASIC_CACHE] = TokenCache(ttl=300)
     app[REPO_FILES] = RepoFiles(config.data_dir / "repositories")
-    app[HOOK_SOCKET] = HookSocket(app[REPO_FILES].spool)
+    app[HOOK_SOCKET] = HookSocket(config.data_dir / "run")
     app[MERGE_LOCKS] = defaultdict(asyncio.Lock)
     app[WEBHOOK] = WebhookSender(app)
     app[HOOKS] = HookWorkers(app)

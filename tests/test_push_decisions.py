@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from hubsvc.git.files import REPO_FILES
+from hubsvc.keys import CONFIG
+
 from .gitcli import ENV, git, remote
 from .server import ROOT, ServerProcess, free_port
 from .test_accounts import TOKENS, new_pat
@@ -275,3 +278,50 @@ async def test_a_rule_set_while_a_push_uploads_applies_to_it(client, alice, bob,
     code, err = await _held_push(client, work, remote(client, bob, "alice", "proj"), protect_main)
     assert code != 0 and "remote: main is protected: changes must go through a pull" in err, err
     assert await _main(client, alice) == before
+
+
+def _alive(pid: int) -> bool:
+    """Whether pid runs (a zombie waiting for its reaper has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+async def test_a_push_past_its_timeout_ends_with_its_hooks(client, alice, tmp_path):
+    """receive-pack killed at git.timeout_seconds takes its hook and the hook's child along."""
+    await create(client, alice, "proj", autoInit=True)
+    work = tmp_path / "alice"
+    await git("clone", "-q", remote(client, alice, "alice", "proj"), str(work))
+    await git("commit", "-q", "--allow-empty", "-m", "stuck", cwd=work)
+    pids = tmp_path / "hook.pids"
+    hook = client.app[REPO_FILES].hooks / "pre-receive"
+    original = hook.read_text()
+    # A hook that hangs (as one waiting on a stuck disk would), with a child of its own.
+    hook.write_text(f"#!/bin/sh\nsleep 300 &\necho $$ $! > {pids}\nwait\n")
+    client.app[CONFIG]["git"]["timeout_seconds"] = 2
+    try:
+        code, _, err = await git(
+            "push", remote(client, alice, "alice", "proj"), "HEAD:main", cwd=work, check=False
+        )
+    finally:
+        hook.write_text(original)
+    assert code != 0, err
+    hung = [int(pid) for pid in pids.read_text().split()]
+    deadline = asyncio.get_running_loop().time() + 10
+    while any(_alive(pid) for pid in hung):
+        assert asyncio.get_running_loop().time() < deadline, f"{hung} outlived their push"
+        await asyncio.sleep(0.05)
+
+
+async def test_git_prints_why_a_read_only_token_may_not_push(client, alice, tmp_path):
+    """The refusal at info/refs is text/plain, which git prints as `remote: <reason>`."""
+    await create(client, alice, "proj", visibility="private", autoInit=True)
+    secret = (await new_pat(client, alice, "ci", scopes=["repo:read"]))["secret"]
+    work = tmp_path / "work"
+    await git("clone", "-q", remote(client, alice, "alice", "proj", secret), str(work))
+    await git("commit", "-q", "--allow-empty", "-m", "sneaky", cwd=work)
+    code, _, err = await git("push", "origin", "main", cwd=work, check=False)
+    assert code != 0, err
+    assert "remote: this personal access token lacks the repo:write scope" in err, err

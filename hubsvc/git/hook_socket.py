@@ -3,8 +3,8 @@
 receive-pack runs the hook as the server's child; the hook asks the running server
 (hookcall.py), which decides with its own code, as Gitea's hooks call its internal API.
 Each push registers its decision under a random secret passed in git's environment
-(never logged); an unknown secret is refused. The socket is 0600 in the data folder, so
-only the server's own user reaches it at all.
+(never logged); an unknown secret is refused. The socket is 0600 in the data folder's
+run/, so only the server's own user reaches it at all.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class HookSocket:
 
     async def start(self) -> None:
         """Listen at <folder>/hooks-<pid>.sock (a private temporary folder when too long)."""
+        self.folder.mkdir(mode=0o700, exist_ok=True)
         path = self.folder / f"hooks-{os.getpid()}.sock"  # processes sharing the folder
         if len(os.fsencode(path)) > SUN_PATH_MAX:
             self._own_dir = Path(tempfile.mkdtemp(prefix="hubsvc-hooks-"))  # 0700
