@@ -325,3 +325,46 @@ async def test_git_prints_why_a_read_only_token_may_not_push(client, alice, tmp_
     code, _, err = await git("push", "origin", "main", cwd=work, check=False)
     assert code != 0, err
     assert "remote: this personal access token lacks the repo:write scope" in err, err
+
+
+async def test_the_hook_socket_answers_only_a_push_it_knows(tmp_path):
+    """A wrong secret, or none, refuses: the socket decides nothing for strangers."""
+    from hubsvc.git.hook_socket import HookSocket
+    from hubsvc.git.push_hooks import HOOKCALL
+
+    server = HookSocket(tmp_path / "run")
+    await server.start()
+    asked = []
+
+    async def accept(updates, quarantine):
+        asked.append(updates)
+        return []
+
+    update = f"{'1' * 40} {'2' * 40} refs/heads/main\n".encode()
+
+    async def hookcall(env: dict[str, str]) -> tuple[int, str]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-I",
+            "-S",
+            str(HOOKCALL),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env={"PATH": os.environ["PATH"], **env},
+        )
+        out, _ = await proc.communicate(update)
+        return proc.returncode, out.decode()
+
+    try:
+        with server.push(accept) as env:
+            assert oct(os.stat(env["HUBSVC_HOOK_SOCKET"]).st_mode & 0o777) == "0o600"
+            wrong = {**env, "HUBSVC_HOOK_SECRET": "guessed"}
+            assert await hookcall(wrong) == (1, "hubsvc: this push is not known to the server\n")
+            code, said = await hookcall({})
+            assert code == 1 and "did not come through the server" in said
+            assert asked == []
+            assert await hookcall(env) == (0, "")
+            assert asked == [[("1" * 40, "2" * 40, "refs/heads/main")]]
+        assert (await hookcall(env))[0] == 1  # the push is over: its secret is dead
+    finally:
+        await server.stop()

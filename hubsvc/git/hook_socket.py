@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import secrets
@@ -57,9 +56,7 @@ class HookSocket:
             self._own_dir = Path(tempfile.mkdtemp(prefix="hubsvc-hooks-"))  # 0700
             path = self._own_dir / "hooks.sock"
         path.unlink(missing_ok=True)  # left by a process that died with this pid
-        self._server = await asyncio.start_unix_server(
-            self._serve, path=str(path), limit=QUESTION_BYTES
-        )
+        self._server = await asyncio.start_unix_server(self._serve, path=str(path))
         os.chmod(path, 0o600)
         self.path = path
 
@@ -93,36 +90,37 @@ class HookSocket:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            answer = await self._answer(await reader.readline())
+            problems = await self._answer(await _read_all(reader))
         except Exception:
             log.exception("answering a pre-receive hook failed")
-            answer = {"ok": False, "lines": ["hubsvc: the server failed to check this push"]}
+            problems = ["hubsvc: the server failed to check this push"]
+        said = "".join(f"{line}\n" for line in problems)
         try:
-            writer.write(json.dumps(answer).encode() + b"\n")
+            writer.write(f"{'refused' if problems else 'ok'}\n{said}".encode())
             await writer.drain()
         except ConnectionError:
             pass  # the hook is gone (git killed it): nobody to tell
         finally:
             writer.close()
 
-    async def _answer(self, line: bytes) -> dict[str, object]:
-        try:
-            question = json.loads(line)
-            secret, raw, env = question["secret"], question["updates"], question["env"]
-            updates = [(old, new, ref) for old, new, ref in raw]
-        except (ValueError, KeyError, TypeError):
-            return {"ok": False, "lines": ["hubsvc: malformed question from the hook"]}
-        decide = self._pushes.get(hashlib.sha256(str(secret).encode()).digest())
+    async def _answer(self, question: bytes | None) -> list[str]:
+        """The lines refusing the push the question names (hookcall.py's format); [] accepts."""
+        if question is None:
+            return ["hubsvc: the hook's question is too long"]
+        head, _, body = question.decode("utf-8", "replace").partition("\n\n")
+        secret, *variables = head.split("\n")
+        decide = self._pushes.get(hashlib.sha256(secret.encode()).digest())
         if decide is None:
-            return {"ok": False, "lines": ["hubsvc: this push is not known to the server"]}
-        if not all(
-            _is_oid(old) and _is_oid(new) and isinstance(ref, str) for old, new, ref in updates
-        ):
-            return {"ok": False, "lines": ["hubsvc: malformed ref update from the hook"]}
-        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-            return {"ok": False, "lines": ["hubsvc: malformed question from the hook"]}
-        problems = await decide(updates, env)
-        return {"ok": not problems, "lines": problems}
+            return ["hubsvc: this push is not known to the server"]
+        env = dict(line.partition("=")[::2] for line in variables)
+        updates = []
+        for line in filter(None, body.splitlines()):  # none: the start-up trial
+            old, _, rest = line.partition(" ")
+            new, _, ref = rest.partition(" ")
+            if not (_is_oid(old) and _is_oid(new) and ref):
+                return ["hubsvc: malformed ref update from the hook"]
+            updates.append((old, new, ref))
+        return await decide(updates, env)
 
     async def trial(self, hooks: Path) -> None:
         """Run the pre-receive hook as git would, with no update: it must reach this socket.
@@ -159,8 +157,18 @@ class HookSocket:
             )
 
 
-def _is_oid(value: object) -> bool:
-    return isinstance(value, str) and len(value) == 40 and set(value) <= _HEX
+def _is_oid(value: str) -> bool:
+    return len(value) == 40 and set(value) <= _HEX
+
+
+async def _read_all(reader: asyncio.StreamReader) -> bytes | None:
+    """Everything up to the hook's end of writing; None past QUESTION_BYTES."""
+    data = bytearray()
+    while chunk := await reader.read(65536):
+        data += chunk
+        if len(data) > QUESTION_BYTES:
+            return None
+    return bytes(data)
 
 
 HOOK_SOCKET = web.AppKey("hook_socket", HookSocket)
