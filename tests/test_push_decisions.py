@@ -368,3 +368,18 @@ async def test_the_hook_socket_answers_only_a_push_it_knows(tmp_path):
         assert (await hookcall(env))[0] == 1  # the push is over: its secret is dead
     finally:
         await server.stop()
+
+
+async def test_an_account_disabled_while_pushing_lands_nothing(client, alice, bob, tmp_path):
+    work = await _writer_clone(client, alice, bob, tmp_path)
+    before = await _main(client, alice)
+
+    async def disable_bob() -> None:  # alice, the first account, is an administrator
+        resp = await client.patch(
+            "/api/admin/users/bob", json={"disabled": True}, headers=alice.headers
+        )
+        assert resp.status == 200, await resp.text()
+
+    code, err = await _held_push(client, work, remote(client, bob, "alice", "proj"), disable_bob)
+    assert code != 0 and "remote: push refused: this account is disabled" in err, err
+    assert await _main(client, alice) == before

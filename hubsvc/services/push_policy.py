@@ -54,7 +54,7 @@ async def _credential(app: web.Application, pusher: Pusher) -> tuple[dict[str, A
     if pusher.credential == PASSWORD and pusher.password_hash is not None:
         user = await users.by_id(pusher.user_id)
         if user is None or user["password_hash"] != pusher.password_hash:
-            raise _Refused("this account's password changed; sign in again")
+            raise _Refused("this account is gone or its password changed")
         return user, None
     raise _Refused("this credential cannot push")
 
