@@ -383,3 +383,17 @@ async def test_an_account_disabled_while_pushing_lands_nothing(client, alice, bo
     code, err = await _held_push(client, work, remote(client, bob, "alice", "proj"), disable_bob)
     assert code != 0 and "remote: push refused: this account is disabled" in err, err
     assert await _main(client, alice) == before
+
+
+async def test_a_data_folder_too_deep_for_a_socket_path_still_gets_one(tmp_path):
+    from hubsvc.git.hook_socket import HookSocket
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60) / "run"
+    server = HookSocket(deep)
+    await server.start()
+    try:
+        assert server.path is not None and len(os.fsencode(server.path)) < 100
+        assert oct(os.stat(server.path.parent).st_mode & 0o777) == "0o700"
+    finally:
+        await server.stop()
+    assert not server.path.exists()

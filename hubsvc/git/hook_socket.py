@@ -50,7 +50,7 @@ class HookSocket:
 
     async def start(self) -> None:
         """Listen at <folder>/hooks-<pid>.sock (a private temporary folder when too long)."""
-        self.folder.mkdir(mode=0o700, exist_ok=True)
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = self.folder / f"hooks-{os.getpid()}.sock"  # processes sharing the folder
         if len(os.fsencode(path)) > SUN_PATH_MAX:
             self._own_dir = Path(tempfile.mkdtemp(prefix="hubsvc-hooks-"))  # 0700
