@@ -37,7 +37,7 @@ class Piped:
         """SIGKILL to its process group: git and every child it started (hooks included)."""
         # The group outlives git while any child of it runs (a hook git was waiting for
         # when it was killed), and its id is not reused while it does.
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
             os.killpg(self.pid, signal.SIGKILL)
 
     async def wait(self) -> int:
