@@ -15,6 +15,7 @@ from aiohttp import web
 from hubsvc.app import create_app, new_event_loop
 from hubsvc.cli import parse_args, run
 from hubsvc.config import ConfigError, load_config
+from hubsvc.git.hook_socket import HooksUnusable
 from hubsvc.startup import (
     StartupError,
     check_data_dir,
@@ -75,15 +76,19 @@ def main(argv: list[str] | None = None) -> int:
             "listening on %s:%s, data in %s", server["host"], server["port"], config.data_dir
         )
 
-    web.run_app(
-        app,
-        host=server["host"],
-        port=server["port"],
-        print=listening,
-        access_log_class=JsonAccessLogger if server["access_log_json"] else AccessLogger,
-        shutdown_timeout=10,
-        loop=loop,
-    )
+    try:
+        web.run_app(
+            app,
+            host=server["host"],
+            port=server["port"],
+            print=listening,
+            access_log_class=JsonAccessLogger if server["access_log_json"] else AccessLogger,
+            shutdown_timeout=10,
+            loop=loop,
+        )
+    except HooksUnusable as exc:  # found once the app starts, with its hook socket
+        print(f"hubsvc: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -43,6 +43,7 @@ from .config import Config, ConfigError, ensure_secret
 from .datadir import tighten
 from .events.bus import EventBus, paced_seconds
 from .git.files import REPO_FILES, RepoFiles
+from .git.hook_socket import HOOK_SOCKET, HookSocket
 from .git.slots import make_slots
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
 from .notify.chat_dm import CHAT_NOTICES, Doorbell, chat_dm_ctx, wake_polls
@@ -142,7 +143,6 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     app[BUS].attach(store.events.after, await store.events.last_id())
     store.db.event_listeners.append(app[BUS].publish)
     store.db.pacers.append(app[BUS].paced)
-    await asyncio.to_thread(app[REPO_FILES].prepare)
     # security.admins names accounts that exist the first time a name is listed: each name
     # is applied once and then recorded, so whoever signs the name up later (or takes it
     # after the account is deleted) inherits nothing.
@@ -160,6 +160,24 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     yield
     await asyncio.to_thread(app[REPO_FILES].close)
     await store.close()
+
+
+async def _hook_socket_ctx(app: web.Application) -> AsyncIterator[None]:
+    """git's hooks, and the socket they ask, tried once: no hooks, no start.
+
+    First of the contexts: aiohttp cleans up none of them when one fails to start, so a
+    failure here leaves nothing running (no store thread to hold the process up).
+    """
+    await asyncio.to_thread(app[REPO_FILES].prepare)
+    socket = app[HOOK_SOCKET]
+    await socket.start()
+    try:
+        await socket.trial(app[REPO_FILES].hooks)
+    except BaseException:
+        await socket.stop()
+        raise
+    yield
+    await socket.stop()
 
 
 PRUNE_EVENTS_SECONDS = 3600
@@ -304,6 +322,7 @@ def create_app(config: Config) -> web.Application:
     app[PAT_TOUCHED] = {}
     app[BASIC_CACHE] = TokenCache(ttl=300)
     app[REPO_FILES] = RepoFiles(config.data_dir / "repositories")
+    app[HOOK_SOCKET] = HookSocket(config.data_dir / "run")
     app[MERGE_LOCKS] = defaultdict(asyncio.Lock)
     app[WEBHOOK] = WebhookSender(app)
     app[HOOKS] = HookWorkers(app)
@@ -329,6 +348,7 @@ def create_app(config: Config) -> web.Application:
         join_cluster(app)
     app.cleanup_ctx.extend(
         [
+            _hook_socket_ctx,
             _store_ctx,
             _bus_ctx,
             *([cluster_ctx] if several else []),

@@ -329,6 +329,9 @@ def load_config(
     for section, keys in DEFAULTS.items():
         for key, default in keys.items():
             _check_type(section, key, values[section][key], default)
+    # Resolved once, here: git is handed paths inside it (core.hooksPath) and resolves a
+    # relative one inside the bare repository, where no hook is, so none would run.
+    values["storage"]["data_dir"] = os.path.abspath(values["storage"]["data_dir"])
     return Config(values)
 
 

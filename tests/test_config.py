@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_defaults_match_the_decisions():
     config = load_config(None, env={})
     assert config["server"]["host"] == "127.0.0.1" and config["server"]["port"] == 8080
-    assert config["storage"]["data_dir"] == "./data"
+    # "./data", resolved against where the server starts, once (git needs it absolute).
+    assert DEFAULTS["storage"]["data_dir"] == "./data"
+    assert config["storage"]["data_dir"] == str(Path.cwd() / "data")
     assert config["rate_limit"]["per_minute"] == 60 and config["rate_limit"]["burst"] == 100
     assert config["websocket"]["max_per_ip"] == 10
     assert config.base_url == "http://127.0.0.1:8080"

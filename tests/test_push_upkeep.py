@@ -10,6 +10,7 @@ import struct
 from pathlib import Path
 
 from hubsvc.git.files import REPO_FILES
+from hubsvc.git.hook_socket import HookSocket
 from hubsvc.git.push_hooks import install_hooks, parse_push_counts
 
 from .conftest import sign_up
@@ -120,14 +121,32 @@ async def test_the_pre_receive_hook_counts_what_each_branch_update_brings(tmp_pa
     zero, first = "0" * 40, (await git("rev-parse", "main~2", cwd=work))[1].strip()
     updates = f"{first} {main} refs/heads/main\n{zero} {topic} refs/heads/topic\n"
     updates += f"{zero} {main} refs/tags/v1\n{main} {zero} refs/heads/gone\n"
-    proc = await asyncio.create_subprocess_exec(
-        str(hooks / "pre-receive"),
-        cwd=work,
-        stdin=asyncio.subprocess.PIPE,
-        env={**os.environ, "GIT_DIR": str(work / ".git"), "HUBSVC_PUSH_COUNTS": str(counts)},
-    )
-    await proc.communicate(updates.encode())
+    server = HookSocket(tmp_path)  # the hook asks a server first; this one says yes
+    await server.start()
+    asked = []
+
+    async def accept(ref_updates, quarantine):
+        asked.append(ref_updates)
+        return []
+
+    try:
+        with server.push(accept) as hook_env:
+            proc = await asyncio.create_subprocess_exec(
+                str(hooks / "pre-receive"),
+                cwd=work,
+                stdin=asyncio.subprocess.PIPE,
+                env={
+                    **os.environ,
+                    **hook_env,
+                    "GIT_DIR": str(work / ".git"),
+                    "HUBSVC_PUSH_COUNTS": str(counts),
+                },
+            )
+            await proc.communicate(updates.encode())
+    finally:
+        await server.stop()
     assert proc.returncode == 0
+    assert len(asked) == 1 and len(asked[0]) == 4
     # main moved two commits; the new topic brings the one commit no branch had.
     assert parse_push_counts(counts.read_text()) == {
         (first, main, "refs/heads/main"): 2,

@@ -20,18 +20,26 @@ from schemas.git import InfoRefsQuerySchema
 
 from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..git.files import REPO_FILES
+from ..git.hook_socket import HOOK_SOCKET
 from ..git.protocol import SERVICES, advertise, serve_rpc
-from ..git.push_hooks import parse_push_counts, parse_ref_updates
+from ..git.push_hooks import parse_push_counts, parse_ref_updates, quarantined_is_ancestor
 from ..git.slots import git_slot
 from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
 from ..notify.leader import LEADER
 from ..policy import requires
-from ..services.protection import hook_rules
+from ..services.push_policy import PASSWORD, SESSION, TOKEN, Pusher, decide_push
 from ..services.push_timing import PushClock
 from ..services.pushes import after_answer, record_push
 from ..tasks import BACKGROUND
-from ..web.auth import BASIC_CACHE, check_password, current_user, password_problem, user_for_token
+from ..web.auth import (
+    BASIC_CACHE,
+    check_password,
+    current_user,
+    is_personal_token,
+    password_problem,
+    user_for_token,
+)
 from ..web.openapi import doc
 from ..web.permissions import load_repo
 from ..web.ratelimit import SIGN_IN_LIMITER, sign_in_key
@@ -309,28 +317,36 @@ async def _receive(request: web.Request, repo: dict, clock: PushClock) -> web.St
         "HUBSVC_PUSH_LOG": str(spool),
         "HUBSVC_PUSH_COUNTS": str(counts_file),
         "HUBSVC_MAX_OBJECT_BYTES": str(config["git"]["max_object_bytes"]),
-        "HUBSVC_PROTECTED": hook_rules(
-            await request.app[STORE].protection.rules(repo["id"]), repo.get("role")
-        ),
     }
+    pusher, path = await _pusher(request), files.path(repo["id"])
+
+    async def decide(updates: list[tuple[str, str, str]], quarantine: dict[str, str]) -> list[str]:
+        # Asked by git's pre-receive hook once the pack is in: as things are now.
+        async def is_ancestor(old: str, new: str) -> bool:
+            return await asyncio.to_thread(quarantined_is_ancestor, path, old, new, quarantine)
+
+        return await decide_push(request.app, pusher, repo["id"], updates, is_ancestor)
+
     trace = spool.with_suffix(".trace")
     if clock.on:
         trace.mkdir()
         env["GIT_TRACE2_EVENT"] = str(trace)
     clock.mark("rules")
     try:
-        # The pre-receive hook refuses files over max_object_bytes before any ref moves.
-        resp, _ = await serve_rpc(
-            request,
-            "git-receive-pack",
-            files.path(repo["id"]),
-            config["limits"]["push_bytes"],
-            before_eof=record,
-            hooks=files.hooks,
-            timeout=config["git"]["timeout_seconds"],
-            env=env,
-            mark=clock.mark,
-        )
+        # The pre-receive hook asks decide, then refuses files over max_object_bytes,
+        # before any ref moves.
+        with request.app[HOOK_SOCKET].push(decide) as hook_env:
+            resp, _ = await serve_rpc(
+                request,
+                "git-receive-pack",
+                path,
+                config["limits"]["push_bytes"],
+                before_eof=record,
+                hooks=files.hooks,
+                timeout=config["git"]["timeout_seconds"],
+                env={**env, **hook_env},
+                mark=clock.mark,
+            )
         clock.mark("answer")
     finally:
         if clock.on:
@@ -351,6 +367,29 @@ async def _receive(request: web.Request, repo: dict, clock: PushClock) -> web.St
         else:
             clock.log(repo["id"])
     return resp
+
+
+async def _pusher(request: web.Request) -> Pusher | None:
+    """The push's credential, so the pre-receive hook's question finds it again."""
+    identity = request.get(AUTH)
+    if identity is None:
+        return None
+    user_id = identity.user["id"]
+    if identity.token_digest is not None:  # a bearer token or the session cookie
+        return Pusher(user_id, TOKEN if identity.personal else SESSION, identity.token_digest)
+    if identity.via != "basic":
+        return Pusher(user_id, identity.via)  # decide_push refuses what it cannot find again
+    # HTTP Basic carried a password or a token as the password: the token cache (or the
+    # database) says which, as it did for _basic_user a moment ago.
+    try:
+        header = request.headers.get("Authorization", "")[6:].strip()
+        secret = base64.b64decode(header).decode().partition(":")[2]
+    except (binascii.Error, UnicodeDecodeError):
+        secret = ""
+    found = await user_for_token(request.app, secret) if secret else None
+    if found is not None and found.user["id"] == user_id:
+        return Pusher(user_id, TOKEN if is_personal_token(secret) else SESSION, found.digest)
+    return Pusher(user_id, PASSWORD, password_hash=identity.user["password_hash"])
 
 
 async def _upkeep(app: web.Application, repo_id: int, clock: PushClock, tips: list[str]) -> None:

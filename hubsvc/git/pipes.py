@@ -9,7 +9,9 @@ and its exit awaited on a pidfd, which leaves the loop's own child handling alon
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import subprocess
 from collections.abc import Sequence
 
@@ -32,9 +34,11 @@ class Piped:
         return self._popen.returncode
 
     def kill(self) -> None:
-        """SIGKILL, unless it has been reaped already (its pid may be another's by then)."""
-        if self._popen.returncode is None:
-            self._popen.kill()
+        """SIGKILL to its process group: git and every child it started (hooks included)."""
+        # The group outlives git while any child of it runs (a hook git was waiting for
+        # when it was killed), and its id is not reused while it does.
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
+            os.killpg(self.pid, signal.SIGKILL)
 
     async def wait(self) -> int:
         """Its exit code, once it has exited (awaited on a pidfd, never blocking the loop)."""
@@ -75,6 +79,7 @@ async def start(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE if stderr else subprocess.DEVNULL,
         env=env,
+        start_new_session=True,  # a group of its own, which kill() ends whole
     )
     proc = Piped(popen)
     try:

@@ -95,7 +95,7 @@ async def advertise(
 
 
 async def _reap(proc: pipes.Piped) -> None:
-    """Kill git if it still runs, and wait for it: no process outlives its request."""
+    """Kill git and whatever it started (hooks), and wait: no process outlives its request."""
     proc.kill()
     # Pipes left unread (a client that stalled, a body that never came) stay open until
     # their transports close.

@@ -1,14 +1,18 @@
 """The server's git hooks for receive-pack, and the files they hand back to the server.
 
-post-receive names the ref updates git applied; pre-receive refuses what breaks a
-protected branch or brings a file over `[git] max_object_bytes`, and counts each branch
-update's new commits for its push event meanwhile.
+post-receive names the ref updates git applied; pre-receive asks the server whether they
+may land (hookcall.py, hook_socket.py), refuses a file over `[git] max_object_bytes`,
+and counts each branch update's new commits for its push event meanwhile.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
+import sys
 from pathlib import Path
+
+from .process import _git_status
 
 _POST_RECEIVE = """#!/bin/sh
 # Written by hubsvc: hands the ref updates receive-pack applied ("old new ref" lines)
@@ -19,43 +23,14 @@ if [ -n "$HUBSVC_PUSH_LOG" ]; then cat > "$HUBSVC_PUSH_LOG"; else cat > /dev/nul
 
 # Runs in git's quarantine: the pushed objects are visible, no ref has moved yet, and a
 # non-zero exit refuses the whole push. What it prints reaches the pusher as "remote: ".
+# {python} and {hookcall} are filled in at install (hooks_text).
 _PRE_RECEIVE = """#!/bin/sh
-# Written by hubsvc: refuses a push that breaks a protected branch's rule (lines of
-# "pattern<TAB>rules" in $HUBSVC_PROTECTED) or brings a file larger than
+# Written by hubsvc: asks the server whether the push may land (hookcall.py: who pushes
+# and the branch rules, as they are now), then refuses a file larger than
 # $HUBSVC_MAX_OBJECT_BYTES bytes (the server's [git] max_object_bytes).
 zero=0000000000000000000000000000000000000000
 updates=$(cat)
-if [ -n "$HUBSVC_PROTECTED" ]; then
-  bad=0
-  while read -r old new ref; do
-    case "$ref" in refs/heads/*) branch=${ref#refs/heads/} ;; *) continue ;; esac
-    while IFS='	' read -r pattern rules; do
-      [ -n "$pattern" ] || continue
-      case "$branch" in $pattern) ;; *) continue ;; esac
-      if [ "$new" = "$zero" ]; then
-        case "$rules" in *no-delete*)
-          echo "$branch is protected: it cannot be deleted (rule $pattern)"; bad=1 ;;
-        esac
-        continue
-      fi
-      case "$rules" in *require-pr*)
-        echo "$branch is protected: changes must go through a pull request (rule $pattern)"
-        bad=1; continue ;;
-      esac
-      if [ "$old" != "$zero" ]; then
-        case "$rules" in *no-force*)
-          git merge-base --is-ancestor "$old" "$new" ||
-            { echo "$branch is protected: force-pushes are not allowed (rule $pattern)"; bad=1; } ;;
-        esac
-      fi
-    done <<RULES
-$HUBSVC_PROTECTED
-RULES
-  done <<UPDATES
-$updates
-UPDATES
-  [ "$bad" = 0 ] || exit 1
-fi
+printf '%s\\n' "$updates" | {python} -I -S {hookcall} || exit 1
 # The commit counts the push events carry ("old new ref count" lines for the server),
 # counted meanwhile: the pushed objects are readable here, and the size check below
 # takes longer. A new branch brings what no branch had, an update what old lacked.
@@ -103,13 +78,20 @@ checked=$?
 wait
 exit $checked
 """
-HOOKS = {"post-receive": _POST_RECEIVE, "pre-receive": _PRE_RECEIVE}
+HOOKCALL = Path(__file__).with_name("hookcall.py")
+
+
+def hooks_text() -> dict[str, str]:
+    """Each hook's script, naming this interpreter and hookcall.py by absolute paths."""
+    pre = _PRE_RECEIVE.replace("{python}", shlex.quote(sys.executable))
+    pre = pre.replace("{hookcall}", shlex.quote(str(HOOKCALL.absolute())))
+    return {"post-receive": _POST_RECEIVE, "pre-receive": pre}
 
 
 def install_hooks(folder: Path) -> Path:
     """Write the server's git hooks into folder (idempotent); returns the folder."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name, text in HOOKS.items():
+    for name, text in hooks_text().items():
         hook = folder / name
         if not hook.exists() or hook.read_text() != text:
             tmp = folder / f"{name}.{os.getpid()}.tmp"  # processes starting together
@@ -139,3 +121,20 @@ def parse_push_counts(text: str) -> dict[tuple[str, str, str], int]:
         if len(old) == len(new) == 40 and ref and count.isdigit():
             counts[(old, new, ref)] = int(count)
     return counts
+
+
+def quarantined_is_ancestor(repo: Path, old: str, new: str, env: dict[str, str]) -> bool:
+    """Whether old is an ancestor of new, new being among a push's quarantined objects.
+
+    env is the quarantine's environment as the hook reported it; it must lie inside the
+    repository (else False: nothing outside it is read). Blocking: call it in a thread.
+    """
+    root = repo.resolve()
+    for name in ("GIT_OBJECT_DIRECTORY", "GIT_QUARANTINE_PATH"):
+        if name in env and not Path(env[name]).resolve().is_relative_to(root):
+            return False
+    for alternate in filter(None, env.get("GIT_ALTERNATE_OBJECT_DIRECTORIES", "").split(":")):
+        if not Path(alternate).resolve().is_relative_to(root):
+            return False
+    code, _, _ = _git_status(str(repo), "merge-base", "--is-ancestor", old, new, env=env)
+    return code == 0

@@ -1,7 +1,8 @@
-"""Protected branches at work: the rules git's hook enforces, and what a merge still needs."""
+"""Protected branches at work: what they refuse of a push, and what a merge still needs."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -17,20 +18,34 @@ def exempt(rule: dict[str, Any], role: str | None) -> bool:
     return not rule["enforce_admins"] and allows(role, "admin")
 
 
-def hook_rules(rules: list[dict[str, Any]], role: str | None) -> str:
-    """The rules as git's pre-receive hook reads them: "pattern<TAB>words" per line."""
-    lines = []
-    for rule in rules:
-        words = []
-        if rule["require_pr"] and not exempt(rule, role):
-            words.append("require-pr")
-        if not rule["allow_force_pushes"]:
-            words.append("no-force")
-        if not rule["allow_deletions"]:
-            words.append("no-delete")
-        if words:
-            lines.append(f"{rule['pattern']}\t{' '.join(words)}")
-    return "\n".join(lines)
+ZERO = "0" * 40
+
+
+async def ref_problems(
+    rules: list[dict[str, Any]],
+    role: str | None,
+    updates: list[tuple[str, str, str]],
+    is_ancestor: Callable[[str, str], Awaitable[bool]],
+) -> list[str]:
+    """What the rules refuse of a push's ref updates (old, new, ref): one line each."""
+    problems = []
+    for old, new, ref in updates:
+        if not ref.startswith("refs/heads/"):
+            continue
+        branch = ref.removeprefix("refs/heads/")
+        for rule in rules:
+            if not matches(rule["pattern"], branch):
+                continue
+            where = f"{branch} is protected"
+            named = f"(rule {rule['pattern']})"
+            if new == ZERO:
+                if not rule["allow_deletions"]:
+                    problems.append(f"{where}: it cannot be deleted {named}")
+            elif rule["require_pr"] and not exempt(rule, role):
+                problems.append(f"{where}: changes must go through a pull request {named}")
+            elif old != ZERO and not rule["allow_force_pushes"] and not await is_ancestor(old, new):
+                problems.append(f"{where}: force-pushes are not allowed {named}")
+    return problems
 
 
 async def merge_problems(
