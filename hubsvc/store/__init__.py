@@ -19,6 +19,7 @@ from .repos import RepoStore
 from .reviews import ReviewStore
 from .search import SearchStore
 from .statuses import StatusStore
+from .two_factor import TwoFactorStore
 from .upkeep import UpkeepStore
 from .users import UserStore
 
@@ -52,6 +53,7 @@ class Store:
         self.mail = MailStore(self.db)
         self.upkeep = UpkeepStore(self.db)
         self.leases = LeaseStore(self.db)
+        self.two_factor = TwoFactorStore(self.db, grants_changed=self.repos.forget_audience)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""
