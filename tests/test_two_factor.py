@@ -10,6 +10,10 @@ from hubsvc.app import create_app
 from hubsvc.keys import STORE
 
 from .conftest import make_config, sign_up
+from .gitcli import git, remote
+from .test_orgs import make_org
+from .test_repos import create
+from .test_ws import connect, next_of, nothing_for
 
 
 def code_of(secret: str, offset: int = 0) -> str:
@@ -217,3 +221,119 @@ async def test_turning_totp_off_takes_the_password_and_a_code(client, alice):
         await client.post("/auth/sign-in", json={"username": "alice", "password": alice.password})
     ).json()
     assert "token" in body
+
+
+async def test_git_over_http_takes_a_token_not_the_password(client, alice, tmp_path):
+    await create(client, alice, "proj", visibility="private", autoInit=True)
+    # Before: the password clones, and is remembered for a while.
+    await git("clone", "-q", remote(client, alice, "alice", "proj"), str(tmp_path / "before"))
+    await enrol(client, alice)
+    code, _, err = await git(
+        "clone", "-q", remote(client, alice, "alice", "proj"), str(tmp_path / "pw"), check=False
+    )
+    assert code != 0
+    assert "two-factor authentication is on" in err and "personal access token" in err
+    resp = await client.post(
+        "/api/users/me/tokens",
+        json={"name": "git", "scopes": ["repo:write"]},
+        headers=alice.headers,
+    )
+    secret = (await resp.json())["secret"]
+    url = remote(client, alice, "alice", "proj", secret)
+    await git("clone", "-q", url, str(tmp_path / "token"))
+    await git("commit", "-q", "--allow-empty", "-m", "with a token", cwd=tmp_path / "token")
+    await git("push", "-q", url, "HEAD", cwd=tmp_path / "token")
+
+
+async def make_acme(client, owner, member) -> None:
+    """acme, owned by owner, member in it, its private repository app with an issue."""
+    await make_org(client, owner, member)
+    resp = await client.post(
+        "/api/repositories/acme/app/issues", json={"title": "first"}, headers=owner.headers
+    )
+    assert resp.status == 201
+
+
+async def feed_names(client, user) -> list[str]:
+    resp = await client.get("/api/events", headers=user.headers)
+    return [e["repository"]["name"] for e in (await resp.json())["events"]]
+
+
+async def test_an_organization_requiring_2fa_shuts_out_members_without(
+    client, alice, bob, tmp_path
+):
+    await make_acme(client, alice, bob)
+    rule = {"requireTwoFactor": True}
+    resp = await client.patch("/api/orgs/acme", json=rule, headers=alice.headers)
+    assert resp.status == 409 and "your own account" in (await resp.json())["error"]
+    await enrol(client, alice)
+    resp = await client.patch("/api/orgs/acme", json=rule, headers=bob.headers)
+    assert resp.status == 403  # a member, not an owner
+    assert "app" in await feed_names(client, bob)
+    resp = await client.patch("/api/orgs/acme", json=rule, headers=alice.headers)
+    assert resp.status == 200, await resp.text()
+    assert (await resp.json())["organization"]["requireTwoFactor"] is True
+    resp = await client.get("/api/orgs/acme", headers=bob.headers)
+    assert (await resp.json())["organization"]["requireTwoFactor"] is True
+
+    # Bob, a member without a second factor: the API, git and the feed refuse him.
+    resp = await client.get("/api/repositories/acme/app", headers=bob.headers)
+    assert resp.status == 403
+    assert "acme requires two-factor authentication" in (await resp.json())["error"]
+    resp = await client.get("/api/repositories/acme/app/issues", headers=bob.headers)
+    assert resp.status == 403
+    code, _, err = await git(
+        "clone",
+        "-q",
+        remote(client, bob, "acme", "app", bob.token),
+        str(tmp_path / "no"),
+        check=False,
+    )
+    assert code != 0 and "acme requires two-factor authentication" in err
+    assert "app" not in await feed_names(client, bob)
+    resp = await client.get("/api/users/acme/repositories", headers=bob.headers)
+    assert [r["name"] for r in (await resp.json())["repositories"]] == []
+    # Alice, who has one, is not held back.
+    assert (await client.get("/api/repositories/acme/app", headers=alice.headers)).status == 200
+
+    # Once he turns it on, all of it opens again; turning it off is refused.
+    secret, _ = await enrol(client, bob)
+    assert (await client.get("/api/repositories/acme/app", headers=bob.headers)).status == 200
+    await git("clone", "-q", remote(client, bob, "acme", "app", bob.token), str(tmp_path / "yes"))
+    assert "app" in await feed_names(client, bob)
+    resp = await client.delete(
+        "/api/users/me/2fa/totp",
+        json={"currentPassword": bob.password, "code": code_of(secret, 1)},
+        headers=bob.headers,
+    )
+    assert resp.status == 409 and "acme" in (await resp.json())["error"]
+    resp = await client.get("/api/users/me/2fa", headers=bob.headers)
+    assert (await resp.json())["totp"] is True
+
+    # The rule lifted, members without a factor are back.
+    resp = await client.patch(
+        "/api/orgs/acme", json={"requireTwoFactor": False}, headers=alice.headers
+    )
+    assert (await resp.json())["organization"]["requireTwoFactor"] is False
+
+
+async def test_a_socket_loses_the_organization_s_repositories_under_the_rule(client, alice, bob):
+    await make_acme(client, alice, bob)
+    await enrol(client, alice)
+    ws = await connect(client, bob)
+    app = {"owner": "acme", "name": "app"}
+    await ws.send_json({"type": "subscribe", "repository": app})
+    await next_of(ws, "subscribed")
+    resp = await client.patch(
+        "/api/orgs/acme", json={"requireTwoFactor": True}, headers=alice.headers
+    )
+    assert resp.status == 200
+    gone = await next_of(ws, "unsubscribed")
+    assert gone["repository"] == app and gone["reason"] == "access revoked"
+    await client.post(
+        "/api/repositories/acme/app/issues", json={"title": "unseen"}, headers=alice.headers
+    )
+    await nothing_for(ws)
+    await ws.send_json({"type": "subscribe", "repository": app})
+    assert "requires two-factor authentication" in (await next_of(ws, "error"))["error"]
+    await ws.close()
