@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pyotp
@@ -337,3 +338,25 @@ async def test_a_socket_loses_the_organization_s_repositories_under_the_rule(cli
     await ws.send_json({"type": "subscribe", "repository": app})
     assert "requires two-factor authentication" in (await next_of(ws, "error"))["error"]
     await ws.close()
+
+
+async def test_racing_uses_of_one_code_sign_in_once(client, alice):
+    secret, codes = await enrol(client, alice)
+    for code in (codes[0], code_of(secret)):
+        challenges = [(await password_step(client, alice))["challenge"] for _ in range(4)]
+        answers = await asyncio.gather(*(second_step(client, c, code) for c in challenges))
+        assert sorted(a.status for a in answers) == [200, 401, 401, 401], code
+
+
+async def test_another_process_refuses_a_code_this_one_took(database_url, tmp_path, aiohttp_client):
+    # Two servers over one database (SQLite file or PostgreSQL), as behind a balancer.
+    config = make_config(tmp_path, database__url=database_url)
+    first = await aiohttp_client(create_app(config))
+    second = await aiohttp_client(create_app(config))
+    alice = await sign_up(first, "alice")
+    secret, _ = await enrol(first, alice)
+    code = code_of(secret)
+    one = (await password_step(first, alice))["challenge"]
+    two = (await password_step(second, alice))["challenge"]
+    assert (await second_step(first, one, code)).status == 200
+    assert (await second_step(second, two, code)).status == 401

@@ -95,13 +95,12 @@ class TwoFactorStore(Table):
             )
         return True
 
-    def _after(self, result: Any) -> Any:
-        self._changed()
-        return result
-
     async def turn_on(self, user_id: int, secret: bytes, step: int, codes: list[bytes]) -> bool:
         """confirm, then forget cached audiences (an organization's rule may now let them in)."""
-        return self._after(await self.confirm(user_id, secret, step, codes))
+        try:
+            return await self.confirm(user_id, secret, step, codes)
+        finally:
+            self._changed()
 
     @writes
     def take_step(self, conn, user_id: int, step: int) -> bool:
