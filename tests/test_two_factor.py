@@ -360,3 +360,28 @@ async def test_another_process_refuses_a_code_this_one_took(database_url, tmp_pa
     two = (await password_step(second, alice))["challenge"]
     assert (await second_step(first, one, code)).status == 200
     assert (await second_step(second, two, code)).status == 401
+
+
+async def test_codes_from_many_addresses_share_the_account_s_budget(
+    database_url, tmp_path, aiohttp_client
+):
+    config = make_config(
+        tmp_path,
+        database__url=database_url,
+        rate_limit__enabled=True,
+        rate_limit__sign_in_per_15_minutes=4,
+        server__trusted_proxies=["127.0.0.1/32", "::1/128"],
+    )
+    client = await aiohttp_client(create_app(config))
+    alice = await sign_up(client, "alice")
+    secret, _ = await enrol(client, alice)
+    challenge = (await password_step(client, alice))["challenge"]
+    statuses = []
+    for n in range(5):  # each wrong code from an address of its own
+        resp = await client.post(
+            "/auth/sign-in/2fa",
+            json={"challenge": challenge, "code": "000000"},
+            headers={"X-Forwarded-For": f"203.0.113.{n + 1}"},
+        )
+        statuses.append(resp.status)
+    assert statuses == [401, 401, 401, 401, 429]
