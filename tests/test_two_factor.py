@@ -12,6 +12,8 @@ from hubsvc.keys import STORE
 
 from .conftest import make_config, sign_up
 from .gitcli import git, remote
+from .server import ServerProcess
+from .test_admin import PASSWORD, cli, fails, ok, sign_in
 from .test_orgs import make_org
 from .test_repos import create
 from .test_ws import connect, next_of, nothing_for
@@ -385,3 +387,22 @@ async def test_codes_from_many_addresses_share_the_account_s_budget(
         )
         statuses.append(resp.status)
     assert statuses == [401, 401, 401, 401, 429]
+
+
+def test_an_administrator_turns_off_a_lost_second_factor(tmp_path):
+    data = tmp_path / "data"
+    with ServerProcess(data) as server:
+        token = server.sign_up("ada", PASSWORD)["token"]
+        bearer = {"Authorization": f"Bearer {token}"}
+        status, body = server.request("POST", "/api/users/me/2fa/totp", {}, bearer)
+        assert status == 201, body
+        code = pyotp.TOTP(body["secret"]).at(time.time() - 30)
+        status, _ = server.request("POST", "/api/users/me/2fa/totp/confirm", {"code": code}, bearer)
+        assert status == 200
+        assert "twoFactorRequired" in sign_in(server, "ada")[1]
+        # The authenticator and the recovery codes are lost: the operator steps in.
+        assert "turned off two-factor" in ok(cli(data, "reset-2fa", "ada"))
+        status, body = sign_in(server, "ada")
+        assert status == 200 and "token" in body
+        assert "no second factor" in ok(cli(data, "reset-2fa", "ada"))
+        assert "no user named nobody" in fails(cli(data, "reset-2fa", "nobody"))
