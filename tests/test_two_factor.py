@@ -14,6 +14,7 @@ from .conftest import make_config, sign_up
 from .gitcli import git, remote
 from .server import ServerProcess
 from .test_admin import PASSWORD, cli, fails, ok, sign_in
+from .test_chat_link import BOT_KEY, as_chat, link
 from .test_orgs import make_org
 from .test_repos import create
 from .test_ws import connect, next_of, nothing_for
@@ -406,3 +407,20 @@ def test_an_administrator_turns_off_a_lost_second_factor(tmp_path):
         assert status == 200 and "token" in body
         assert "no second factor" in ok(cli(data, "reset-2fa", "ada"))
         assert "no user named nobody" in fails(cli(data, "reset-2fa", "nobody"))
+
+
+async def test_the_chat_link_keeps_working(database_url, tmp_path, aiohttp_client):
+    config = make_config(tmp_path, database__url=database_url, chat__bot_key=BOT_KEY)
+    client = await aiohttp_client(create_app(config))
+    alice = await sign_up(client, "alice")
+    await create(client, alice, "proj", visibility="private", autoInit=True)
+    await link(client, alice, "c1")
+    await enrol(client, alice)
+    for path in ("/api/users/me", "/api/repositories/alice/proj/issues"):
+        resp = await client.get(path, headers=as_chat("c1"))
+        assert resp.status == 200, (path, await resp.text())
+    # The bot cannot touch the factors (enrolment and removal are the person's).
+    resp = await client.delete(
+        "/api/users/me/2fa/totp", json={"currentPassword": "x", "code": "1"}, headers=as_chat("c1")
+    )
+    assert resp.status == 403
