@@ -116,15 +116,9 @@ async def sign_in_second_factor(request: web.Request) -> web.Response:
     user = await two_factor.peek_challenge(app, data["challenge"])
     if user is None:
         raise Unauthorized("the sign-in challenge is unknown, used or expired: sign in again")
-    limiter = app.get(SIGN_IN_LIMITER)
-    if limiter is not None:
-        # The address's budget on the account, as for passwords, and one for the account
-        # from every address: whoever is here has the password, and a million codes
-        # must not be tried from many addresses at once.
-        for key in (sign_in_key(request, user["username"], user), f"2fa|user:{user['id']}"):
-            allowed, _, wait = await limiter.spend(key)
-            if not allowed:
-                return too_many(request, wait)
+    refused = await two_factor.spend_attempt(request, user)
+    if refused is not None:
+        return refused
     if await two_factor.check_code(app, user["id"], data["code"]) is None:
         await two_factor.fail_challenge(app, data["challenge"])
         raise Unauthorized("invalid two-factor code")
