@@ -30,7 +30,7 @@ FLOORS: list[tuple[int, tuple[str, ...]]] = [
     (4, ("hubsvc.web",)),
     (5, ("hubsvc.notify",)),
     (6, ("hubsvc.services",)),
-    (7, ("hubsvc.api", "hubsvc.bot", "hubsvc.site")),
+    (7, ("hubsvc.api", "hubsvc.bot", "hubsvc.site", "hubsvc.ssh")),
     (8, ("hubsvc.app", "hubsvc.startup", "hubsvc.cli")),
 ]
 
