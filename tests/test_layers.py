@@ -15,6 +15,7 @@ FLOORS: list[tuple[int, tuple[str, ...]]] = [
             "hubsvc.config",
             "hubsvc.timeutil",
             "hubsvc.keys",
+            "hubsvc.sshkeys",
             "hubsvc.identity",
             "hubsvc.links",
             "hubsvc.datadir",
