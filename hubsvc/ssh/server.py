@@ -120,9 +120,15 @@ class SshService:
                 conn.close()
             elif conn.principal is not None:
                 by_key.setdefault(conn.principal.fingerprint, []).append(conn)
+        if not by_key:
+            return
         keys = self.app[STORE].keys
+        # Account keys in one query; deploy keys (fewer, and left out of it) one by one.
+        rows = await keys.by_fingerprints(list(by_key))
         for fingerprint, conns in by_key.items():
-            row = await keys.by_fingerprint(fingerprint)
+            row = rows.get(fingerprint)
+            if row is None and conns[0].principal and conns[0].principal.user is None:
+                row = await keys.by_fingerprint(fingerprint)
             if row is None or (row.get("user_id") and row.get("disabled")):
                 for conn in conns:
                     log.info("closing the SSH session of a removed key or disabled account")
