@@ -101,7 +101,7 @@ EVENT_ACTIONS = {
 KINDS = ("cookie", "bearer", "pat", "basic", "bot", "sshkey", "deploykey")
 # What an SSH key opens: git, and nothing else of the API (GitHub's keys the same).
 SSH_KINDS = frozenset({"sshkey", "deploykey"})
-GIT_ACTIONS = frozenset({"git.read", "git.write"})
+GIT_ACTIONS = frozenset({"public", "git.read", "git.write"})
 SSH_REFUSAL = "an SSH key opens git only"
 
 
