@@ -35,6 +35,7 @@ from .api import repos as repos_api
 from .api import reviews as reviews_api
 from .api import search as search_api
 from .api import smart_http
+from .api import ssh_keys as ssh_keys_api
 from .api import statuses as statuses_api
 from .api import users as users_api
 from .api import webhooks as webhooks_api
@@ -377,6 +378,7 @@ def create_app(config: Config) -> web.Application:
         events_api,
         auth_api,
         account_api,
+        ssh_keys_api,
         users_api,
         admin_api,
         repos_api,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from pathlib import Path
 
@@ -100,3 +101,176 @@ async def test_store_keeps_one_key_in_one_place(client, alice, bob):
     assert await store.keys.delete(added["id"], user_id=int(alice.id)) is not None
     assert not await store.keys.exists(added["id"])
     assert await store.keys.by_fingerprint(key.fingerprint) is None
+
+
+# Through HTTP
+
+
+KEYS = "/api/users/me/keys"
+REPO_KEYS = "/api/repositories/alice/proj/keys"
+
+
+@pytest.fixture(scope="module")
+def keyring(tmp_path_factory) -> dict[str, Path]:
+    """Key pairs made once by the stock ssh-keygen, for the whole module."""
+    folder = tmp_path_factory.mktemp("keys")
+    made = {f"ed{n}": make_key(folder, "ed25519", name=f"ed{n}") for n in range(4)}
+    made["rsa1024"] = make_key(folder, "rsa", 1024)
+    made["dsa"] = make_key(folder, "dsa")
+    subprocess.run(
+        ["ssh-keygen", "-q", "-s", str(made["ed0"]), "-I", "id", "-n", "git"]
+        + [str(made["ed3"]) + ".pub"],
+        check=True,
+    )
+    made["cert"] = folder / "ed3-cert"  # its .pub is the certificate
+    return made
+
+
+async def add_key(client, user, line: str, title: str | None = "laptop", path: str = KEYS):
+    body = {"key": line} if title is None else {"key": line, "title": title}
+    return await client.post(path, json=body, headers=user.headers)
+
+
+async def error_of(resp, status: int = 422) -> str:
+    assert resp.status == status, (resp.status, await resp.text())
+    return (await resp.json())["error"]
+
+
+async def mails(config, count: int) -> list[str]:
+    """The messages in the outbox folder (no SMTP configured), once count have arrived."""
+    outbox = config.data_dir / "outbox"
+    for _ in range(200):
+        files = sorted(outbox.iterdir()) if outbox.exists() else []
+        if len(files) >= count:
+            break
+        await asyncio.sleep(0.02)
+    return [f.read_text() for f in sorted(outbox.iterdir())] if outbox.exists() else []
+
+
+async def test_add_list_delete_own_keys_and_mail_the_owner(client, config, alice, bob, keyring):
+    line = public_line(keyring["ed0"])
+    resp = await add_key(client, alice, line)
+    assert resp.status == 201, await resp.text()
+    key = (await resp.json())["key"]
+    assert key["title"] == "laptop" and key["key"] == " ".join(line.split()[:2])
+    assert key["fingerprint"] == stock_fingerprint(keyring["ed0"])
+    assert key["lastUsedAt"] is None and key["createdAt"] and "readOnly" not in key
+    # No title: the key's comment.
+    second = await add_key(client, alice, public_line(keyring["ed1"]), title=None)
+    assert (await second.json())["key"]["title"] == "me@example.com"
+    listed = await (await client.get(KEYS, headers=alice.headers)).json()
+    assert [k["id"] for k in listed["keys"]] == [key["id"], (await second.json())["key"]["id"]]
+    assert (await (await client.get(KEYS, headers=bob.headers)).json())["keys"] == []
+    # Anyone sees a user's public keys, id and key only.
+    public = await client.get("/api/users/alice/keys")
+    assert public.status == 200
+    assert (await public.json())["keys"][0] == {"id": key["id"], "key": key["key"]}
+    assert (await client.get("/api/users/nobody/keys")).status == 404
+    assert (await client.get(KEYS)).status == 401
+    # Another user's key id is not found; the owner's goes.
+    assert (await client.delete(f"{KEYS}/{key['id']}", headers=bob.headers)).status == 404
+    assert (await client.delete(f"{KEYS}/x1", headers=alice.headers)).status == 404
+    assert (await client.delete(f"{KEYS}/{key['id']}", headers=alice.headers)).status == 204
+    assert (await client.delete(f"{KEYS}/{key['id']}", headers=alice.headers)).status == 404
+    listed = await (await client.get(KEYS, headers=alice.headers)).json()
+    assert [k["title"] for k in listed["keys"]] == ["me@example.com"]
+    texts = await mails(config, 3)
+    assert len(texts) == 3
+    added = [t for t in texts if "A new SSH key was added" in t]
+    removed = [t for t in texts if "An SSH key was removed" in t]
+    assert len(added) == 2 and len(removed) == 1
+    assert key["fingerprint"] in removed[0] and "laptop" in removed[0]
+    assert all("To: alice@example.com" in t for t in texts)
+
+
+async def test_a_token_cannot_add_a_key(client, alice, keyring):
+    from .test_accounts import bearer, new_pat
+
+    secret = (await new_pat(client, alice, "ci", scopes=["user:write"]))["secret"]
+    resp = await client.post(
+        KEYS, json={"key": public_line(keyring["ed0"])}, headers=bearer(secret)
+    )
+    assert "signed-in session" in await error_of(resp, 403)
+    assert (await client.get(KEYS, headers=bearer(secret))).status == 200
+
+
+@pytest.mark.parametrize(
+    ("which", "reason"),
+    [
+        ("dsa", "DSA keys are not accepted"),
+        ("rsa1024", "at least 2048 bits"),
+        ("cert", "certificates are not accepted"),
+        ("private", "this is a private key"),
+        ("garbage", "not an OpenSSH public key"),
+        ("undecodable", "does not decode"),
+        ("mismatch", "holds ssh-ed25519"),
+    ],
+)
+async def test_bad_keys_are_422_with_the_reason(client, alice, keyring, which, reason):
+    ed_b64 = public_line(keyring["ed0"]).split()[1]
+    line = {
+        "private": keyring["ed0"].read_text(),
+        "garbage": "not a key at all",
+        "undecodable": "ssh-ed25519 AAAA%%%%",
+        "mismatch": f"ssh-rsa {ed_b64}",
+    }.get(which) or public_line(keyring[which])
+    assert reason in await error_of(await add_key(client, alice, line))
+    assert (await (await client.get(KEYS, headers=alice.headers)).json())["keys"] == []
+
+
+async def test_a_key_is_in_one_place_and_the_422_says_where(client, alice, bob, keyring):
+    from .test_repos import create
+
+    await create(client, alice, "proj", visibility="private")
+    mine = public_line(keyring["ed0"])
+    assert (await add_key(client, alice, mine)).status == 201
+    assert "your account" in await error_of(await add_key(client, alice, mine))
+    said = await error_of(await add_key(client, bob, mine))
+    assert "another account" in said and "alice" not in said
+    # A user key cannot also be a deploy key, and the reverse.
+    assert "your account" in await error_of(await add_key(client, alice, mine, path=REPO_KEYS))
+    deploy = public_line(keyring["ed1"])
+    assert (await add_key(client, alice, deploy, path=REPO_KEYS)).status == 201
+    said = await error_of(await add_key(client, alice, deploy))
+    assert "deploy key of alice/proj" in said
+    # bob may not read the private repository: it stays unnamed.
+    said = await error_of(await add_key(client, bob, deploy))
+    assert "another account" in said and "proj" not in said
+
+
+async def test_deploy_keys_by_admins_only(client, alice, bob, keyring):
+    from .test_repos import create
+
+    await create(client, alice, "proj")
+    line = public_line(keyring["ed2"])
+    # A stranger, then a writer: neither is an admin of the public repository.
+    assert (await add_key(client, bob, line, path=REPO_KEYS)).status == 403
+    assert (await client.get(REPO_KEYS, headers=bob.headers)).status == 403
+    resp = await client.put(
+        "/api/repositories/alice/proj/collaborators/bob",
+        json={"permission": "write"},
+        headers=alice.headers,
+    )
+    assert resp.status in (200, 201)
+    assert (await add_key(client, bob, line, path=REPO_KEYS)).status == 403
+    assert (await client.get(REPO_KEYS)).status == 401
+    resp = await add_key(client, alice, line, path=REPO_KEYS)
+    assert resp.status == 201
+    key = (await resp.json())["key"]
+    assert key["readOnly"] is True and key["fingerprint"] == stock_fingerprint(keyring["ed2"])
+    listed = (await (await client.get(REPO_KEYS, headers=alice.headers)).json())["keys"]
+    assert [k["id"] for k in listed] == [key["id"]]
+    # A writable one, when asked.
+    resp = await client.post(
+        REPO_KEYS,
+        json={"key": public_line(keyring["ed1"]), "title": "ci", "readOnly": False},
+        headers=alice.headers,
+    )
+    assert (await resp.json())["key"]["readOnly"] is False
+    # Deploy keys are not on anyone's public list.
+    assert (await (await client.get("/api/users/alice/keys")).json())["keys"] == []
+    assert (await client.delete(f"{REPO_KEYS}/{key['id']}", headers=bob.headers)).status == 403
+    assert (await client.delete(f"{KEYS}/{key['id']}", headers=alice.headers)).status == 404
+    assert (await client.delete(f"{REPO_KEYS}/{key['id']}", headers=alice.headers)).status == 204
+    listed = (await (await client.get(REPO_KEYS, headers=alice.headers)).json())["keys"]
+    assert [k["title"] for k in listed] == ["ci"]
