@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from hubsvc.sshkeys import parse_public_key
-from hubsvc.store import Store
 
 from .server import ServerProcess, free_port
 
@@ -109,12 +107,13 @@ def keypair(root: Path, name: str) -> tuple[Path, str]:
     return path, path.with_suffix(".pub").read_text().strip()
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Site:
-    root = tmp_path_factory.mktemp("ssh")
+@contextlib.contextmanager
+def open_site(root: Path, settings: dict | None = None) -> Iterator[Site]:
+    """A server with SSH on a free port, alice (an administrator) with pub and priv."""
     port = free_port()
-    server = ServerProcess(root / "data", {"ssh": {"port": port}})
-    with server:
+    merged = {**(settings or {})}
+    merged["ssh"] = {"port": port, **merged.get("ssh", {})}
+    with ServerProcess(root / "data", merged) as server:
         built = Site(server, port, root)
         for user in ("alice", "bob", "carol"):  # alice, the first, is an administrator
             built.sign_up(user)
@@ -124,47 +123,51 @@ def site(tmp_path_factory) -> Site:
         yield built
 
 
-def _in_store(site: Site, work):
-    """Run work(store) on the server's database (until the keys API lands)."""
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Iterator[Site]:
+    with open_site(tmp_path_factory.mktemp("ssh")) as built:
+        yield built
 
-    async def run():
-        store = Store(site.server.data_dir / "hubsvc.db")
-        await store.open()
-        try:
-            return await work(store)
-        finally:
-            await store.close()
 
-    return asyncio.run(run())
+def hold(site: Site, key: Path, path: str = "alice/pub.git") -> subprocess.Popen:
+    """An open session: upload-pack has advertised its refs and waits for the client."""
+    held = subprocess.Popen(
+        [*site.ssh_command(key).split(), "git@127.0.0.1", f"git-upload-pack '{path}'"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert held.stdout is not None
+    assert held.stdout.read(4)  # the advertisement began
+    return held
+
+
+def release(held: subprocess.Popen) -> None:
+    if held.poll() is None:
+        held.kill()
+    held.wait()
+    for pipe in (held.stdin, held.stdout, held.stderr):
+        assert pipe is not None
+        pipe.close()
 
 
 def register(
-    site: Site, line: str, user: str | None = None, repo: str | None = None, read_only=True
+    site: Site, line: str, user: str, repo: str | None = None, read_only: bool = True
 ) -> int:
-    """Register a public key line to an account or as a repository's deploy key: its id."""
-    parsed = parse_public_key(line)
-
-    async def work(store):
-        if user is not None:
-            owner = await store.users.by_username(user)
-            row = await store.keys.add("k", parsed.line, parsed.fingerprint, user_id=owner["id"])
-        else:
-            owner_name, name = repo.split("/")
-            found = await store.repos.by_name(owner_name, name, 0)
-            row = await store.keys.add(
-                "k", parsed.line, parsed.fingerprint, repo_id=found["id"], read_only=read_only
-            )
-        return row["id"]
-
-    return _in_store(site, work)
+    """Register a public key line through the API: to user's account, or as a deploy key."""
+    if repo is None:
+        path, body = "/api/users/me/keys", {"title": "k", "key": line}
+    else:
+        path = f"/api/repositories/{repo}/keys"
+        body = {"title": "k", "key": line, "readOnly": read_only}
+    status, answer = site.api("POST", path, body, user)
+    assert status == 201, answer
+    return int(answer["key"]["id"])
 
 
 def unregister(site: Site, key_id: int, user: str) -> None:
-    async def work(store):
-        owner = await store.users.by_username(user)
-        assert await store.keys.delete(key_id, user_id=owner["id"]) is not None
-
-    _in_store(site, work)
+    status, body = site.api("DELETE", f"/api/users/me/keys/{key_id}", user=user)
+    assert status == 204, body
 
 
 def add_key(site: Site, user: str, name: str) -> tuple[Path, int]:
@@ -203,6 +206,8 @@ def test_clone_and_push_public_and_private_over_both_url_forms(site, tmp_path):
     pushes = [e for e in body["events"] if e["type"] == "push"]
     assert pushes and pushes[0]["actor"]["username"] == "alice", body
     assert pushes[0]["data"]["ref"] == "refs/heads/main"
+    status, keys = site.api("GET", "/api/users/me/keys", user="alice")
+    assert keys["keys"][0]["lastUsedAt"] is not None, keys
 
     # The scp-like form, with the port in an ssh config file as README shows.
     config = tmp_path / "ssh_config"
@@ -260,8 +265,8 @@ def test_another_users_key_sees_only_what_that_user_may(site, tmp_path):
 def test_deploy_keys_read_their_repository_only_and_push_only_when_writable(site, tmp_path):
     ro_key, ro_line = keypair(site.root, "deploy-ro")
     rw_key, rw_line = keypair(site.root, "deploy-rw")
-    register(site, ro_line, repo="alice/priv")
-    register(site, rw_line, repo="alice/priv", read_only=False)
+    register(site, ro_line, "alice", repo="alice/priv")
+    register(site, rw_line, "alice", repo="alice/priv", read_only=False)
 
     greeting = site.ssh(ro_key, "-T")
     assert greeting.returncode == 1 and f"Hi alice/priv! {NO_SHELL}" in greeting.stderr
@@ -305,27 +310,14 @@ def test_shells_ptys_and_other_commands_are_refused(site):
 
 def test_a_removed_key_is_refused_at_once_and_its_open_session_closed(site, tmp_path):
     key, key_id = add_key(site, "bob", "bob-soon-gone")
-    # An open session: upload-pack has advertised its refs and waits for the client.
-    held = subprocess.Popen(
-        [*site.ssh_command(key).split(), "git@127.0.0.1", "git-upload-pack 'alice/pub.git'"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    held = hold(site, key)
     try:
-        assert held.stdout is not None
-        assert held.stdout.read(4)  # the advertisement began
         unregister(site, key_id, "bob")
         removed = time.monotonic()
         held.wait(timeout=10)
         assert time.monotonic() - removed < 2.5
     finally:
-        if held.poll() is None:
-            held.kill()
-        held.wait()
-        for pipe in (held.stdin, held.stdout, held.stderr):
-            assert pipe is not None
-            pipe.close()
+        release(held)
     refused = site.ssh(key, opts=("-T",))
     assert refused.returncode == 255 and "Permission denied (publickey)" in refused.stderr
 
@@ -356,3 +348,48 @@ def test_a_protected_branch_refuses_a_push_over_ssh_with_the_rules_line(site, tm
     refused = commit_and_push(site, key, work, "direct")
     assert refused.returncode != 0
     assert "remote: main is protected: changes must go through a pull request" in refused.stderr
+
+
+def test_connections_per_address_are_capped_and_idle_ones_end(tmp_path):
+    with open_site(tmp_path, {"ssh": {"max_per_ip": 2, "idle_seconds": 3}}) as site:
+        key, _ = add_key(site, "alice", "alice-many")
+        first, second = hold(site, key), hold(site, key)
+        try:
+            third = site.ssh(key, opts=("-T",))
+            assert third.returncode == 255, third.stderr
+            assert "Hi alice" not in third.stderr
+            # Silent past idle_seconds: both end, and their places are free again.
+            first.wait(timeout=10)
+            second.wait(timeout=10)
+        finally:
+            release(first)
+            release(second)
+        again = site.ssh(key, opts=("-T",))
+        assert again.returncode == 1 and "Hi alice!" in again.stderr
+
+
+def test_failed_keys_spend_the_sign_in_budget_of_the_address(tmp_path):
+    settings = {"rate_limit": {"enabled": True, "sign_in_per_15_minutes": 3}}
+    with open_site(tmp_path, settings) as site:
+        key, _ = add_key(site, "alice", "alice-real")
+        assert site.ssh(key, opts=("-T",)).returncode == 1
+        for n in range(4):
+            stranger, _ = keypair(site.root, f"guess-{n}")
+            assert site.ssh(stranger, opts=("-T",)).returncode == 255
+        # Past the budget not even the right key is looked at, as a sign-in's password.
+        refused = site.ssh(key, opts=("-T",))
+        assert refused.returncode == 255 and "Hi alice" not in refused.stderr
+
+
+def test_a_push_over_the_size_limit_moves_no_ref(tmp_path):
+    with open_site(tmp_path, {"limits": {"push_bytes": 20000}}) as site:
+        key, _ = add_key(site, "alice", "alice-big")
+        work = tmp_path / "w"
+        assert site.git(key, "clone", "-q", site.url("alice", "pub"), str(work)).returncode == 0
+        (work / "big").write_bytes(os.urandom(200000))
+        site.git(key, "add", "big", cwd=work)
+        refused = commit_and_push(site, key, work, "too big")
+        assert refused.returncode != 0
+        assert "push is larger than 20000 bytes" in refused.stderr, refused.stderr
+        status, body = site.api("GET", "/api/repositories/alice/pub/branches", user="alice")
+        assert body["branches"] == [], body

@@ -39,6 +39,8 @@ class SshService:
         self.fingerprints: dict[str, str] = {}
         self.connections: set[_Connection] = set()
         self._per_ip: dict[str, int] = {}
+        # Addresses past their sign-in budget, until when: no key is even looked at.
+        self.blocked: dict[str, float] = {}
         self._server: asyncssh.SSHAcceptor | None = None
         self._watcher: asyncio.Task | None = None
 
@@ -113,6 +115,9 @@ class SshService:
     async def _sweep(self) -> None:
         idle = self.app[CONFIG]["ssh"]["idle_seconds"]
         now = time.monotonic()
+        for group, until in list(self.blocked.items()):
+            if until <= now:
+                del self.blocked[group]
         by_key: dict[str, list[_Connection]] = {}
         for conn in list(self.connections):
             if now - conn.last > idle:
@@ -191,6 +196,11 @@ class _Connection(asyncssh.SSHServer):
         """Whether key is a registered key of an enabled account, or a deploy key."""
         # Asked twice per key (offered, then signed); asyncssh checks the signature after.
         self.touch()
+        blocked = self.service.blocked
+        if blocked.get(self.group, 0.0) > time.monotonic():
+            self.close()  # as a sign-in past its budget: not even a right key answers
+            return False
+        blocked.pop(self.group, None)
         fingerprint = key.get_fingerprint("sha256")
         principal = await _principal(self.app, fingerprint)
         if principal is None:
@@ -198,9 +208,10 @@ class _Connection(asyncssh.SSHServer):
             # guessing passwords does.
             limiter = self.app.get(SIGN_IN_LIMITER)
             if limiter is not None:
-                allowed, _, _ = await limiter.spend(f"{self.group}|ssh")
+                allowed, _, wait = await limiter.spend(f"{self.group}|ssh")
                 if not allowed:
                     log.warning("SSH authentication from %s: too many failures", self.group)
+                    blocked[self.group] = time.monotonic() + wait
                     self.close()
             return False
         self._candidate = principal
