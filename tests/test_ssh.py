@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .server import ServerProcess, free_port
+from .server import ServerProcess, free_port, several, stop_all
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="needs the OpenSSH client")
 TIMEOUT = 60
@@ -393,3 +393,37 @@ def test_a_push_over_the_size_limit_moves_no_ref(tmp_path):
         assert "push is larger than 20000 bytes" in refused.stderr, refused.stderr
         status, body = site.api("GET", "/api/repositories/alice/pub/branches", user="alice")
         assert body["branches"] == [], body
+
+
+def test_a_key_added_on_one_process_works_on_the_others_ssh_port_at_once(tmp_path, redis_url):
+    servers = several(tmp_path / "data", 2, redis=redis_url)
+    ports = [free_port(), free_port()]
+    for server, port in zip(servers, ports, strict=True):
+        server.settings["ssh"]["port"] = port
+    try:
+        for server in servers:  # the first makes the host keys, the second reads them
+            server.start()
+        roots = [tmp_path / "a", tmp_path / "b"]
+        for root in roots:
+            root.mkdir()
+        one, other = (Site(s, p, r) for s, p, r in zip(servers, ports, roots, strict=True))
+        one.sign_up("alice")
+        other.tokens = one.tokens
+        assert one.host_key == other.host_key  # one data folder, one identity
+        assert one.api("GET", "/api/meta") == other.api("GET", "/api/meta")
+        assert one.api("POST", "/api/repositories", {"name": "pub"}, "alice")[0] == 201
+        key, line = keypair(roots[0], "alice-cluster")
+        key_id = register(one, line, "alice")
+        greeting = other.ssh(key, opts=("-T",))
+        assert greeting.returncode == 1 and "Hi alice!" in greeting.stderr, greeting.stderr
+        held = hold(other, key)
+        try:
+            unregister(one, key_id, "alice")
+            removed = time.monotonic()
+            held.wait(timeout=10)
+            assert time.monotonic() - removed < 2.5
+        finally:
+            release(held)
+        assert other.ssh(key, opts=("-T",)).returncode == 255
+    finally:
+        stop_all(servers)
