@@ -208,6 +208,10 @@ def test_clone_and_push_public_and_private_over_both_url_forms(site, tmp_path):
     assert pushes[0]["data"]["ref"] == "refs/heads/main"
     status, keys = site.api("GET", "/api/users/me/keys", user="alice")
     assert keys["keys"][0]["lastUsedAt"] is not None, keys
+    archive = site.git(
+        key, "archive", "--format=tar", f"--remote={site.url('alice', 'pub')}", "main", cwd=work
+    )
+    assert archive.returncode == 0, archive.stderr
 
     # The scp-like form, with the port in an ssh config file as README shows.
     config = tmp_path / "ssh_config"
