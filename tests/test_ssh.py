@@ -251,6 +251,9 @@ def test_a_strangers_key_is_refused(site, tmp_path):
     done = site.git(key, "clone", "-q", site.url("alice", "pub"), str(tmp_path / "w"))
     assert done.returncode != 0
     assert "Permission denied (publickey)" in done.stderr
+    # No key at all: nothing but publickey is offered (no password, no keyboard-interactive).
+    keyless = site.ssh(key, opts=("-T", "-o", "PubkeyAuthentication=no"))
+    assert keyless.returncode == 255 and "Permission denied (publickey)." in keyless.stderr
 
 
 def test_another_users_key_sees_only_what_that_user_may(site, tmp_path):
