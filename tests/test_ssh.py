@@ -434,3 +434,15 @@ def test_a_key_added_on_one_process_works_on_the_others_ssh_port_at_once(tmp_pat
         assert other.ssh(key, opts=("-T",)).returncode == 255
     finally:
         stop_all(servers)
+
+
+def test_a_removed_collaborator_loses_the_repository_on_the_next_connection(site, tmp_path):
+    key, _ = add_key(site, "carol", "carol-collab")
+    path = "/api/repositories/alice/priv/collaborators/carol"
+    assert site.api("PUT", path, {"permission": "write"}, "alice")[0] in (200, 201, 204)
+    work = tmp_path / "priv"
+    cloned = site.git(key, "clone", "-q", site.url("alice", "priv"), str(work))
+    assert cloned.returncode == 0, cloned.stderr
+    assert site.api("DELETE", path, None, "alice")[0] in (200, 204)
+    gone = site.git(key, "fetch", "-q", "origin", cwd=work)
+    assert gone.returncode != 0 and "ERROR: Repository not found." in gone.stderr
