@@ -372,3 +372,49 @@ async def test_signed_commits_show_as_verified(client, alice, bob, keyring, tmp_
     )
     assert changed.status == 200
     assert (await ed1.json())["key"]["title"] == "desktop"
+
+
+@pytest.mark.parametrize(("kind", "bits"), [("ed25519", None), ("ecdsa", 384), ("rsa", 2048)])
+def test_sshsig_checks_what_ssh_keygen_signs(tmp_path, kind, bits):
+    from hubsvc.sshsig import BadSignature, OtherSignature, verify
+
+    key = make_key(tmp_path, kind, bits)
+    message = tmp_path / "payload"
+    message.write_bytes(b"tree 0000\n\nhello\n")
+    subprocess.run(
+        ["ssh-keygen", "-q", "-Y", "sign", "-n", "git", "-f", str(key), str(message)],
+        check=True,
+        capture_output=True,
+    )
+    armored = (tmp_path / "payload.sig").read_bytes()
+    assert verify(armored, b"tree 0000\n\nhello\n") == parse_public_key(public_line(key)).blob
+    for message_bytes, namespace in (
+        (b"tree 0000\n\nhellO\n", "git"),
+        (message.read_bytes(), "file"),
+    ):
+        with pytest.raises(BadSignature):
+            verify(armored, message_bytes, namespace)
+    lines = armored.splitlines()
+    body = lines[-2]  # the last base64 line: the signature's own bytes
+    lines[-2] = body[:4] + (b"B" if body[4:5] != b"B" else b"C") + body[5:]
+    with pytest.raises(BadSignature):
+        verify(b"\n".join(lines), message.read_bytes())
+    with pytest.raises(OtherSignature):
+        verify(b"-----BEGIN PGP SIGNATURE-----\n\nxx\n-----END PGP SIGNATURE-----\n", b"")
+
+
+def test_the_signed_payload_is_the_commit_without_its_gpgsig_header():
+    from hubsvc.git.signatures import split_signature
+
+    raw = (
+        b"tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\n"
+        b"author A <a@x> 1 +0000\ncommitter A <a@x> 1 +0000\n"
+        b"gpgsig -----BEGIN SSH SIGNATURE-----\n U1NIU0lH\n -----END SSH SIGNATURE-----\n"
+        b"\nmessage\ngpgsig in the message is no header\n"
+    )
+    signature, payload = split_signature(raw)
+    assert signature == b"-----BEGIN SSH SIGNATURE-----\nU1NIU0lH\n-----END SSH SIGNATURE-----\n"
+    assert payload == raw.replace(
+        b"gpgsig -----BEGIN SSH SIGNATURE-----\n U1NIU0lH\n -----END SSH SIGNATURE-----\n", b""
+    )
+    assert split_signature(payload) is None

@@ -36,6 +36,13 @@ from ..web.permissions import load_repo
 from ..web.rest import json_response, read_query
 
 routes = web.RouteTableDef()
+VERIFICATION_DOC = (
+    "Each commit's `verification`, as GitHub's: a commit signed over SSH (`git config "
+    "gpg.format ssh`) by a key on an account whose e-mail is its committer's is "
+    "`{verified: true, reason: valid, signer: username}`; otherwise `verified: false` with "
+    "`unsigned`, `unknown_key`, `bad_email` or `invalid`. Who holds a key is read on every "
+    "answer, so an answer with a signed commit is revalidated rather than kept as immutable."
+)
 T = TypeVar("T")
 REPO = "/api/repositories/{owner}/{name}"
 _OID_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -140,6 +147,7 @@ async def branches(request: web.Request) -> web.Response:
     errors=(404,),
     public=True,
     tag="git",
+    description=VERIFICATION_DOC,
 )
 @requires("repo.read")
 async def commits(request: web.Request) -> web.Response:
@@ -189,7 +197,8 @@ def _verified_part(checks: dict[str, dict]) -> str:
     "`[git] max_diff_files` (default 300) and patches hold `[git] max_diff_bytes` "
     "(default 5 MiB) of text in all, at most 1 MiB per file; a file with a side "
     "over 4 MiB is listed without a patch. Whatever was cut says `truncated: true`, "
-    "on the file and on the answer; `stats.filesChanged` counts every changed file.",
+    "on the file and on the answer; `stats.filesChanged` counts every changed file. "
+    + VERIFICATION_DOC,
 )
 @requires("repo.read")
 async def diff(request: web.Request) -> web.Response:
