@@ -16,6 +16,7 @@ FLOORS: list[tuple[int, tuple[str, ...]]] = [
             "hubsvc.timeutil",
             "hubsvc.keys",
             "hubsvc.sshkeys",
+            "hubsvc.sshsig",
             "hubsvc.identity",
             "hubsvc.links",
             "hubsvc.datadir",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 from pathlib import Path
 
@@ -274,3 +275,146 @@ async def test_deploy_keys_by_admins_only(client, alice, bob, keyring):
     assert (await client.delete(f"{REPO_KEYS}/{key['id']}", headers=alice.headers)).status == 204
     listed = (await (await client.get(REPO_KEYS, headers=alice.headers)).json())["keys"]
     assert [k["title"] for k in listed] == ["ci"]
+
+
+# Signed commits
+
+
+async def git_as(*args: str, cwd: Path, email: str = "alice@example.com", key: Path | None = None):
+    """Stock git as a committer with this e-mail; with key, signing with it over SSH."""
+    from .gitcli import ENV
+
+    signing = ["-c", "gpg.format=ssh", "-c", f"user.signingkey={key}"] if key else []
+    env = {**os.environ, **ENV, "GIT_COMMITTER_EMAIL": email, "GIT_AUTHOR_EMAIL": email}
+    proc = await asyncio.create_subprocess_exec(
+        "git",
+        *signing,
+        *args,
+        cwd=cwd,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return out.decode().strip()
+
+
+async def commit(work: Path, message: str, **kw) -> str:
+    sign = ["-S"] if kw.get("key") else []
+    await git_as("commit", "-q", "--allow-empty", *sign, "-m", message, cwd=work, **kw)
+    return await git_as("rev-parse", "HEAD", cwd=work)
+
+
+async def test_signed_commits_show_as_verified(client, alice, bob, keyring, tmp_path):
+    from .gitcli import git, remote
+    from .test_repos import create
+
+    await create(client, alice, "proj", autoInit=True)
+    assert (await add_key(client, alice, public_line(keyring["ed0"]))).status == 201
+    work = tmp_path / "work"
+    await git("clone", "-q", remote(client, alice, "alice", "proj"), str(work))
+    plain = await commit(work, "unsigned")
+    good = await commit(work, "signed by alice", key=keyring["ed0"])
+    stranger = await commit(work, "signed by a key nobody holds", key=keyring["ed1"])
+    elsewhere = await commit(
+        work, "alice's key, bob's address", key=keyring["ed0"], email="bob@example.com"
+    )
+    # The same signature over other bytes: a commit object made by hand.
+    raw = await git_as("cat-file", "commit", good, cwd=work)
+    forged_text = raw.replace("signed by alice", "signed by alice, or so it says") + "\n"
+    proc = await asyncio.create_subprocess_exec(
+        "git",
+        "hash-object",
+        "-t",
+        "commit",
+        "-w",
+        "--stdin",
+        cwd=work,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    forged = (await proc.communicate(forged_text.encode()))[0].decode().strip()
+    await git("update-ref", "refs/heads/forged", forged, cwd=work)
+    await git("push", "-q", "origin", "main", "forged", cwd=work)
+
+    async def verifications(branch: str = "main") -> dict[str, dict]:
+        resp = await client.get(f"/api/repositories/alice/proj/commits?branch={branch}")
+        assert resp.status == 200, await resp.text()
+        return {c["oid"]: c["verification"] for c in (await resp.json())["commits"]}
+
+    shown = await verifications()
+    assert shown[good] == {"verified": True, "reason": "valid", "signer": "alice"}
+    assert shown[plain] == {"verified": False, "reason": "unsigned", "signer": None}
+    assert shown[stranger]["reason"] == "unknown_key" and not shown[stranger]["verified"]
+    assert shown[elsewhere]["reason"] == "bad_email" and not shown[elsewhere]["verified"]
+    assert (await verifications("forged"))[forged]["reason"] == "invalid"
+    diff = await client.get(f"/api/repositories/alice/proj/commits/{good}/diff")
+    assert (await diff.json())["commit"]["verification"]["signer"] == "alice"
+    diff = await client.get(f"/api/repositories/alice/proj/commits/{plain[:10]}/diff")
+    assert (await diff.json())["commit"]["verification"]["reason"] == "unsigned"
+    # The same answer revalidates; once the key set changes, it changes with it.
+    page = await client.get(f"/api/repositories/alice/proj/commits?branch={good}")
+    etag = page.headers["ETag"]
+    assert "immutable" not in page.headers["Cache-Control"]
+    again = await client.get(
+        f"/api/repositories/alice/proj/commits?branch={good}", headers={"If-None-Match": etag}
+    )
+    assert again.status == 304
+    ed1 = await add_key(client, alice, public_line(keyring["ed1"]), title="desktop")
+    assert (await verifications())[stranger]["signer"] == "alice"
+    mine = (await (await client.get(KEYS, headers=alice.headers)).json())["keys"]
+    first = next(k for k in mine if k["title"] == "laptop")
+    assert (await client.delete(f"{KEYS}/{first['id']}", headers=alice.headers)).status == 204
+    assert (await verifications())[good]["reason"] == "unknown_key"
+    changed = await client.get(
+        f"/api/repositories/alice/proj/commits?branch={good}", headers={"If-None-Match": etag}
+    )
+    assert changed.status == 200
+    assert (await ed1.json())["key"]["title"] == "desktop"
+
+
+@pytest.mark.parametrize(("kind", "bits"), [("ed25519", None), ("ecdsa", 384), ("rsa", 2048)])
+def test_sshsig_checks_what_ssh_keygen_signs(tmp_path, kind, bits):
+    from hubsvc.sshsig import BadSignature, OtherSignature, verify
+
+    key = make_key(tmp_path, kind, bits)
+    message = tmp_path / "payload"
+    message.write_bytes(b"tree 0000\n\nhello\n")
+    subprocess.run(
+        ["ssh-keygen", "-q", "-Y", "sign", "-n", "git", "-f", str(key), str(message)],
+        check=True,
+        capture_output=True,
+    )
+    armored = (tmp_path / "payload.sig").read_bytes()
+    assert verify(armored, b"tree 0000\n\nhello\n") == parse_public_key(public_line(key)).blob
+    for message_bytes, namespace in (
+        (b"tree 0000\n\nhellO\n", "git"),
+        (message.read_bytes(), "file"),
+    ):
+        with pytest.raises(BadSignature):
+            verify(armored, message_bytes, namespace)
+    lines = armored.splitlines()
+    body = lines[-2]  # the last base64 line: the signature's own bytes
+    lines[-2] = body[:4] + (b"B" if body[4:5] != b"B" else b"C") + body[5:]
+    with pytest.raises(BadSignature):
+        verify(b"\n".join(lines), message.read_bytes())
+    with pytest.raises(OtherSignature):
+        verify(b"-----BEGIN PGP SIGNATURE-----\n\nxx\n-----END PGP SIGNATURE-----\n", b"")
+
+
+def test_the_signed_payload_is_the_commit_without_its_gpgsig_header():
+    from hubsvc.git.signatures import split_signature
+
+    raw = (
+        b"tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\n"
+        b"author A <a@x> 1 +0000\ncommitter A <a@x> 1 +0000\n"
+        b"gpgsig -----BEGIN SSH SIGNATURE-----\n U1NIU0lH\n -----END SSH SIGNATURE-----\n"
+        b"\nmessage\ngpgsig in the message is no header\n"
+    )
+    signature, payload = split_signature(raw)
+    assert signature == b"-----BEGIN SSH SIGNATURE-----\nU1NIU0lH\n-----END SSH SIGNATURE-----\n"
+    assert payload == raw.replace(
+        b"gpgsig -----BEGIN SSH SIGNATURE-----\n U1NIU0lH\n -----END SSH SIGNATURE-----\n", b""
+    )
+    assert split_signature(payload) is None
