@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import asyncssh
 from aiohttp import web
 
-from ..errors import Forbidden, NotFound, Unavailable
+from ..errors import ApiError, Forbidden, NotFound, Unavailable
 from ..git import pipes
 from ..git.files import REPO_FILES
 from ..git.protocol import git_command, git_env
@@ -78,6 +78,11 @@ async def serve(
     except Refusal as exc:
         process.stderr.write(f"{exc}\n".encode())
         status = 1
+    except ApiError as exc:  # what HTTP would answer with a status: a full disk, a busy database
+        process.stderr.write(f"ERROR: {exc.message}\n".encode())
+        status = 1
+    except (ConnectionError, asyncssh.Error):
+        return  # the client went away (or the session was closed): nobody to answer
     except Exception:
         log.exception("an SSH session of %s failed", principal.who)
         process.stderr.write(b"ERROR: the server failed\n")
