@@ -446,3 +446,21 @@ def test_a_removed_collaborator_loses_the_repository_on_the_next_connection(site
     assert site.api("DELETE", path, None, "alice")[0] in (200, 204)
     gone = site.git(key, "fetch", "-q", "origin", cwd=work)
     assert gone.returncode != 0 and "ERROR: Repository not found." in gone.stderr
+
+
+def test_several_processes_share_one_port_with_reuse_port(tmp_path, redis_url):
+    port = free_port()
+    servers = several(tmp_path / "data", 2, {"ssh": {"port": port, "reuse_port": True}}, redis_url)
+    try:
+        for server in servers:
+            server.start()
+        site = Site(servers[0], port, tmp_path)
+        site.sign_up("alice")
+        key, line = keypair(tmp_path, "alice-shared")
+        register(site, line, "alice")
+        # The kernel spreads the connections over both listeners; every one answers.
+        for _ in range(6):
+            greeting = site.ssh(key, opts=("-T",))
+            assert greeting.returncode == 1 and "Hi alice!" in greeting.stderr, greeting.stderr
+    finally:
+        stop_all(servers)
