@@ -292,6 +292,9 @@ def test_deploy_keys_read_their_repository_only_and_push_only_when_writable(site
     assert site.git(rw_key, "clone", "-q", site.url("alice", "priv"), str(work)).returncode == 0
     pushed = commit_and_push(site, rw_key, work, "deployed", ref="deploy")
     assert pushed.returncode == 0, pushed.stderr
+    status, body = site.api("GET", "/api/repositories/alice/priv/events", user="alice")
+    refs = [e["data"]["ref"] for e in body["events"] if e["type"] == "push"]
+    assert "refs/heads/deploy" in refs, body
 
 
 def test_shells_ptys_and_other_commands_are_refused(site):
