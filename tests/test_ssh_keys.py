@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from hubsvc.git.signatures import SIGNED
 from hubsvc.keys import STORE
 from hubsvc.sshkeys import KeyProblem, fingerprint_of, parse_public_key
 from hubsvc.store.keys import KeyTaken
@@ -353,6 +354,19 @@ async def test_signed_commits_show_as_verified(client, alice, bob, keyring, tmp_
     assert (await diff.json())["commit"]["verification"]["signer"] == "alice"
     diff = await client.get(f"/api/repositories/alice/proj/commits/{plain[:10]}/diff")
     assert (await diff.json())["commit"]["verification"]["reason"] == "unsigned"
+    # An unsigned commit's diff stays immutable, and its ETag holds when nothing is kept
+    # yet of whether it is signed (as after a restart).
+    diff = await client.get(f"/api/repositories/alice/proj/commits/{plain}/diff")
+    assert "immutable" in diff.headers["Cache-Control"]
+    SIGNED._kept.clear()
+    held = {"If-None-Match": diff.headers["ETag"]}
+    diff = await client.get(f"/api/repositories/alice/proj/commits/{plain}/diff", headers=held)
+    assert diff.status == 304
+    signed_diff = await client.get(f"/api/repositories/alice/proj/commits/{good}/diff")
+    assert "immutable" not in signed_diff.headers["Cache-Control"]
+    held = {"If-None-Match": signed_diff.headers["ETag"]}
+    diff = await client.get(f"/api/repositories/alice/proj/commits/{good}/diff", headers=held)
+    assert diff.status == 304
     # The same answer revalidates; once the key set changes, it changes with it.
     page = await client.get(f"/api/repositories/alice/proj/commits?branch={good}")
     etag = page.headers["ETag"]
@@ -371,6 +385,9 @@ async def test_signed_commits_show_as_verified(client, alice, bob, keyring, tmp_
         f"/api/repositories/alice/proj/commits?branch={good}", headers={"If-None-Match": etag}
     )
     assert changed.status == 200
+    diff = await client.get(f"/api/repositories/alice/proj/commits/{good}/diff", headers=held)
+    assert diff.status == 200
+    assert (await diff.json())["commit"]["verification"]["reason"] == "unknown_key"
     assert (await ed1.json())["key"]["title"] == "desktop"
 
 

@@ -207,20 +207,26 @@ async def diff(request: web.Request) -> web.Response:
     if not _OID_RE.match(oid):  # a short id (7+ hex, unambiguous) names the commit too
         oid = await request.app[REPO_FILES].run(repo["id"], lambda g: g.expand_oid(oid)) or oid
     etag = _etag("diff", oid)
-    if _fresh(request, etag) and _OID_RE.match(oid) and signed_of_kept(oid) is False:
-        return web.Response(status=304, headers=_cache_headers(repo, etag, True))
+    files = request.app[REPO_FILES]
+    if _fresh(request, etag) and _OID_RE.match(oid):
+        # An unsigned commit's diff never changes; a signed one's verification may.
+        signed = signed_of_kept(oid)
+        if signed is None:
+            signed = bool(await files.run(repo["id"], lambda g: g.signed_of([oid])))
+        if not signed:
+            return web.Response(status=304, headers=_cache_headers(repo, etag, True))
     limits = request.app[CONFIG]["git"]
 
     def read(g: GitRepo) -> tuple[dict, list[str]]:
         data = g.diff(oid, limits["max_diff_bytes"], limits["max_diff_files"])
         return data, g.signed_of([data["commit"]["oid"]])
 
-    data, signed = await request.app[REPO_FILES].run(repo["id"], read)
+    data, signed_oids = await files.run(repo["id"], read)
     commit = data["commit"]
     verification = unsigned()
     immutable = True
-    if signed:
-        checks = await verifications(request.app, repo["id"], [commit], signed)
+    if signed_oids:
+        checks = await verifications(request.app, repo["id"], [commit], signed_oids)
         verification = checks[commit["oid"]]
         etag = _etag("diff", oid, _verified_part(checks))
         immutable = False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dulwich.objects import ObjectID
+from dulwich.objects import Commit, ObjectID
 
 from .base import RepoBase, _locked
 from .objects import Kept
@@ -39,6 +39,11 @@ def split_signature(raw: bytes) -> tuple[bytes, bytes] | None:
         lines.append(line[len(b"gpgsig ") :] if at == start else line[1:])
         at = stop
     return b"".join(lines), raw[:start] + raw[at:]
+
+
+def note_signed(commit: Commit) -> None:
+    """Keep whether a commit parsed for another reason is signed (no second read)."""
+    SIGNED.put(commit.id, commit.gpgsig is not None)
 
 
 def signed_of_kept(oid: str) -> bool | None:
