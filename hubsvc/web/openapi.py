@@ -19,7 +19,8 @@ ERROR_TEXT = {
     400: "bad request: malformed, a value of the wrong JSON type or out of range "
     "(the message names the field)",
     401: "authentication required, or a revoked or expired token",
-    403: "signed in but not allowed",
+    403: "signed in but not allowed, or the credential does not cover this: a token's "
+    "scopes or repository list, the chat bot's scope, a cookie's cross-origin write",
     404: "not found, or private and not readable by the caller",
     405: "method not allowed",
     409: "conflict",
@@ -137,10 +138,12 @@ def build_spec(app: web.Application) -> dict[str, Any]:
                 "required": True,
                 "content": {"application/json": {"schema": meta["body"]}},
             }
-        codes = set(meta["errors"]) | set(ALWAYS)
-        if not meta["public"]:
-            codes.add(401)
-            operation["security"] = [{"bearer": []}, {"cookie": []}, {"chatBot": []}]
+        # Any credential is checked, where none is needed too: a bad one is 401, one that
+        # does not cover the route 403 (scopes.check_grant, botscope.bot_may).
+        codes = set(meta["errors"]) | set(ALWAYS) | {401, 403}
+        operation["security"] = [{"bearer": []}, {"cookie": []}, {"chatBot": []}]
+        if meta["public"]:
+            operation["security"].insert(0, {})
         if meta["body"] is not None or meta["query"] is not None:
             codes.add(400)
         if meta["body"] is not None and not isinstance(meta["body"], dict):
