@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 def _app_operations(app) -> set[tuple[str, str]]:
     found = set()
@@ -56,3 +58,54 @@ async def test_a_credential_refused_anywhere_is_documented(client, alice):
     assert resp.status == 403, await resp.text()
     resp = await client.get("/api/users/alice", headers={"Authorization": "Bearer nope"})
     assert resp.status == 401, await resp.text()
+
+
+def _allows(schema: dict, value: object) -> bool:
+    """Whether value fits the few JSON Schema keywords path parameters use."""
+    if schema["type"] == "integer":
+        return isinstance(value, int) and schema["minimum"] <= value <= schema["maximum"]
+    return isinstance(value, str) and re.search(schema.get("pattern", ""), value) is not None
+
+
+def _path_parameter(spec: dict, path: str, method: str, name: str) -> dict:
+    params = spec["paths"][path][method]["parameters"]
+    return next(p["schema"] for p in params if p["in"] == "path" and p["name"] == name)
+
+
+async def test_path_parameters_say_what_the_handlers_accept(client, alice):
+    """Numbers and ids are integers, commits hex, names as validated, kinds enums; a value
+    the document refuses is one the service refuses (404), one it allows reaches the data."""
+    spec = await (await client.get("/api/openapi.json")).json()
+    resp = await client.post(
+        "/api/repositories", json={"name": "proj", "autoInit": True}, headers=alice.headers
+    )
+    assert resp.status == 201, await resp.text()
+    base = "/api/repositories/alice/proj"
+    resp = await client.post(f"{base}/issues", json={"title": "one"}, headers=alice.headers)
+    assert resp.status == 201, await resp.text()
+    commits = await (await client.get(f"{base}/commits", headers=alice.headers)).json()
+    oid = commits["commits"][0]["oid"]
+    issue = "/api/repositories/{owner}/{name}/issues/{number}"
+    diff = "/api/repositories/{owner}/{name}/commits/{oid}/diff"
+    cases = [
+        (issue, "number", 1, f"{base}/issues/1", True),
+        (issue, "number", 0, f"{base}/issues/0", False),
+        (issue, "number", -1, f"{base}/issues/-1", False),
+        (issue, "number", "x", f"{base}/issues/x", False),
+        (issue, "owner", "alice", f"{base}/issues/1", True),
+        (issue, "name", "proj", f"{base}/issues/1", True),
+        (diff, "oid", oid, f"{base}/commits/{oid}/diff", True),
+        (diff, "oid", oid[:7], f"{base}/commits/{oid[:7]}/diff", True),
+        (diff, "oid", "main", f"{base}/commits/main/diff", False),
+    ]
+    for path, name, value, url, valid in cases:
+        schema = _path_parameter(spec, path, "get", name)
+        assert _allows(schema, value) is valid, (path, name, value, schema)
+        resp = await client.get(url, headers=alice.headers)
+        assert (resp.status == 200) is valid, (url, resp.status, await resp.text())
+    assert _path_parameter(spec, "/api/users/me/tokens/{id}", "delete", "id")["type"] == "integer"
+    pulls = "/api/repositories/{owner}/{name}/pulls/{number}.{kind}"
+    assert _path_parameter(spec, pulls, "get", "kind")["enum"] == ["diff", "patch"]
+    ui = _path_parameter(spec, "/ui/{file}", "get", "file")["enum"]
+    resp = await client.get(f"/ui/{ui[0]}")
+    assert resp.status == 200 and "app.js" in ui

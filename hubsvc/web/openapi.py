@@ -12,6 +12,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from marshmallow import Schema
 
 from schemas.common import ErrorSchema
+from schemas.paths import GIT_NAME, PATH_PARAMS
 
 from .. import __version__
 
@@ -46,8 +47,13 @@ def doc(
     description: str = "",
     tag: str | None = None,
     plain_errors: bool = False,
+    path: dict[str, dict[str, Any]] | None = None,
 ) -> Callable[[Callable], Callable]:
-    """Attach the OpenAPI operation of a handler, next to its definition."""
+    """Attach the OpenAPI operation of a handler, next to its definition.
+
+    `path` gives the schema of a path parameter that is not what its name says elsewhere
+    (schemas.paths.PATH_PARAMS).
+    """
 
     def attach(handler: Callable) -> Callable:
         handler.__apidoc__ = {  # type: ignore[attr-defined]  # read back by build_spec
@@ -60,6 +66,7 @@ def doc(
             "description": description,
             "tag": tag,
             "plain_errors": plain_errors,
+            "path": path or {},
         }
         return handler
 
@@ -114,7 +121,7 @@ def build_spec(app: web.Application) -> dict[str, Any]:
         if method in ("head", "*") or path is None or meta is None:
             continue
         params = [
-            {"in": "path", "name": name, "required": True, "schema": {"type": "string"}}
+            {"in": "path", "name": name, "required": True, "schema": _path_schema(path, name, meta)}
             for name in re.findall(r"{([^}:]+)}", path)
         ]
         if meta["query"] is not None:
@@ -168,6 +175,15 @@ def build_spec(app: web.Application) -> dict[str, Any]:
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
     return spec.to_dict()
+
+
+def _path_schema(path: str, name: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """What the handler accepts for a path parameter (other values answer 404)."""
+    if name in meta["path"]:
+        return meta["path"][name]
+    if name == "name" and not path.startswith("/api/"):
+        return GIT_NAME
+    return PATH_PARAMS.get(name, {"type": "string"})
 
 
 def _tag(path: str) -> str:
