@@ -109,3 +109,46 @@ async def test_path_parameters_say_what_the_handlers_accept(client, alice):
     ui = _path_parameter(spec, "/ui/{file}", "get", "file")["enum"]
     resp = await client.get(f"/ui/{ui[0]}")
     assert resp.status == 200 and "app.js" in ui
+
+
+def _resolve(spec: dict, ref: str) -> dict:
+    """An operationRef (#/paths/<escaped path>/<method>) as (path, operation)."""
+    _, _, escaped, method = ref.split("/")
+    path = escaped.replace("~1", "/").replace("~0", "~")
+    return path, spec["paths"][path][method]
+
+
+async def test_links_lead_from_what_is_made_to_what_uses_it(client, alice):
+    """Each link names an operation of the document and fills its path from the request
+    or the answer; followed by hand, create → read works."""
+    spec = await (await client.get("/api/openapi.json")).json()
+    made = spec["paths"]["/api/repositories"]["post"]["responses"]["201"]["links"]
+    repo = "/api/repositories/{owner}/{name}"
+    for method in ("get", "patch", "delete"):
+        path, _ = _resolve(spec, made[method]["operationRef"])
+        assert path == repo
+        assert made[method]["parameters"] == {
+            "owner": "$response.body#/repo/owner/username",
+            "name": "$response.body#/repo/name",
+        }
+    count = 0
+    for ops in spec["paths"].values():
+        for op in ops.values():
+            for response in op["responses"].values():
+                for link in response.get("links", {}).values():
+                    path, _ = _resolve(spec, link["operationRef"])
+                    assert set(link["parameters"]) <= set(re.findall(r"{(\w+)}", path)), link
+                    count += 1
+    assert count > 100
+    # POST issues → GET the issue: the number from the answer, owner and name from the path.
+    link = spec["paths"][repo + "/issues"]["post"]["responses"]["201"]["links"]["get"]
+    assert link["parameters"]["number"] == "$response.body#/issue/number"
+    resp = await client.post(
+        "/api/repositories", json={"name": "proj", "autoInit": True}, headers=alice.headers
+    )
+    resp = await client.post(
+        "/api/repositories/alice/proj/issues", json={"title": "one"}, headers=alice.headers
+    )
+    number = (await resp.json())["issue"]["number"]
+    resp = await client.get(f"/api/repositories/alice/proj/issues/{number}", headers=alice.headers)
+    assert resp.status == 200, await resp.text()

@@ -34,6 +34,43 @@ ERROR_TEXT = {
 }
 ALWAYS = (429, 500)
 RENAMED_PREFIX = "/api/repositories/{owner}/{name}"
+REPO = RENAMED_PREFIX
+ISSUE = REPO + "/issues/{number}"
+PULL = REPO + "/pulls/{number}"
+ORG = "/api/orgs/{org}"
+TEAM = ORG + "/teams/{team}"
+_REPO_MADE = {"owner": "$response.body#/repo/owner/username", "name": "$response.body#/repo/name"}
+# OpenAPI links, so a stateful client chains what it makes to what uses it: an operation
+# that makes (or puts) something → the path of what it made, with where the path's new
+# parameters come from in its answer. Every other operation at or under that path gets a
+# link; parameters both paths share come from the request.
+LINKS: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
+    ("post", "/api/repositories"): (REPO, _REPO_MADE),
+    ("post", REPO + "/fork"): (REPO, _REPO_MADE),
+    ("post", REPO + "/issues"): (ISSUE, {"number": "$response.body#/issue/number"}),
+    ("post", ISSUE + "/comments"): (ISSUE + "/comments/{id}", {"id": "$response.body#/comment/id"}),
+    ("post", REPO + "/pulls"): (PULL, {"number": "$response.body#/pullRequest/number"}),
+    ("post", PULL + "/comments"): (PULL + "/comments/{id}", {"id": "$response.body#/comment/id"}),
+    ("post", PULL + "/reviews"): (PULL + "/reviews", {}),
+    ("post", REPO + "/hooks"): (REPO + "/hooks/{id}", {"id": "$response.body#/hook/id"}),
+    ("put", REPO + "/collaborators/{username}"): (REPO + "/collaborators/{username}", {}),
+    ("put", REPO + "/branches/{branch}/protection"): (REPO + "/branches/{branch}/protection", {}),
+    ("post", REPO + "/statuses/{sha}"): (REPO + "/commits/{ref}", {"ref": "$request.path.sha"}),
+    ("post", REPO + "/star"): (REPO + "/star", {}),
+    ("post", "/api/users/me/tokens"): (
+        "/api/users/me/tokens/{id}",
+        {"id": "$response.body#/token/id"},
+    ),
+    ("post", "/api/orgs"): (ORG, {"org": "$response.body#/organization/name"}),
+    ("put", ORG + "/members/{username}"): (ORG + "/members/{username}", {}),
+    ("post", ORG + "/teams"): (TEAM, {"team": "$response.body#/team/name"}),
+    ("put", TEAM + "/members/{username}"): (TEAM + "/members/{username}", {}),
+    ("put", TEAM + "/repositories/{name}"): (TEAM + "/repositories/{name}", {}),
+    ("post", "/api/admin/users"): (
+        "/api/admin/users/{username}",
+        {"username": "$response.body#/user/username"},
+    ),
+}
 
 
 def doc(
@@ -172,6 +209,7 @@ def build_spec(app: web.Application) -> dict[str, Any]:
                 {"description": "the repository was renamed: Location is the new path"},
             )
         paths.setdefault(path, {})[method] = operation
+    _add_links(paths)
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
     return spec.to_dict()
@@ -184,6 +222,41 @@ def _path_schema(path: str, name: str, meta: dict[str, Any]) -> dict[str, Any]:
     if name == "name" and not path.startswith("/api/"):
         return GIT_NAME
     return PATH_PARAMS.get(name, {"type": "string"})
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith((prefix + "/", prefix + "."))
+
+
+def _add_links(paths: dict[str, dict[str, Any]]) -> None:
+    """Declare LINKS on the success answers of the operations that make things."""
+    for (method, source), (target, made) in LINKS.items():
+        operation = paths.get(source, {}).get(method)
+        if operation is None:
+            continue
+        given = set(re.findall(r"{([^}:]+)}", source))
+        links: dict[str, Any] = {}
+        for path, operations in paths.items():
+            if not _under(path, target):
+                continue
+            names = re.findall(r"{([^}:]+)}", path)
+            parameters = {
+                name: made.get(name, f"$request.path.{name}")
+                for name in names
+                if name in made or name in given
+            }
+            for other in operations:
+                if (other, path) == (method, source):
+                    continue
+                pointer = path.replace("~", "~0").replace("/", "~1")
+                key = re.sub(r"[^A-Za-z0-9]+", "_", f"{other} {path[len(target) :]}").strip("_")
+                links[key] = {
+                    "operationRef": f"#/paths/{pointer}/{other}",
+                    "parameters": parameters,
+                }
+        for code, response in operation["responses"].items():
+            if code.startswith("2") and links:
+                response["links"] = links
 
 
 def _tag(path: str) -> str:
