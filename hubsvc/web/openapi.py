@@ -179,7 +179,7 @@ def build_spec(app: web.Application) -> dict[str, Any]:
             }
         elif meta["body"] is not None:
             operation["requestBody"] = {
-                "required": True,
+                "required": _body_required(meta["body"]),
                 "content": {"application/json": {"schema": meta["body"]}},
             }
         # Any credential is checked, where none is needed too: a bad one is 401, one that
@@ -213,6 +213,13 @@ def build_spec(app: web.Application) -> dict[str, Any]:
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
     return spec.to_dict()
+
+
+def _body_required(body: type[Schema] | Schema) -> bool:
+    """Whether a JSON body must be sent: an empty one reads as {} (rest.read_json), which
+    only a schema without required fields takes."""
+    schema = body() if isinstance(body, type) else body
+    return any(field.required for field in schema.fields.values())
 
 
 def _path_schema(path: str, name: str, meta: dict[str, Any]) -> dict[str, Any]:
