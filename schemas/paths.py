@@ -34,12 +34,9 @@ PATH_PARAMS: dict[str, dict[str, Any]] = {
     },
     "spec": {"type": "string", "minLength": 1, "description": "`base...head` or `base..head`"},
     "kind": {"type": "string", "enum": ["diff", "patch"]},
-    "chatId": {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": 64,
-        "pattern": r"^[^\x00-\x1f\x7f]*$",
-    },
+    # Any text: an id that is not linked answers as not linked (a link's id is 1-64
+    # printable characters, schemas.chat.CHAT_ID).
+    "chatId": {"type": "string", "minLength": 1},
 }
 # git's URLs name the repository with or without ".git".
 GIT_NAME = {"type": "string", "pattern": r"^(?!\.\.?$)[A-Za-z0-9._-]{1,104}$"}

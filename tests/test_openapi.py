@@ -166,3 +166,12 @@ async def test_a_body_is_required_where_an_empty_one_is_refused(client, alice):
     assert create["required"] is True
     resp = await client.post("/api/repositories", headers=alice.headers)
     assert resp.status == 400, await resp.text()
+
+
+async def test_a_chat_id_in_a_path_is_any_text(client, alice):
+    """A link's status for an id longer than a link's may be: not linked, as documented."""
+    spec = await (await client.get("/api/openapi.json")).json()
+    path = "/api/chat/link/status/{chatId}"
+    assert _path_parameter(spec, path, "get", "chatId") == {"type": "string", "minLength": 1}
+    resp = await client.get("/api/chat/link/status/" + "0" * 65, headers=alice.headers)
+    assert resp.status == 404, await resp.text()
