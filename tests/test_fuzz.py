@@ -35,6 +35,8 @@ CHECKS = (
     "response_schema_conformance",
     "status_code_conformance",
     "content_type_conformance",
+    # What the document refuses, the service refuses too (4xx).
+    "negative_data_rejection",
 )
 # No operation is left out. The ones that could spoil the run get targets of their own
 # (see _config): sign-out revokes a second token, deletes and renames hit scratch data.
