@@ -290,6 +290,9 @@ def _config(ids: dict, headers: dict | None = None, stateful: bool = False) -> s
         "[generation]",
         f"max-examples = {STATEFUL_SCENARIOS if stateful else MAX_EXAMPLES}",
         'database = "none"',
+        # A stateful run's credential is exactly the one under test: no generated cookie,
+        # token or bot key beside it.
+        f"with-security-parameters = {_toml(not stateful)}",
         "[checks]",
         "enabled = false",
         *(f"{name}.enabled = true" for name in CHECKS),
@@ -301,8 +304,6 @@ def _config(ids: dict, headers: dict | None = None, stateful: bool = False) -> s
         f"max-steps = {STATEFUL_STEPS}",
         # The links the document declares, not ones guessed from names and answers.
         "inference.algorithms = []",
-        # Exactly the credential under test: no generated cookie or bot key beside it.
-        "generation.with-security-parameters = false",
         # Valid data, so chains go on past the first step; the other phases send bad data.
         'generation.mode = "positive"',
     ]
