@@ -547,3 +547,19 @@ def test_a_head_aiohttp_refuses_is_logged_without_an_error(tmp_path):
         while line not in server.logs() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert line in server.logs() and not _errors(server.logs()), server.logs()
+
+
+async def test_admin_user_routes_leave_organizations_alone(client, alice):
+    """An organization named like a deleted account was made an admin user's target
+    (seed 99): PATCH answered it with e-mail "", off the schema; none is an account."""
+    resp = await client.post("/api/orgs", json={"name": "acme"}, headers=alice.headers)
+    assert resp.status == 201, await resp.text()
+    for method, body in (("PATCH", {"isAdmin": True, "disabled": True}), ("DELETE", None)):
+        resp = await client.request(
+            method, "/api/admin/users/acme", json=body, headers=alice.headers
+        )
+        assert resp.status == 404, (method, await resp.text())
+    resp = await client.get("/api/orgs/acme", headers=alice.headers)
+    assert resp.status == 200, await resp.text()
+    listed = await (await client.get("/api/admin/users", headers=alice.headers)).json()
+    assert "acme" not in [user["username"] for user in listed["users"]]
