@@ -435,3 +435,18 @@ def test_the_signed_payload_is_the_commit_without_its_gpgsig_header():
         b"gpgsig -----BEGIN SSH SIGNATURE-----\n U1NIU0lH\n -----END SSH SIGNATURE-----\n", b""
     )
     assert split_signature(payload) is None
+
+
+async def test_racing_adds_of_one_key_leave_it_in_one_place(client, alice, bob, keyring):
+    from .test_repos import create
+
+    await create(client, alice, "proj")
+    line = public_line(keyring["ed2"])
+    answers = await asyncio.gather(
+        add_key(client, alice, line),
+        add_key(client, bob, line),
+        add_key(client, alice, line, path=REPO_KEYS),
+        add_key(client, bob, line),
+    )
+    statuses = sorted(resp.status for resp in answers)
+    assert statuses == [201, 422, 422, 422], [await r.text() for r in answers]
