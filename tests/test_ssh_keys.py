@@ -450,3 +450,13 @@ async def test_racing_adds_of_one_key_leave_it_in_one_place(client, alice, bob, 
     )
     statuses = sorted(resp.status for resp in answers)
     assert statuses == [201, 422, 422, 422], [await r.text() for r in answers]
+
+
+async def test_an_account_holds_at_most_a_hundred_keys(client, alice, keyring):
+    from hubsvc.store.keys import MAX_KEYS
+
+    store = client.app[STORE]
+    for n in range(MAX_KEYS):
+        await store.keys.add(f"k{n}", f"ssh-ed25519 K{n}", f"SHA256:fake{n}", user_id=int(alice.id))
+    said = await error_of(await add_key(client, alice, public_line(keyring["ed0"])), 409)
+    assert f"at most {MAX_KEYS}" in said
