@@ -151,6 +151,8 @@ async def mails(config, count: int) -> list[str]:
 
 async def test_add_list_delete_own_keys_and_mail_the_owner(client, config, alice, bob, keyring):
     line = public_line(keyring["ed0"])
+    # A title goes into the owner's e-mail: one line of printable text.
+    assert "title" in await error_of(await add_key(client, alice, line, title="a\nb"), 400)
     resp = await add_key(client, alice, line)
     assert resp.status == 201, await resp.text()
     key = (await resp.json())["key"]
