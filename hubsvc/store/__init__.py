@@ -14,6 +14,7 @@ from .issues import IssueStore
 from .leases import LeaseStore
 from .orgs import OrgStore
 from .outbox import MailStore, OutboxStore
+from .passkeys import PasskeyStore
 from .protection import ProtectionStore
 from .repos import RepoStore
 from .reviews import ReviewStore
@@ -52,6 +53,7 @@ class Store:
         self.mail = MailStore(self.db)
         self.upkeep = UpkeepStore(self.db)
         self.leases = LeaseStore(self.db)
+        self.passkeys = PasskeyStore(self.db)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""

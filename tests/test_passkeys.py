@@ -1,0 +1,190 @@
+"""Passkeys (WebAuthn) in Chromium with its virtual authenticator: register, sign in, refusals.
+
+Every credential and assertion here is made by Chromium's virtual authenticator through
+navigator.credentials, from the options the server answered; the page's own
+/ui/webauthn.js converts them. The server runs with base_url http://localhost:PORT, the
+origin the browser is on (an IP address is no relying party id).
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from .browser import chromium, need_browser, quit_chromium
+from .dashboard import PASSWORD, wait_for, wait_text
+from .server import ServerProcess
+
+# A credential from the page's options: arguments[0] options JSON, [1] "create" or "get".
+CEREMONY = """
+const [options, kind, done] = arguments;
+import("/ui/webauthn.js").then(async (w) => {
+  try {
+    const cred = kind === "create"
+      ? await navigator.credentials.create({ publicKey: w.creationOptions(options) })
+      : await navigator.credentials.get({ publicKey: w.requestOptions(options) });
+    done({ credential: w.credentialJSON(cred) });
+  } catch (err) {
+    done({ error: String(err && err.name) });
+  }
+});
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    need_browser()
+    proc = ServerProcess(tmp_path_factory.mktemp("passkeys") / "data")
+    proc.origin = f"http://localhost:{proc.port}"
+    proc.settings["server"] = {"base_url": proc.origin}
+    proc.start()
+    yield proc
+    if proc.proc is not None and proc.proc.poll() is None:
+        proc.stop()
+
+
+@pytest.fixture
+def browser(server):
+    from selenium.webdriver.common.virtual_authenticator import (
+        Protocol,
+        Transport,
+        VirtualAuthenticatorOptions,
+    )
+
+    need_browser()
+    session = chromium()
+    session.set_script_timeout(30)
+    session.get(server.origin + "/")
+    session.add_virtual_authenticator(
+        VirtualAuthenticatorOptions(
+            protocol=Protocol.CTAP2,
+            transport=Transport.INTERNAL,
+            has_resident_key=True,
+            has_user_verification=True,
+            is_user_verified=True,
+        )
+    )
+    yield session
+    quit_chromium(session)
+
+
+def account(server: ServerProcess) -> tuple[str, dict[str, str]]:
+    name = "u" + secrets.token_hex(4)
+    token = server.sign_up(name, PASSWORD)["token"]
+    return name, {"Authorization": f"Bearer {token}"}
+
+
+def ceremony(browser, options: dict, kind: str) -> dict:
+    """What the virtual authenticator answers to options (a toJSON()-shaped credential)."""
+    answer = browser.execute_async_script(CEREMONY, options, kind)
+    assert "credential" in answer, answer
+    return answer["credential"]
+
+
+def register(server, browser, auth: dict, name: str = "key") -> dict:
+    status, options = server.request("POST", "/api/users/me/2fa/webauthn/register", None, auth)
+    assert status == 200, options
+    credential = ceremony(browser, options, "create")
+    status, body = server.request(
+        "POST",
+        "/api/users/me/2fa/webauthn/register/finish",
+        {"credential": credential, "name": name},
+        auth,
+    )
+    assert status == 201, body
+    return body["webauthn"]
+
+
+def test_register_finish_refuses_a_replay_and_another_accounts_challenge(server, browser):
+    alice, alice_auth = account(server)
+    bob, bob_auth = account(server)
+    # Bob's options, made into a credential: Alice cannot finish it with her session.
+    status, options = server.request("POST", "/api/users/me/2fa/webauthn/register", None, bob_auth)
+    assert status == 200
+    assert options["rp"]["id"] == "localhost" and options["user"]["name"] == bob
+    credential = ceremony(browser, options, "create")
+    finish = "/api/users/me/2fa/webauthn/register/finish"
+    status, body = server.request("POST", finish, {"credential": credential}, alice_auth)
+    assert status == 400 and "challenge" in body["error"], body
+    # Her attempt did not use Bob's challenge up: he finishes, once.
+    status, body = server.request("POST", finish, {"credential": credential}, bob_auth)
+    assert status == 201, body
+    assert body["webauthn"]["name"] == "Passkey" and body["webauthn"]["lastUsedAt"] is None
+    status, body = server.request("POST", finish, {"credential": credential}, bob_auth)
+    assert status == 400 and "challenge" in body["error"], body
+    status, listed = server.request("GET", "/api/users/me/2fa/webauthn", None, bob_auth)
+    assert [p["name"] for p in listed["webauthn"]] == ["Passkey"]
+    status, listed = server.request("GET", "/api/users/me/2fa/webauthn", None, alice_auth)
+    assert listed == {"webauthn": []}
+
+
+def test_register_refuses_malformed_and_foreign_credentials(server, browser):
+    _, auth = account(server)
+    finish = "/api/users/me/2fa/webauthn/register/finish"
+    for bad in ({}, {"credential": "x"}, {"credential": {"id": "x"}}, {"credential": []}):
+        status, body = server.request("POST", finish, bad, auth)
+        assert status == 400 and body["error"].startswith("credential"), (bad, body)
+    # A credential for options this server never gave (a challenge made up here).
+    status, options = server.request("POST", "/api/users/me/2fa/webauthn/register", None, auth)
+    forged = dict(options, challenge="A" * 43)
+    credential = ceremony(browser, forged, "create")
+    status, body = server.request("POST", finish, {"credential": credential}, auth)
+    assert status == 400 and "challenge" in body["error"], body
+    # Options for another relying party id: the browser itself refuses to make it.
+    answer = browser.execute_async_script(
+        CEREMONY, dict(options, rp={"id": "example.com", "name": "x"}), "create"
+    )
+    assert answer == {"error": "SecurityError"}
+
+
+def test_registering_and_removing_need_a_session(server, browser):
+    name, auth = account(server)
+    status, body = server.request(
+        "POST", "/api/users/me/tokens", {"name": "ci", "scopes": ["user:write"]}, auth
+    )
+    pat = {"Authorization": f"Bearer {body['secret']}"}
+    for method, path in (
+        ("POST", "/api/users/me/2fa/webauthn/register"),
+        ("POST", "/api/users/me/2fa/webauthn/register/finish"),
+        ("DELETE", "/api/users/me/2fa/webauthn/1"),
+    ):
+        status, body = server.request(method, path, {}, pat)
+        assert status == 403 and "session" in body["error"], (path, body)
+    passkey = register(server, browser, auth)
+    remove = f"/api/users/me/2fa/webauthn/{passkey['id']}"
+    status, body = server.request("DELETE", remove, {"currentPassword": "wrong password"}, auth)
+    assert status == 403, body
+    _, other = account(server)
+    status, body = server.request("DELETE", remove, {"currentPassword": PASSWORD}, other)
+    assert status == 404, body
+    status, body = server.request("DELETE", remove, {"currentPassword": PASSWORD}, auth)
+    assert status == 204, body
+    assert server.request("GET", "/api/users/me/2fa/webauthn", None, auth)[1] == {"webauthn": []}
+
+
+def test_registration_on_the_settings_page(server, browser):
+    from selenium.webdriver.common.by import By
+
+    name, auth = account(server)
+    sign_in_page(server, browser, name)
+    wait_for(browser, "#events")
+    browser.find_element(By.CSS_SELECTOR, "#nav a[href='#/security']").click()
+    wait_for(browser, "#no-passkeys")
+    browser.find_element(By.ID, "passkey-name").send_keys("laptop")
+    browser.find_element(By.ID, "add-passkey").click()
+    wait_text(browser, "#passkeys", "laptop")
+    listed = server.request("GET", "/api/users/me/2fa/webauthn", None, auth)[1]["webauthn"]
+    assert [p["name"] for p in listed] == ["laptop"]
+
+
+def sign_in_page(server, browser, username: str) -> None:
+    """The dashboard's password step, from the sign-in card."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(server.origin + "/#/sign-in")
+    wait_for(browser, "#login")
+    for field, value in (("login", username), ("password", PASSWORD)):
+        browser.find_element(By.ID, field).clear()
+        browser.find_element(By.ID, field).send_keys(value)
+    browser.find_element(By.CSS_SELECTOR, "#sign-in button").click()

@@ -1,0 +1,119 @@
+"""The passkeys' store on both engines, and the options the API answers over HTTP.
+
+Credentials themselves are made by a real authenticator only (tests/test_passkeys.py);
+here the challenges' single use, their binding and the counter's compare-and-set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from hubsvc.errors import Conflict
+from hubsvc.services.passkeys import relying_party
+from hubsvc.store import Store
+
+from .conftest import make_config
+
+
+async def _user(store: Store, name: str) -> int:
+    user = await store.users.create(
+        username=name, email=f"{name}@example.com", name=name, password_hash="x"
+    )
+    return user["id"]
+
+
+async def test_a_challenge_is_taken_once_by_its_user_and_sign_in(tmp_path, database_url):
+    store = Store(tmp_path / "hubsvc.db", url=database_url)
+    await store.open()
+    try:
+        keys = store.passkeys
+        alice, bob = await _user(store, "alice"), await _user(store, "bob")
+        await keys.add_challenge(alice, "register", b"c1", 60)
+        assert await keys.take_challenge(b"c1", "register", user_id=bob) is None
+        assert await keys.take_challenge(b"c1", "sign-in", user_id=alice) is None
+        # Many at once: exactly one takes it.
+        takes = await asyncio.gather(
+            *(keys.take_challenge(b"c1", "register", user_id=alice) for _ in range(8))
+        )
+        assert takes.count(alice) == 1 and takes.count(None) == 7
+        # A sign-in's challenge belongs to its password step, whoever asks.
+        await keys.add_challenge(alice, "sign-in", b"c2", 60, bound=b"step-a")
+        assert await keys.take_challenge(b"c2", "sign-in", bound=b"step-b") is None
+        assert await keys.take_challenge(b"c2", "sign-in", bound=b"step-a") == alice
+        assert await keys.take_challenge(b"c2", "sign-in", bound=b"step-a") is None
+        # Expired: refused, and swept by the next one made.
+        await keys.add_challenge(alice, "register", b"c3", -1)
+        assert await keys.take_challenge(b"c3", "register", user_id=alice) is None
+        await keys.add_challenge(bob, "register", b"c4", 60)
+        left = await store.db.read(
+            lambda c: [bytes(r[0]) for r in c.execute("SELECT challenge FROM webauthn_challenges")]
+        )
+        assert left == [b"c4"]
+    finally:
+        await store.close()
+
+
+async def test_credentials_are_unique_and_the_counter_moves_once(tmp_path, database_url):
+    store = Store(tmp_path / "hubsvc.db", url=database_url)
+    await store.open()
+    try:
+        keys = store.passkeys
+        alice, bob = await _user(store, "alice"), await _user(store, "bob")
+        added = await keys.add(alice, b"cred", b"pk", 0, "laptop", ["internal"])
+        assert added["credential_id"] == b"cred" and added["transports"] == ["internal"]
+        with pytest.raises(Conflict):
+            await keys.add(bob, b"cred", b"pk2", 0, "stolen", [])
+        assert await keys.by_credential(bob, b"cred") is None
+        assert (await keys.by_credential(alice, b"cred"))["id"] == added["id"]
+        # Two uses that both saw counter 0: only one stores its counter.
+        moved = await asyncio.gather(keys.used(added["id"], 0, 1), keys.used(added["id"], 0, 1))
+        assert sorted(moved) == [False, True]
+        assert (await keys.listing(alice))[0]["sign_count"] == 1
+        assert await keys.count(alice) == 1 and await keys.count(bob) == 0
+        assert not await keys.delete(bob, added["id"])
+        assert await keys.delete(alice, added["id"])
+        assert await keys.listing(alice) == []
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    ("base_url", "rp_id", "origin"),
+    [
+        ("https://git.example.com", "git.example.com", "https://git.example.com"),
+        ("https://git.example.com:443/hub/", "git.example.com", "https://git.example.com"),
+        ("http://localhost:8080", "localhost", "http://localhost:8080"),
+        ("https://Git.Example.com:8443", "git.example.com", "https://git.example.com:8443"),
+    ],
+)
+def test_the_relying_party_is_the_base_urls_host_and_origin(tmp_path, base_url, rp_id, origin):
+    rp = relying_party(make_config(tmp_path, server__base_url=base_url))
+    assert (rp.id, rp.origin) == (rp_id, origin)
+
+
+async def test_registration_options_over_http(client):
+    status = await client.post(
+        "/auth/sign-up",
+        json={"email": "a@example.com", "username": "alice", "password": "12345678", "name": "A"},
+    )
+    token = (await status.json())["token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    resp = await client.post("/api/users/me/2fa/webauthn/register", headers=auth)
+    assert resp.status == 200
+    options = await resp.json()
+    assert options["rp"] == {"id": "127.0.0.1", "name": "hubsvc"}  # the default base_url's host
+    assert options["user"]["name"] == "alice" and options["excludeCredentials"] == []
+    assert len(options["challenge"]) >= 43  # 32 random bytes or more, base64url
+    again = await (await client.post("/api/users/me/2fa/webauthn/register", headers=auth)).json()
+    assert again["challenge"] != options["challenge"]
+    client.session.cookie_jar.clear()  # the sign-up's session cookie
+    resp = await client.post("/api/users/me/2fa/webauthn/register")
+    assert resp.status == 401
+    resp = await client.post(
+        "/api/users/me/2fa/webauthn/register/finish",
+        json={"credential": {"id": "x", "rawId": "x", "type": "public-key", "response": {}}},
+        headers=auth,
+    )
+    assert resp.status == 400 and (await resp.json())["error"].startswith("credential:")
