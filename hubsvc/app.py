@@ -37,6 +37,7 @@ from .api import reviews as reviews_api
 from .api import search as search_api
 from .api import smart_http
 from .api import statuses as statuses_api
+from .api import two_factor as two_factor_api
 from .api import users as users_api
 from .api import webhooks as webhooks_api
 from .api import ws as ws_api
@@ -375,6 +376,7 @@ def create_app(config: Config) -> web.Application:
         auth_api,
         account_api,
         passkeys_api,
+        two_factor_api,
         users_api,
         admin_api,
         repos_api,

@@ -51,7 +51,7 @@ ACTIONS: dict[str, str | None] = {
     "user.settings": "user:read",  # e-mail, preferences, the tokens' list: never the bot
     "user.write": "user:write",
     "user.tokens": "user:write",
-    "user.2fa": "user:write",  # second factors: enrol, remove (the person, in a session)
+    "user.two-factor": "user:write",  # enrolling and removing second factors
     "chat.verify": "user:write",
     "chat.unlink": "user:write",  # by the bot key or the linked user (the handler checks)
     "admin": "admin",
@@ -79,13 +79,14 @@ BOT_ACTIONS = frozenset(
         "user.read",
     }
 )
-# Actions a stored credential a script holds may never take: minting tokens and
-# confirming a chat link need the person, in a session (or their sign-in token).
-PERSON_ONLY = frozenset({"user.tokens", "user.2fa", "chat.verify"})
+# Actions a stored credential a script holds may never take: minting tokens, confirming
+# a chat link and adding or removing a second factor need the person, in a session (or
+# their sign-in token).
+PERSON_ONLY = frozenset({"user.tokens", "chat.verify", "user.two-factor"})
 # Actions that make something outside any named repository: never for a limited token.
 PERSON_ONLY_REFUSAL = (
-    "a signed-in session is needed for this (creating tokens, second factors, verifying a "
-    "chat link), "
+    "a signed-in session is needed for this (creating tokens, verifying a chat link, "
+    "second factors), "
     "not a personal access token, a git password or the bot key"
 )
 CREATES = frozenset({"repo.create", "repo.fork"})

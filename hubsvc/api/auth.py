@@ -5,41 +5,26 @@ from __future__ import annotations
 from aiohttp import web
 from aiohttp_session import get_session
 
+from schemas.two_factor import SecondFactorSchema, SignInResultSchema
 from schemas.users import AuthResultSchema, SignInSchema, SignUpSchema
 
 from ..errors import BadRequest, Forbidden, Unauthorized
 from ..keys import CONFIG, STORE
 from ..policy import requires
+from ..services import two_factor
 from ..services.revoke import credentials_ended
-from ..timeutil import iso
 from ..web.auth import (
     check_password,
     hash_password,
-    is_admin,
-    issue_token,
     require_identity,
     require_user,
     validate_password,
 )
 from ..web.openapi import doc
-from ..web.present import user_public
 from ..web.ratelimit import SIGN_IN_LIMITER, sign_in_key, too_many
 from ..web.rest import json_response, read_json
 
 routes = web.RouteTableDef()
-
-
-def _auth_answer(
-    request: web.Request, user: dict, token: str, expires: int, status: int
-) -> web.Response:
-    body = {
-        "user": user_public(
-            request.app[CONFIG].base_url, user, is_self=True, admin=is_admin(request, user)
-        ),
-        "token": token,
-        "expiresAt": iso(expires),
-    }
-    return json_response(body, status=status)
 
 
 @routes.post("/auth/sign-up")
@@ -62,15 +47,14 @@ async def sign_up(request: web.Request) -> web.Response:
     data = await read_json(request, SignUpSchema())
     password_hash = await hash_password(data.pop("password"), config["security"]["bcrypt_rounds"])
     user = await request.app[STORE].users.create(password_hash=password_hash, **data)
-    token, expires = await issue_token(request, user)
-    return _auth_answer(request, user, token, expires, 201)
+    return await two_factor.finish_sign_in(request, user, 201)
 
 
 @routes.post("/auth/sign-in")
 @doc(
     "Sign in with e-mail or username and password",
     body=SignInSchema,
-    responses={200: AuthResultSchema},
+    responses={200: SignInResultSchema},
     errors=(401, 403),
     public=True,
     tag="auth",
@@ -78,7 +62,9 @@ async def sign_up(request: web.Request) -> web.Response:
     "time (an unknown login checks a dummy hash of the configured bcrypt cost). A password "
     "over 72 bytes → 400. The right password of a disabled account answers 403. Attempts "
     "are limited per client address (IPv6: per /64) and account, one budget whether it is "
-    "named by username or e-mail → 429.",
+    "named by username or e-mail → 429. For an account with a second factor the right "
+    "password answers `{twoFactorRequired: true, challenge, methods}` and no token or "
+    "session: POST /auth/sign-in/2fa (or the passkey's routes) finishes it.",
 )
 @requires("public")
 async def sign_in(request: web.Request) -> web.Response:
@@ -99,8 +85,48 @@ async def sign_in(request: web.Request) -> web.Response:
         raise Unauthorized("invalid credentials")
     if user["disabled"]:
         raise Forbidden("this account is disabled")
-    token, expires = await issue_token(request, user)
-    return _auth_answer(request, user, token, expires, 200)
+    methods = await two_factor.methods(request.app, user)
+    if methods:
+        challenge = await two_factor.start_challenge(request.app, user)
+        return json_response(
+            {"twoFactorRequired": True, "challenge": challenge, "methods": methods}
+        )
+    return await two_factor.finish_sign_in(request, user)
+
+
+@routes.post("/auth/sign-in/2fa")
+@doc(
+    "Finish a sign-in with a second factor: a TOTP code or a recovery code",
+    body=SecondFactorSchema,
+    responses={200: AuthResultSchema},
+    errors=(401, 403),
+    public=True,
+    tag="auth",
+    description="`challenge` is what POST /auth/sign-in answered (five minutes, one "
+    "sign-in); `code` a TOTP code of the authenticator (each accepted once) or one of the "
+    "recovery codes (each usable once). Answers as a sign-in does: the user, a token and "
+    "the session cookie. A wrong code → 401 and counts against the account's and the "
+    "address's sign-in budget (429 past it); a few wrong codes end the challenge.",
+)
+@requires("public")
+async def sign_in_second_factor(request: web.Request) -> web.Response:
+    data = await read_json(request, SecondFactorSchema())
+    app = request.app
+    user = await two_factor.peek_challenge(app, data["challenge"])
+    if user is None:
+        raise Unauthorized("the sign-in challenge is unknown, used or expired: sign in again")
+    limiter = app.get(SIGN_IN_LIMITER)
+    if limiter is not None:
+        allowed, _, wait = await limiter.spend(sign_in_key(request, user["username"], user))
+        if not allowed:
+            return too_many(request, wait)
+    if await two_factor.check_code(app, user["id"], data["code"]) is None:
+        await two_factor.fail_challenge(app, data["challenge"])
+        raise Unauthorized("invalid two-factor code")
+    # The code is spent; now the challenge, which only one request can take.
+    if await two_factor.take_challenge(app, data["challenge"]) is None:
+        raise Unauthorized("the sign-in challenge is unknown, used or expired: sign in again")
+    return await two_factor.finish_sign_in(request, user)
 
 
 @routes.post("/auth/sign-out")

@@ -46,7 +46,7 @@ def options_response(options_json: str) -> web.Response:
     "only can use it. Only a session (or sign-in token) may register: 403 for a personal "
     "access token, a git password or the bot key.",
 )
-@requires("user.2fa")
+@requires("user.two-factor")
 async def register_begin(request: web.Request) -> web.Response:
     user = require_user(request)
     options = await passkeys.registration_options(request.app[STORE], request.app[CONFIG], user)
@@ -67,7 +67,7 @@ async def register_begin(request: web.Request) -> web.Response:
     "→ 409; at most 20 per account. From then on, signing in with the password asks for "
     "a second factor.",
 )
-@requires("user.2fa")
+@requires("user.two-factor")
 async def register_finish(request: web.Request) -> web.Response:
     user = require_user(request)
     data = await read_json(request, PasskeyRegisterSchema())
@@ -101,7 +101,7 @@ async def list_passkeys(request: web.Request) -> web.Response:
     "account's sign-in budget, 429). Another user's passkey id answers 404. Only a "
     "session (or sign-in token) may remove one.",
 )
-@requires("user.2fa")
+@requires("user.two-factor")
 async def remove_passkey(request: web.Request) -> web.Response:
     user = require_user(request)
     raw = request.match_info["id"]

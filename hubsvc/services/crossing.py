@@ -111,6 +111,7 @@ async def cluster_ctx(app: web.Application) -> AsyncIterator[None]:
     store.db.write_listeners.append(cluster.pulse)
     store.repos.audience_listeners.append(lambda repo_id: cluster.tell("audience", repo=repo_id))
     store.orgs.grants_listeners.append(lambda: cluster.tell("audience", repo=None))
+    store.two_factor.grants_listeners.append(lambda: cluster.tell("audience", repo=None))
     counts = app[SHARED_COUNTS]
     app[HUB].shared = counts
     counts.start()

@@ -20,6 +20,7 @@ from .repos import RepoStore
 from .reviews import ReviewStore
 from .search import SearchStore
 from .statuses import StatusStore
+from .two_factor import TwoFactorStore
 from .upkeep import UpkeepStore
 from .users import UserStore
 
@@ -54,6 +55,7 @@ class Store:
         self.upkeep = UpkeepStore(self.db)
         self.leases = LeaseStore(self.db)
         self.passkeys = PasskeyStore(self.db)
+        self.two_factor = TwoFactorStore(self.db, grants_changed=self.repos.forget_audience)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""

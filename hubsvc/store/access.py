@@ -2,7 +2,8 @@
 
 A user's permission on a repository is the highest of its grants: owning it, owning the
 organization that owns it, being a member of that organization (read, GitHub's default
-base permission), a team's grant and a collaborator's grant. Every check reads it from
+base permission), a team's grant and a collaborator's grant; an organization that requires a
+second factor holds back the grants of those without one. Every check reads it from
 here: `visible` (lists, search, the feed), `read_then` (private-period events), `level`
 (the repository's `permission`, load_repo, reviews' approvers) and `Audience` (WebSocket,
 e-mail and chat fan-out).
@@ -29,6 +30,33 @@ def _level_of(column: str) -> str:
     )
 
 
+def two_factor_on(user: str) -> str:
+    """SQL: whether user (an SQL expression) has a second factor on (a confirmed TOTP)."""
+    # Passkeys join here too: this is the one definition every rule reads.
+    return f"EXISTS (SELECT 1 FROM two_factor tfo WHERE tfo.user_id = {user} AND tfo.confirmed = 1)"
+
+
+def two_factor_kept(owner_id: str, user: str) -> str:
+    """SQL: whether user's grants on a repository of owner_id count: its owner requires no
+    second factor (only organizations can), or the user has one."""
+    return (
+        f"(NOT EXISTS (SELECT 1 FROM org_two_factor_rule tfr WHERE tfr.org_id = {owner_id})"
+        f" OR {two_factor_on(user)})"
+    )
+
+
+def two_factor_held(repo: str, user: str) -> str:
+    """SQL: whether user belongs to repo's organization (or collaborates on repo) but the
+    organization's rule holds their grant back, for want of a second factor."""
+    return (
+        f"(EXISTS (SELECT 1 FROM org_two_factor_rule tfr WHERE tfr.org_id = {repo}.owner_id)"
+        f" AND NOT {two_factor_on(user)}"
+        f" AND (EXISTS (SELECT 1 FROM org_members tfm WHERE tfm.org_id = {repo}.owner_id"
+        f" AND tfm.user_id = {user}) OR EXISTS (SELECT 1 FROM collaborators tfc"
+        f" WHERE tfc.repo_id = {repo}.id AND tfc.user_id = {user})))"
+    )
+
+
 def grants(repo: str, user: str | None = None) -> str:
     """SQL rows (user_id, level, since, watch) of the grants on repo (an alias of repositories).
 
@@ -46,6 +74,11 @@ def grants_on(repo_id: str, owner_id: str, user: str | None = None) -> str:
     def who(column: str) -> str:
         return f" AND {column} = {user}" if user is not None else ""
 
+    def kept(column: str) -> str:
+        # An organization requiring a second factor holds back the grants of those
+        # without one: membership, teams and collaborators alike (GitHub removes them).
+        return f" AND {two_factor_kept(owner_id, column)}"
+
     # A team grant began when both the membership and the team's repository had.
     team_since = (
         "CASE WHEN gtm.since_event > gtr.since_event THEN gtm.since_event ELSE gtr.since_event END"
@@ -57,15 +90,15 @@ def grants_on(repo_id: str, owner_id: str, user: str | None = None) -> str:
         f" SELECT gom.user_id, CASE WHEN gom.role = 'owner' THEN {OWNER} ELSE {MEMBER_BASE} END,"
         " gom.since_event, CASE WHEN gom.role = 'owner' THEN 1 ELSE 0 END"
         f" FROM org_members gom WHERE gom.org_id = {owner_id}"
-        f"{who('gom.user_id')}"
+        f"{who('gom.user_id')}{kept('gom.user_id')}"
         " UNION ALL"
         f" SELECT gtm.user_id, {_level_of('COALESCE(gtr.permission, gt.permission)')}, {team_since}, 1"
         " FROM team_repos gtr JOIN teams gt ON gt.id = gtr.team_id"
         " JOIN team_members gtm ON gtm.team_id = gtr.team_id"
-        f" WHERE gtr.repo_id = {repo_id}{who('gtm.user_id')}"
+        f" WHERE gtr.repo_id = {repo_id}{who('gtm.user_id')}{kept('gtm.user_id')}"
         " UNION ALL"
         f" SELECT gc.user_id, {_level_of('gc.permission')}, gc.since_event, 1 FROM collaborators gc"
-        f" WHERE gc.repo_id = {repo_id}{who('gc.user_id')}"
+        f" WHERE gc.repo_id = {repo_id}{who('gc.user_id')}{kept('gc.user_id')}"
     )
 
 
