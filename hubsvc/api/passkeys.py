@@ -10,14 +10,18 @@ from schemas.passkeys import (
     PasskeyListSchema,
     PasskeyRegisterSchema,
     PasskeyRemoveSchema,
+    PasskeySignInFinishSchema,
+    PasskeySignInSchema,
 )
+from schemas.users import AuthResultSchema
 
-from ..errors import NotFound
+from ..errors import Conflict, NotFound, Unauthorized
 from ..keys import CONFIG, STORE
 from ..policy import requires
-from ..services import passkeys
-from ..web.auth import require_user
+from ..services import passkeys, two_factor
+from ..web.auth import BASIC_CACHE, require_user
 from ..web.openapi import doc
+from ..web.ratelimit import SIGN_IN_LIMITER, sign_in_key, too_many
 from ..web.rest import json_response, read_json
 from .account import confirm_password
 
@@ -74,6 +78,8 @@ async def register_finish(request: web.Request) -> web.Response:
     passkey = await passkeys.finish_registration(
         request.app[STORE], request.app[CONFIG], user, data["credential"], data["name"]
     )
+    # Git's Basic passwords this process verified stop working at once (second factor on).
+    request.app[BASIC_CACHE].forget_user(user["id"])
     return json_response({"webauthn": passkeys.passkey_json(passkey)}, status=201)
 
 
@@ -114,3 +120,83 @@ async def remove_passkey(request: web.Request) -> web.Response:
     if not await request.app[STORE].passkeys.delete(user["id"], int(raw)):
         raise NotFound("passkey not found")
     return web.Response(status=204)
+
+
+GONE = "the sign-in challenge is unknown, used or expired: sign in again"
+
+
+@routes.post("/auth/sign-in/webauthn")
+@doc(
+    "The passkey step of a sign-in: options for navigator.credentials.get",
+    body=PasskeySignInSchema,
+    responses={200: OPTIONS},
+    errors=(401, 409),
+    public=True,
+    tag="auth",
+    description="`challenge` is what POST /auth/sign-in answered with twoFactorRequired "
+    "(it stays live: a code may still be used instead). Answers "
+    "PublicKeyCredentialRequestOptions as JSON (binary fields base64url) naming the "
+    "account's passkeys; their challenge is good for one POST /auth/sign-in/webauthn/finish "
+    "of this sign-in. An unknown, used or expired challenge → 401; an account without "
+    "passkeys → 409.",
+)
+@requires("public")
+async def sign_in_begin(request: web.Request) -> web.Response:
+    data = await read_json(request, PasskeySignInSchema())
+    user = await two_factor.peek_challenge(request.app, data["challenge"])
+    if user is None:
+        raise Unauthorized(GONE)
+    options = await passkeys.sign_in_options(
+        request.app[STORE], request.app[CONFIG], user, passkeys.sign_in_bound(data["challenge"])
+    )
+    if options is None:
+        raise Conflict("this account has no passkey: use a code")
+    return options_response(options)
+
+
+@routes.post("/auth/sign-in/webauthn/finish")
+@doc(
+    "Finish a sign-in with a passkey: the browser's assertion; answers as a sign-in does",
+    body=PasskeySignInFinishSchema,
+    responses={200: AuthResultSchema},
+    errors=(400, 401, 403, 429),
+    public=True,
+    tag="auth",
+    description="`credential` is the assertion's toJSON(). It must answer options asked for "
+    "with this very challenge (another sign-in's, even of the same account, → 401), by one "
+    "of the account's passkeys (401), signed for this server's origin, with a signature "
+    "counter past the one stored (401: a cloned authenticator). Each options' challenge "
+    "finishes once; the sign-in challenge is used up by the sign-in. Refusals count against "
+    "the account's sign-in budget (429) and, a few of them, end the sign-in challenge. "
+    "Answers the user, a token and the session cookie, as POST /auth/sign-in.",
+)
+@requires("public")
+async def sign_in_finish(request: web.Request) -> web.Response:
+    data = await read_json(request, PasskeySignInFinishSchema())
+    app, challenge = request.app, data["challenge"]
+    parsed, asked = passkeys.assertion_challenge(data["credential"])
+    user = await two_factor.peek_challenge(app, challenge)
+    if user is None:
+        raise Unauthorized(GONE)
+    limiter = app.get(SIGN_IN_LIMITER)
+    if limiter is not None:
+        allowed, _, wait = await limiter.spend(sign_in_key(request, user["username"], user))
+        if not allowed:
+            return too_many(request, wait)
+    store, config = app[STORE], app[CONFIG]
+    try:
+        owner = await store.passkeys.take_challenge(
+            asked, passkeys.SIGN_IN, user_id=user["id"], bound=passkeys.sign_in_bound(challenge)
+        )
+        if owner is None:
+            raise Unauthorized(
+                "this passkey answer is not for this sign-in, or was used: ask for new options"
+            )
+        await passkeys.verify_assertion(store, config, user["id"], parsed, asked)
+    except Unauthorized:
+        await two_factor.fail_challenge(app, challenge)
+        raise
+    # The assertion is spent; now the sign-in challenge, which only one request can take.
+    if await two_factor.take_challenge(app, challenge) is None:
+        raise Unauthorized(GONE)
+    return await two_factor.finish_sign_in(request, user)

@@ -54,8 +54,9 @@ class Store:
         self.mail = MailStore(self.db)
         self.upkeep = UpkeepStore(self.db)
         self.leases = LeaseStore(self.db)
-        self.passkeys = PasskeyStore(self.db)
         self.two_factor = TwoFactorStore(self.db, grants_changed=self.repos.forget_audience)
+        # A passkey is a second factor too: adding or removing one tells the same listeners.
+        self.passkeys = PasskeyStore(self.db, changed=self.two_factor.factors_changed)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""

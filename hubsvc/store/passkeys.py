@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import Conflict
 from ..timeutil import now_iso
+from .access import two_factor_on
 from .base import Table, reads, writes
+from .two_factor import REQUIRED_BY
 
 MAX_PASSKEYS = 20
 _COLUMNS = (
@@ -32,6 +35,12 @@ def _passkey(row: Any) -> dict[str, Any]:
 
 class PasskeyStore(Table):
     """A user's WebAuthn credentials, and the challenges of registrations and sign-ins."""
+
+    def __init__(self, db: Any, changed: Callable[[], None] = lambda: None) -> None:
+        super().__init__(db)
+        # A passkey turns the second factor on or off: what an organization's rule lets
+        # through changes with it, and the caches of it must hear.
+        self.changed = changed
 
     @writes
     def add_challenge(
@@ -92,8 +101,22 @@ class PasskeyStore(Table):
             "SELECT COUNT(*) FROM webauthn_credentials WHERE user_id = ?", (user_id,)
         ).fetchone()[0]
 
+    async def add(self, *args: Any) -> dict[str, Any]:
+        """insert, then tell the listeners a second factor came."""
+        try:
+            return await self.insert(*args)
+        finally:
+            self.changed()
+
+    async def delete(self, user_id: int, passkey_id: int) -> bool:
+        """remove, then tell the listeners a second factor went."""
+        try:
+            return await self.remove(user_id, passkey_id)
+        finally:
+            self.changed()
+
     @writes
-    def add(
+    def insert(
         self,
         conn,
         user_id: int,
@@ -152,9 +175,25 @@ class PasskeyStore(Table):
         return cursor.rowcount == 1
 
     @writes
-    def delete(self, conn, user_id: int, passkey_id: int) -> bool:
-        """Remove one of the user's passkeys; False when they have none by that id."""
+    def remove(self, conn, user_id: int, passkey_id: int) -> bool:
+        """Remove one of the user's passkeys; False when they have none by that id.
+
+        409 when it is their last second factor and an organization they belong to
+        requires one (checked in the delete's transaction, as turning TOTP off is).
+        """
         cursor = conn.execute(
             "DELETE FROM webauthn_credentials WHERE id = ? AND user_id = ?", (passkey_id, user_id)
         )
-        return cursor.rowcount == 1
+        if cursor.rowcount != 1:
+            return False
+        if conn.execute(f"SELECT {two_factor_on('?')}", (user_id,)).fetchone()[0]:
+            return True
+        required = conn.execute(REQUIRED_BY, (user_id,)).fetchone()
+        if required is not None:
+            raise Conflict(
+                f"the organization {required['username']} requires two-factor authentication"
+                " of its members: leave it, or add another factor, before removing this passkey"
+            )
+        # The last factor gone: recovery codes left over from a TOTP turned off go too.
+        conn.execute("DELETE FROM recovery_codes WHERE user_id = ?", (user_id,))
+        return True

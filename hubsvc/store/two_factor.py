@@ -95,6 +95,10 @@ class TwoFactorStore(Table):
             )
         return True
 
+    def factors_changed(self) -> None:
+        """Forget cached audiences after a second factor (a passkey too) came or went."""
+        self._changed()
+
     def _after(self, result: Any) -> Any:
         self._changed()
         return result
