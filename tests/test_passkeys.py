@@ -188,3 +188,150 @@ def sign_in_page(server, browser, username: str) -> None:
         browser.find_element(By.ID, field).clear()
         browser.find_element(By.ID, field).send_keys(value)
     browser.find_element(By.CSS_SELECTOR, "#sign-in button").click()
+
+
+def password_step(server, username: str) -> str:
+    """POST /auth/sign-in with the password: the challenge a second factor finishes."""
+    status, body = server.request(
+        "POST", "/auth/sign-in", {"username": username, "password": PASSWORD}
+    )
+    assert status == 200 and body["twoFactorRequired"] is True, body
+    assert "webauthn" in body["methods"] and "token" not in body
+    return body["challenge"]
+
+
+def sign_in_options(server, challenge: str) -> dict:
+    status, options = server.request("POST", "/auth/sign-in/webauthn", {"challenge": challenge})
+    assert status == 200, options
+    return options
+
+
+def finish(server, challenge: str, credential: dict) -> tuple[int, dict]:
+    return server.request(
+        "POST", "/auth/sign-in/webauthn/finish", {"challenge": challenge, "credential": credential}
+    )
+
+
+def test_sign_in_with_password_then_passkey_on_the_page(server, browser):
+    from selenium.webdriver.common.by import By
+
+    name, auth = account(server)
+    register(server, browser, auth, "laptop")
+    status, state = server.request("GET", "/api/users/me/2fa", None, auth)
+    assert [p["name"] for p in state["webauthn"]] == ["laptop"], state
+    sign_in_page(server, browser, name)
+    wait_for(browser, "#use-passkey")
+    assert browser.find_elements(By.ID, "code") == []  # no TOTP, no recovery codes
+    browser.find_element(By.ID, "use-passkey").click()
+    wait_for(browser, "#events")
+    wait_text(browser, "#who", name)
+    me = browser.execute_script(
+        "return fetch('/api/users/me').then(r => r.json()).then(b => b.user.username)"
+    )
+    assert me == name
+    listed = server.request("GET", "/api/users/me/2fa/webauthn", None, auth)[1]["webauthn"]
+    assert listed[0]["lastUsedAt"] is not None
+    refused = [e for e in browser.get_log("browser") if "Content Security Policy" in e["message"]]
+    assert refused == []
+
+
+def test_sign_in_refuses_other_accounts_passkeys_other_sign_ins_and_replays(server, browser):
+    alice, alice_auth = account(server)
+    bob, bob_auth = account(server)
+    register(server, browser, alice_auth)
+    register(server, browser, bob_auth)
+    mine, theirs = password_step(server, alice), password_step(server, bob)
+    # A challenge the password step never gave.
+    for path, body in (
+        ("/auth/sign-in/webauthn", {"challenge": "made-up"}),
+        ("/auth/sign-in/webauthn", {}),
+    ):
+        status, answer = server.request("POST", path, body)
+        assert status in (400, 401), answer
+    # Bob's passkey answering Alice's options: not one of her account's.
+    options = sign_in_options(server, mine)
+    bobs = sign_in_options(server, theirs)["allowCredentials"]
+    forged = ceremony(browser, dict(options, allowCredentials=bobs), "get")
+    status, answer = finish(server, mine, forged)
+    assert status == 401 and "not one of this account" in answer["error"], answer
+    # Her own passkey's answer, finished with Bob's sign-in challenge: refused, and
+    # still good for her own sign-in, once.
+    credential = ceremony(browser, sign_in_options(server, mine), "get")
+    status, answer = finish(server, theirs, credential)
+    assert status == 401 and "not for this sign-in" in answer["error"], answer
+    status, answer = finish(server, "made-up", credential)
+    assert status == 401 and "sign in again" in answer["error"], answer
+    status, answer = finish(server, mine, credential)
+    assert status == 200 and answer["user"]["username"] == alice, answer
+    token = {"Authorization": f"Bearer {answer['token']}"}
+    assert server.request("GET", "/api/users/me", None, token)[1]["user"]["username"] == alice
+    # The sign-in is over: the same answer again, or new options for it, are refused.
+    status, answer = finish(server, mine, credential)
+    assert status == 401, answer
+    status, answer = server.request("POST", "/auth/sign-in/webauthn", {"challenge": mine})
+    assert status == 401, answer
+    # Bob's sign-in was never touched by all this: it finishes with his own passkey.
+    status, answer = finish(
+        server, theirs, ceremony(browser, sign_in_options(server, theirs), "get")
+    )
+    assert status == 200 and answer["user"]["username"] == bob, answer
+
+
+def test_a_cloned_authenticator_is_refused_by_its_counter(server, browser):
+    from selenium.webdriver.common.virtual_authenticator import (
+        Credential,
+        Protocol,
+        Transport,
+        VirtualAuthenticatorOptions,
+    )
+
+    name, auth = account(server)
+    register(server, browser, auth)
+    [original] = browser.get_credentials()  # the key, as a thief would copy it
+    challenge = password_step(server, name)
+    status, answer = finish(
+        server, challenge, ceremony(browser, sign_in_options(server, challenge), "get")
+    )
+    assert status == 200, answer
+    # The same private key in another authenticator, as a cloned key would be.
+    browser.remove_virtual_authenticator()
+    browser.add_virtual_authenticator(
+        VirtualAuthenticatorOptions(
+            protocol=Protocol.CTAP2,
+            transport=Transport.INTERNAL,
+            has_resident_key=True,
+            has_user_verification=True,
+            is_user_verified=True,
+        )
+    )
+    # A copy taken before that sign-in: its counter is behind the one the server stored
+    # then (were it not stored, the copy's next count would pass the registration's).
+    browser.add_credential(Credential.from_dict(original.to_dict()))
+    challenge = password_step(server, name)
+    status, answer = finish(
+        server, challenge, ceremony(browser, sign_in_options(server, challenge), "get")
+    )
+    assert status == 401 and "refused" in answer["error"], answer
+
+
+def test_a_ceremony_begun_on_one_process_finishes_on_another(tmp_path, browser, redis_url):
+    """The challenges live in the database: two processes over one data folder."""
+    redis = {"url": redis_url[0], "prefix": redis_url[1]}
+    first = ServerProcess(tmp_path / "data", {"redis": redis})
+    origin = f"http://localhost:{first.port}"
+    first.settings["server"] = {"base_url": origin}
+    second = ServerProcess(tmp_path / "data", {"redis": redis, "server": {"base_url": origin}})
+    with first, second:
+        browser.get(origin + "/")
+        name, auth = account(first)
+        status, options = first.request("POST", "/api/users/me/2fa/webauthn/register", None, auth)
+        credential = ceremony(browser, options, "create")
+        status, body = second.request(
+            "POST", "/api/users/me/2fa/webauthn/register/finish", {"credential": credential}, auth
+        )
+        assert status == 201, body
+        challenge = password_step(second, name)
+        credential = ceremony(browser, sign_in_options(first, challenge), "get")
+        status, body = finish(second, challenge, credential)
+        assert status == 200 and body["user"]["username"] == name, body
+        assert finish(first, challenge, credential)[0] == 401
