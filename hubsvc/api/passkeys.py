@@ -166,8 +166,8 @@ async def sign_in_begin(request: web.Request) -> web.Response:
     "with this very challenge (another sign-in's, even of the same account, → 401), by one "
     "of the account's passkeys (401), signed for this server's origin, with a signature "
     "counter past the one stored (401: a cloned authenticator). Each options' challenge "
-    "finishes once; the sign-in challenge is used up by the sign-in. Refusals count against "
-    "the account's sign-in budget (429) and, a few of them, end the sign-in challenge. "
+    "finishes once; the sign-in challenge is used up by the sign-in. Each call spends the "
+    "account's sign-in budget (429 past it); a few refusals end the sign-in challenge. "
     "Answers the user, a token and the session cookie, as POST /auth/sign-in.",
 )
 @requires("public")
