@@ -39,6 +39,9 @@ class OrgCreateSchema(Base):
 class OrgUpdateSchema(Base):
     description = Str(validate=validate.Length(max=2000))
     displayName = Str(validate=validate.Length(max=100))
+    requireTwoFactor = Bool(
+        metadata={"description": "members and collaborators without a second factor are shut out"}
+    )
 
 
 class OrgSchema(Base):
@@ -54,6 +57,10 @@ class OrgSchema(Base):
         required=True,
         allow_none=True,
         metadata={"description": "the caller's role: owner, member, or null (not a member)"},
+    )
+    requireTwoFactor = Bool(
+        required=True,
+        metadata={"description": "whether members need a second factor to use its repositories"},
     )
     url = Str(required=True)
 

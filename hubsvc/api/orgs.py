@@ -140,11 +140,16 @@ async def get_org(request: web.Request) -> web.Response:
 
 @routes.patch(ORG)
 @doc(
-    "Change an organization's description or display name (owners)",
+    "Change an organization's description, display name or two-factor rule (owners)",
     body=OrgUpdateSchema,
     responses={200: OrgEnvelopeSchema},
-    errors=(401, 403, 404),
+    errors=(401, 403, 404, 409),
     tag="organizations",
+    description="`requireTwoFactor: true` needs an owner who has two-factor authentication "
+    "on (409 otherwise). While it holds, members and collaborators without a second factor "
+    "hold no grant on the organization's repositories: the API and git answer 403 naming "
+    "the rule where they would need one, and the feed and sockets leave its private "
+    "repositories out; they cannot turn their last factor off (409).",
 )
 @requires("org.admin")
 async def patch_org(request: web.Request) -> web.Response:
@@ -152,6 +157,11 @@ async def patch_org(request: web.Request) -> web.Response:
     data = await read_json(request, OrgUpdateSchema())
     fields = {"description": data.get("description"), "name": data.get("displayName")}
     store = request.app[STORE]
+    if "requireTwoFactor" in data:
+        # First: its 409 leaves the rest unchanged too.
+        user = require_user(request)
+        await store.orgs.set_two_factor_rule(org["id"], user["id"], data["requireTwoFactor"])
+        await recheck_org(request, org)
     await store.orgs.update(org["id"], {k: v for k, v in fields.items() if v is not None})
     org = await store.orgs.by_name(org["username"], require_user(request)["id"])
     return json_response(_org_json(request, org))

@@ -80,7 +80,7 @@ async def _basic_user(request: web.Request) -> tuple[dict, Grant | None] | None:
     user = await request.app[STORE].users.by_login(username) if username else None
     hit = cache.get(digest)
     if hit is not None and user is not None and hit[0]["password_hash"] == user["password_hash"]:
-        return _enabled(user), None
+        return await _password_enough(request, _enabled(user)), None
     limiter = request.app.get(SIGN_IN_LIMITER)
     if limiter is not None:
         allowed, _, _ = await limiter.spend(sign_in_key(request, username, user))
@@ -95,7 +95,23 @@ async def _basic_user(request: web.Request) -> tuple[dict, Grant | None] | None:
     ):
         raise _challenge("invalid credentials")
     cache.put(digest, user, int(time.time()) + 300)
-    return _enabled(user), None
+    return await _password_enough(request, _enabled(user)), None
+
+
+# Gitea's rule: where a second factor exists, the password alone no longer opens git.
+PASSWORD_NOT_ENOUGH = (
+    "two-factor authentication is on for this account, so its password does not work for "
+    "git over HTTP: use a personal access token as the password (create one at "
+    "POST /api/users/me/tokens or in the dashboard's settings), or SSH"
+)
+
+
+async def _password_enough(request: web.Request, user: dict) -> dict:
+    """The user of a right password, unless they have a second factor (asked each time, so
+    turning one on takes effect at once, remembered passwords included)."""
+    if await request.app[STORE].two_factor.enabled(user["id"]):
+        raise _challenge(PASSWORD_NOT_ENOUGH)
+    return user
 
 
 def _enabled(user: dict) -> dict:

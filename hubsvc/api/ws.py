@@ -17,7 +17,7 @@ from ..notify.sockets import Client
 from ..policy import Caps, decide, requires
 from ..web.auth import allowed_origin, caps_of, require_identity
 from ..web.openapi import doc
-from ..web.permissions import role_of
+from ..web.permissions import role_of, two_factor_rule
 from ..web.rest import json_depth, parse_json
 
 routes = web.RouteTableDef()
@@ -174,6 +174,9 @@ async def _handle(request: web.Request, hub: Hub, client: Client, text: str) -> 
             return
         user = await request.app[STORE].users.by_id(client.user_id)
         repo = await request.app[STORE].repos.by_name(ref["owner"], ref["name"], client.user_id)
+        if repo is not None and repo["two_factor_held"] and role_of(repo, user) is None:
+            hub.send(client, {"type": "error", "error": two_factor_rule(repo["owner_username"])})
+            return
         if (
             repo is None
             or user is None

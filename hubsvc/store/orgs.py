@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from ..errors import Conflict, Unprocessable
 from ..timeutil import now_iso
-from .access import Readable, narrowed
+from .access import Readable, narrowed, two_factor_on
 from .base import StoreMethod, Table, reads, writes
 
 # Bounds, as the rest of the API has them.
@@ -22,6 +22,7 @@ _ORG = (
     "SELECT o.id, o.username, o.name, o.bio AS description, o.avatar_hash, o.created_at,"
     " (SELECT COUNT(*) FROM org_members c WHERE c.org_id = o.id) AS member_count,"
     " (SELECT COUNT(*) FROM teams t WHERE t.org_id = o.id) AS team_count,"
+    " EXISTS (SELECT 1 FROM org_two_factor_rule tr WHERE tr.org_id = o.id) AS require_two_factor,"
     " (SELECT m.role FROM org_members m WHERE m.org_id = o.id AND m.user_id = ?) AS role"
     " FROM users o WHERE o.username_key = ? AND o.is_org = 1"
 )
@@ -112,7 +113,9 @@ class OrgStore(Table):
             "SELECT o.id, o.username, o.name, o.bio AS description, o.avatar_hash,"
             " o.created_at, m.role,"
             " (SELECT COUNT(*) FROM org_members c WHERE c.org_id = o.id) AS member_count,"
-            " (SELECT COUNT(*) FROM teams t WHERE t.org_id = o.id) AS team_count"
+            " (SELECT COUNT(*) FROM teams t WHERE t.org_id = o.id) AS team_count,"
+            " EXISTS (SELECT 1 FROM org_two_factor_rule tr WHERE tr.org_id = o.id)"
+            " AS require_two_factor"
             " FROM org_members m JOIN users o ON o.id = m.org_id"
             " WHERE m.user_id = ? ORDER BY o.username_key LIMIT ? OFFSET ?",
             (user_id, limit + 1, offset),
@@ -130,6 +133,24 @@ class OrgStore(Table):
                 f"UPDATE users SET {assignments}, updated_at = ? WHERE id = ?",
                 (*changes.values(), now_iso(), org_id),
             )
+
+    @changes_grants
+    @writes
+    def set_two_factor_rule(self, conn, org_id: int, user_id: int, required: bool) -> None:
+        """Require a second factor of members (or stop); 409 unless user_id, who asks, has one."""
+        if not required:
+            conn.execute("DELETE FROM org_two_factor_rule WHERE org_id = ?", (org_id,))
+            return
+        if not conn.execute(f"SELECT {two_factor_on('?')}", (user_id,)).fetchone()[0]:
+            raise Conflict(
+                "requireTwoFactor: turn on two-factor authentication for your own account"
+                " first, or the rule would shut you out too"
+            )
+        conn.execute(
+            "INSERT INTO org_two_factor_rule (org_id, created_at) VALUES (?, ?)"
+            " ON CONFLICT (org_id) DO NOTHING",
+            (org_id, now_iso()),
+        )
 
     # Members
 

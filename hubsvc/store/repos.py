@@ -11,7 +11,16 @@ from typing import Any, cast
 
 from ..errors import Conflict, NotFound
 from ..timeutil import now_iso
-from .access import VISIBLE, Audience, Readable, grants_on, level, narrowed, visible
+from .access import (
+    VISIBLE,
+    Audience,
+    Readable,
+    grants_on,
+    level,
+    narrowed,
+    two_factor_held,
+    visible,
+)
 from .base import StoreMethod, Table, cached_until_write, reads, row_dict, writes
 from .leases import gone
 
@@ -28,7 +37,8 @@ SELECT r.id, r.owner_id, r.name, r.description, r.visibility, r.default_branch,
        (SELECT COUNT(*) FROM repositories f WHERE f.parent_id = r.id AND {visible("f", ":viewer")}
        ) AS fork_count,
        EXISTS (SELECT 1 FROM stars s WHERE s.repo_id = r.id AND s.user_id = :viewer) AS starred,
-       {level("r", ":viewer")} AS access
+       {level("r", ":viewer")} AS access,
+       {two_factor_held("r", ":viewer")} AS two_factor_held
   FROM repositories r
   JOIN users u ON u.id = r.owner_id
   LEFT JOIN repositories p ON p.id = r.parent_id

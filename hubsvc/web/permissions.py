@@ -59,6 +59,10 @@ async def load_repo(
         repo = await store.by_old_name(owner, name, viewer)
         renamed = repo is not None
     role = role_of(repo, user) if repo is not None else None
+    if repo is not None and repo["two_factor_held"] and not allows(role, need):
+        # A member of an organization that requires a second factor, without one: told
+        # why, rather than shown a 404 for a repository they know.
+        raise Forbidden(two_factor_rule(repo["owner_username"]))
     if role is None:
         # Missing and private-but-unreadable look the same, so existence never leaks.
         raise NotFound("repository not found")
@@ -69,6 +73,14 @@ async def load_repo(
         raise Forbidden(f"{need} access to this repository is required")
     repo["role"] = role
     return repo
+
+
+def two_factor_rule(org: str) -> str:
+    """The refusal of an organization's repository for want of a second factor."""
+    return (
+        f"the organization {org} requires two-factor authentication: turn it on"
+        " (POST /api/users/me/2fa/totp) to use its repositories"
+    )
 
 
 def check_repo(request: web.Request, repo: dict[str, Any], action: str | None = None) -> None:

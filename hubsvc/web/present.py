@@ -207,6 +207,7 @@ def organization(base_url: str, row: dict[str, Any]) -> dict[str, Any]:
         "memberCount": row["member_count"],
         "teamCount": row["team_count"],
         "role": row["role"],
+        "requireTwoFactor": bool(row["require_two_factor"]),
         "url": user_url(base_url, row["username"]),
     }
 

@@ -30,6 +30,7 @@ CREATE TABLE sign_in_challenges (
     created_at TEXT NOT NULL
 );
 CREATE INDEX sign_in_challenges_expiry ON sign_in_challenges(expires_at);
+CREATE INDEX sign_in_challenges_user ON sign_in_challenges(user_id);
 
 -- Organizations that require a second factor of their members and collaborators.
 CREATE TABLE org_two_factor_rule (
