@@ -335,3 +335,66 @@ def test_a_ceremony_begun_on_one_process_finishes_on_another(tmp_path, browser, 
         status, body = finish(second, challenge, credential)
         assert status == 200 and body["user"]["username"] == name, body
         assert finish(first, challenge, credential)[0] == 401
+
+
+def test_a_passkey_alone_is_a_second_factor_for_git_and_organizations(server, browser, tmp_path):
+    import os
+    import subprocess
+
+    from .gitcli import ENV
+
+    owner, owner_auth = account(server)
+    member, member_auth = account(server)
+    org = "o" + secrets.token_hex(4)
+    assert server.request("POST", "/api/orgs", {"name": org}, owner_auth)[0] == 201
+    assert server.request("PUT", f"/api/orgs/{org}/members/{member}", {}, owner_auth)[0] == 201
+    body = {"name": "app", "owner": org, "visibility": "private", "autoInit": True}
+    assert server.request("POST", "/api/repositories", body, owner_auth)[0] == 201
+    rule = {"requireTwoFactor": True}
+    assert server.request("PATCH", f"/api/orgs/{org}", rule, owner_auth)[0] == 409
+    register(server, browser, owner_auth)
+    status, answer = server.request("PATCH", f"/api/orgs/{org}", rule, owner_auth)
+    assert status == 200, answer
+    app = f"/api/repositories/{org}/app"
+    assert server.request("GET", app, None, member_auth)[0] == 403
+    passkey = register(server, browser, member_auth)
+    assert server.request("GET", app, None, member_auth)[0] == 200
+    # Git's password is no longer enough for the member with a passkey.
+    url = server.url.replace("http://", f"http://{member}:{PASSWORD.replace(' ', '%20')}@")
+    clone = subprocess.run(
+        ["git", "clone", "-q", f"{url}/{org}/app.git", str(tmp_path / "clone")],
+        env={**os.environ, **ENV},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert clone.returncode != 0 and "two-factor authentication is on" in clone.stderr
+    # The last factor cannot go while the organization requires one.
+    remove = f"/api/users/me/2fa/webauthn/{passkey['id']}"
+    status, answer = server.request("DELETE", remove, {"currentPassword": PASSWORD}, member_auth)
+    assert status == 409 and org in answer["error"], answer
+    assert len(server.request("GET", "/api/users/me/2fa", None, member_auth)[1]["webauthn"]) == 1
+
+
+def test_the_page_asks_for_a_code_where_totp_is_on(server, browser):
+    import time
+
+    import pyotp
+    from selenium.webdriver.common.by import By
+
+    name, auth = account(server)
+    status, body = server.request("POST", "/api/users/me/2fa/totp", None, auth)
+    totp = pyotp.TOTP(body["secret"])
+    previous = {"code": totp.at(time.time() - 30)}  # the sign-in's own code stays new
+    assert server.request("POST", "/api/users/me/2fa/totp/confirm", previous, auth)[0] == 200
+    sign_in_page(server, browser, name)
+    wait_for(browser, "#code")
+    assert browser.find_elements(By.ID, "use-passkey") == []  # no passkey of theirs
+    browser.find_element(By.ID, "code").send_keys("000000" if totp.now() != "000000" else "111111")
+    browser.find_element(By.CSS_SELECTOR, "#second-factor button[type=submit]").click()
+    wait_text(browser, "#second-factor-error", "not accepted")
+    browser.find_element(By.ID, "code").clear()
+    browser.find_element(By.ID, "code").send_keys(totp.now())
+    browser.find_element(By.CSS_SELECTOR, "#second-factor button[type=submit]").click()
+    wait_for(browser, "#events")
+    wait_text(browser, "#who", name)
