@@ -13,6 +13,7 @@ import pytest
 from hubsvc.errors import Conflict
 from hubsvc.services.passkeys import relying_party
 from hubsvc.store import Store
+from hubsvc.store.passkeys import MAX_OPEN
 
 from .conftest import make_config
 
@@ -51,6 +52,16 @@ async def test_a_challenge_is_taken_once_by_its_user_and_sign_in(tmp_path, datab
             lambda c: [bytes(r[0]) for r in c.execute("SELECT challenge FROM webauthn_challenges")]
         )
         assert left == [b"c4"]
+        # Asking again and again keeps the newest few, of this user and ceremony only.
+        for n in range(MAX_OPEN + 3):
+            await keys.add_challenge(alice, "register", b"r%d" % n, 60 + n)
+        left = await store.db.read(
+            lambda c: sorted(
+                bytes(r[0]) for r in c.execute("SELECT challenge FROM webauthn_challenges")
+            )
+        )
+        assert left == sorted([b"c4"] + [b"r%d" % n for n in range(3, MAX_OPEN + 3)])
+        assert await keys.take_challenge(b"r2", "register", user_id=alice) is None
     finally:
         await store.close()
 

@@ -14,6 +14,8 @@ from .base import Table, reads, writes
 from .two_factor import REQUIRED_BY
 
 MAX_PASSKEYS = 20
+# Live challenges kept per user and ceremony (per sign-in, for a sign-in's); older ones go.
+MAX_OPEN = 5
 _COLUMNS = (
     "id, user_id, credential_id, public_key, sign_count, name, transports, created_at, last_used_at"
 )
@@ -52,9 +54,17 @@ class PasskeyStore(Table):
         ttl: float,
         bound: bytes = b"",
     ) -> None:
-        """Keep a ceremony's challenge for ttl seconds; expired ones of anyone go now."""
+        """Keep a ceremony's challenge for ttl seconds; expired ones of anyone go now, and
+        the oldest of this user's beyond MAX_OPEN for the same ceremony."""
         now = time.time()
         conn.execute("DELETE FROM webauthn_challenges WHERE expires_at < ?", (now,))
+        # A few open prompts (tabs, retries) at most: asking without end keeps no more rows.
+        conn.execute(
+            "DELETE FROM webauthn_challenges WHERE user_id = ? AND purpose = ? AND bound = ?"
+            " AND challenge NOT IN (SELECT challenge FROM webauthn_challenges"
+            " WHERE user_id = ? AND purpose = ? AND bound = ? ORDER BY expires_at DESC LIMIT ?)",
+            (user_id, purpose, bound, user_id, purpose, bound, MAX_OPEN - 1),
+        )
         conn.execute(
             "INSERT INTO webauthn_challenges (challenge, user_id, purpose, bound, expires_at)"
             " VALUES (?, ?, ?, ?, ?)",
