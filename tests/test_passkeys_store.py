@@ -7,6 +7,7 @@ here the challenges' single use, their binding and the counter's compare-and-set
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -128,3 +129,64 @@ async def test_registration_options_over_http(client):
         headers=auth,
     )
     assert resp.status == 400 and (await resp.json())["error"].startswith("credential:")
+
+
+def _b64(raw: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+async def test_sign_in_endpoints_refuse_without_a_live_password_step(client):
+    import json
+
+    import pyotp
+
+    resp = await client.post(
+        "/auth/sign-up",
+        json={"email": "a@example.com", "username": "alice", "password": "12345678", "name": "A"},
+    )
+    auth = {"Authorization": f"Bearer {(await resp.json())['token']}"}
+    client.session.cookie_jar.clear()
+    # Shaped as an assertion, naming a challenge no one gave: refused before any check of it.
+    data = {"type": "webauthn.get", "challenge": _b64(b"x" * 32), "origin": "http://127.0.0.1"}
+    shaped = {
+        "id": _b64(b"cred"),
+        "rawId": _b64(b"cred"),
+        "type": "public-key",
+        "response": {
+            "clientDataJSON": _b64(json.dumps(data).encode()),
+            "authenticatorData": _b64(b"\0" * 37),
+            "signature": _b64(b"sig"),
+        },
+    }
+    for path, body, status in (
+        ("/auth/sign-in/webauthn", {"challenge": "made-up"}, 401),
+        ("/auth/sign-in/webauthn", {}, 400),
+        ("/auth/sign-in/webauthn/finish", {"challenge": "made-up", "credential": shaped}, 401),
+        ("/auth/sign-in/webauthn/finish", {"challenge": "made-up", "credential": {}}, 400),
+        ("/auth/sign-in/webauthn/finish", {"challenge": "made-up"}, 400),
+    ):
+        resp = await client.post(path, json=body)
+        assert resp.status == status, (path, body, await resp.text())
+        assert "error" in await resp.json()
+    # A password step of an account with TOTP and no passkey: no options to give.
+    resp = await client.post("/api/users/me/2fa/totp", headers=auth)
+    secret = (await resp.json())["secret"]
+    code = pyotp.TOTP(secret).at(time.time() - 30)
+    resp = await client.post("/api/users/me/2fa/totp/confirm", json={"code": code}, headers=auth)
+    assert resp.status == 200
+    resp = await client.post("/auth/sign-in", json={"username": "alice", "password": "12345678"})
+    step = await resp.json()
+    assert step["methods"] == ["totp", "recovery"]
+    resp = await client.post("/auth/sign-in/webauthn", json={"challenge": step["challenge"]})
+    assert resp.status == 409 and "no passkey" in (await resp.json())["error"]
+    # The assertion names no options of this sign-in: refused, and the sign-in lives on.
+    resp = await client.post(
+        "/auth/sign-in/webauthn/finish", json={"challenge": step["challenge"], "credential": shaped}
+    )
+    assert resp.status == 401 and "not for this sign-in" in (await resp.json())["error"]
+    resp = await client.post(
+        "/auth/sign-in/2fa", json={"challenge": step["challenge"], "code": pyotp.TOTP(secret).now()}
+    )
+    assert resp.status == 200, await resp.text()
