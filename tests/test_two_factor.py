@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pyotp
@@ -11,6 +12,9 @@ from hubsvc.keys import STORE
 
 from .conftest import make_config, sign_up
 from .gitcli import git, remote
+from .server import ServerProcess
+from .test_admin import PASSWORD, cli, fails, ok, sign_in
+from .test_chat_link import BOT_KEY, as_chat, link
 from .test_orgs import make_org
 from .test_repos import create
 from .test_ws import connect, next_of, nothing_for
@@ -337,3 +341,86 @@ async def test_a_socket_loses_the_organization_s_repositories_under_the_rule(cli
     await ws.send_json({"type": "subscribe", "repository": app})
     assert "requires two-factor authentication" in (await next_of(ws, "error"))["error"]
     await ws.close()
+
+
+async def test_racing_uses_of_one_code_sign_in_once(client, alice):
+    secret, codes = await enrol(client, alice)
+    for code in (codes[0], code_of(secret)):
+        challenges = [(await password_step(client, alice))["challenge"] for _ in range(4)]
+        answers = await asyncio.gather(*(second_step(client, c, code) for c in challenges))
+        assert sorted(a.status for a in answers) == [200, 401, 401, 401], code
+
+
+async def test_another_process_refuses_a_code_this_one_took(database_url, tmp_path, aiohttp_client):
+    # Two servers over one database (SQLite file or PostgreSQL), as behind a balancer.
+    config = make_config(tmp_path, database__url=database_url)
+    first = await aiohttp_client(create_app(config))
+    second = await aiohttp_client(create_app(config))
+    alice = await sign_up(first, "alice")
+    secret, _ = await enrol(first, alice)
+    code = code_of(secret)
+    one = (await password_step(first, alice))["challenge"]
+    two = (await password_step(second, alice))["challenge"]
+    assert (await second_step(first, one, code)).status == 200
+    assert (await second_step(second, two, code)).status == 401
+
+
+async def test_codes_from_many_addresses_share_the_account_s_budget(
+    database_url, tmp_path, aiohttp_client
+):
+    config = make_config(
+        tmp_path,
+        database__url=database_url,
+        rate_limit__enabled=True,
+        rate_limit__sign_in_per_15_minutes=4,
+        server__trusted_proxies=["127.0.0.1/32", "::1/128"],
+    )
+    client = await aiohttp_client(create_app(config))
+    alice = await sign_up(client, "alice")
+    secret, _ = await enrol(client, alice)
+    challenge = (await password_step(client, alice))["challenge"]
+    statuses = []
+    for n in range(5):  # each wrong code from an address of its own
+        resp = await client.post(
+            "/auth/sign-in/2fa",
+            json={"challenge": challenge, "code": "000000"},
+            headers={"X-Forwarded-For": f"203.0.113.{n + 1}"},
+        )
+        statuses.append(resp.status)
+    assert statuses == [401, 401, 401, 401, 429]
+
+
+def test_an_administrator_turns_off_a_lost_second_factor(tmp_path):
+    data = tmp_path / "data"
+    with ServerProcess(data) as server:
+        token = server.sign_up("ada", PASSWORD)["token"]
+        bearer = {"Authorization": f"Bearer {token}"}
+        status, body = server.request("POST", "/api/users/me/2fa/totp", {}, bearer)
+        assert status == 201, body
+        code = pyotp.TOTP(body["secret"]).at(time.time() - 30)
+        status, _ = server.request("POST", "/api/users/me/2fa/totp/confirm", {"code": code}, bearer)
+        assert status == 200
+        assert "twoFactorRequired" in sign_in(server, "ada")[1]
+        # The authenticator and the recovery codes are lost: the operator steps in.
+        assert "turned off two-factor" in ok(cli(data, "reset-2fa", "ada"))
+        status, body = sign_in(server, "ada")
+        assert status == 200 and "token" in body
+        assert "no second factor" in ok(cli(data, "reset-2fa", "ada"))
+        assert "no user named nobody" in fails(cli(data, "reset-2fa", "nobody"))
+
+
+async def test_the_chat_link_keeps_working(database_url, tmp_path, aiohttp_client):
+    config = make_config(tmp_path, database__url=database_url, chat__bot_key=BOT_KEY)
+    client = await aiohttp_client(create_app(config))
+    alice = await sign_up(client, "alice")
+    await create(client, alice, "proj", visibility="private", autoInit=True)
+    await link(client, alice, "c1")
+    await enrol(client, alice)
+    for path in ("/api/users/me", "/api/repositories/alice/proj/issues"):
+        resp = await client.get(path, headers=as_chat("c1"))
+        assert resp.status == 200, (path, await resp.text())
+    # The bot cannot touch the factors (enrolment and removal are the person's).
+    resp = await client.delete(
+        "/api/users/me/2fa/totp", json={"currentPassword": "x", "code": "1"}, headers=as_chat("c1")
+    )
+    assert resp.status == 403

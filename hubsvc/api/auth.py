@@ -105,8 +105,9 @@ async def sign_in(request: web.Request) -> web.Response:
     description="`challenge` is what POST /auth/sign-in answered (five minutes, one "
     "sign-in); `code` a TOTP code of the authenticator (each accepted once) or one of the "
     "recovery codes (each usable once). Answers as a sign-in does: the user, a token and "
-    "the session cookie. A wrong code → 401 and counts against the account's and the "
-    "address's sign-in budget (429 past it); a few wrong codes end the challenge.",
+    "the session cookie. Each attempt spends the sign-in budget of the address on the "
+    "account and one of the account from every address (429 past either); a wrong code "
+    "→ 401, and a few end the challenge.",
 )
 @requires("public")
 async def sign_in_second_factor(request: web.Request) -> web.Response:
@@ -115,11 +116,9 @@ async def sign_in_second_factor(request: web.Request) -> web.Response:
     user = await two_factor.peek_challenge(app, data["challenge"])
     if user is None:
         raise Unauthorized("the sign-in challenge is unknown, used or expired: sign in again")
-    limiter = app.get(SIGN_IN_LIMITER)
-    if limiter is not None:
-        allowed, _, wait = await limiter.spend(sign_in_key(request, user["username"], user))
-        if not allowed:
-            return too_many(request, wait)
+    refused = await two_factor.spend_attempt(request, user)
+    if refused is not None:
+        return refused
     if await two_factor.check_code(app, user["id"], data["code"]) is None:
         await two_factor.fail_challenge(app, data["challenge"])
         raise Unauthorized("invalid two-factor code")

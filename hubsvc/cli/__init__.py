@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..config import Config
-from .accounts import create_user, reset_password, set_admin
+from .accounts import create_user, reset_password, reset_two_factor, set_admin
 from .backup import backup, restore
 from .check import check
 from .common import CommandError, UsageError
@@ -57,6 +57,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         description=f"Set a new password; {password}.",
     )
     reset.add_argument("username")
+    commands.add_parser(
+        "reset-2fa",
+        parents=[common],
+        help="turn off a user's two-factor authentication (a lost authenticator)",
+    ).add_argument("username")
     for name, text in (
         ("make-admin", "grant administrator rights"),
         ("revoke-admin", "revoke administrator rights"),
@@ -118,6 +123,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
             config, args.username, args.email, args.name, args.admin
         ),
         "reset-password": lambda: reset_password(config, args.username),
+        "reset-2fa": lambda: reset_two_factor(config, args.username),
         "make-admin": lambda: set_admin(config, args.username, True),
         "revoke-admin": lambda: set_admin(config, args.username, False),
         "backup": lambda: backup(config, Path(args.dest)),

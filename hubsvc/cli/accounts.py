@@ -1,4 +1,4 @@
-"""Account commands: create-user, reset-password, make-admin and revoke-admin.
+"""Account commands: create-user, reset-password, reset-2fa, make-admin and revoke-admin.
 
 They go through the same schemas and store code as the API."""
 
@@ -119,6 +119,22 @@ def reset_password(config: Config, username: str) -> None:
     user_id = _with_store(config, go)
     _tell_servers(config, "credentials", user=user_id, digests=None, keep=None)
     print(f"changed the password of {username} and revoked its tokens")
+
+
+def reset_two_factor(config: Config, username: str) -> None:
+    """Turn off a user's second factor (they lost it): the password alone signs in again."""
+
+    async def go(store: Store) -> tuple[int, bool]:
+        user = await _user(store, username)
+        return user["id"], await store.two_factor.reset(user["id"])
+
+    user_id, had = _with_store(config, go)
+    # Other servers' cached audiences: an organization's rule now holds the user back.
+    _tell_servers(config, "audience", repo=None)
+    if had:
+        print(f"turned off two-factor authentication of {username}")
+    else:
+        print(f"{username} had no second factor")
 
 
 def _tell_servers(config: Config, kind: str, **data: Any) -> None:

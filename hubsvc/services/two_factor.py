@@ -25,6 +25,7 @@ from ..keys import CONFIG, STORE
 from ..timeutil import iso
 from ..web.auth import BASIC_CACHE, is_admin, issue_token
 from ..web.present import user_public
+from ..web.ratelimit import SIGN_IN_LIMITER, sign_in_key, too_many
 from ..web.rest import json_response
 
 CHALLENGE_SECONDS = 300
@@ -190,6 +191,21 @@ async def take_challenge(app: web.Application, challenge: str) -> dict[str, Any]
 async def fail_challenge(app: web.Application, challenge: str) -> None:
     """Count a wrong code against the challenge (a few and it is gone)."""
     await app[STORE].two_factor.fail_challenge(challenge_digest(challenge))
+
+
+async def spend_attempt(request: web.Request, user: dict[str, Any]) -> web.Response | None:
+    """Spend a second-factor attempt: None, or the 429 to answer when out of budget."""
+    limiter = request.app.get(SIGN_IN_LIMITER)
+    if limiter is None:
+        return None
+    # The address's budget on the account, as for passwords, and one for the account from
+    # every address: whoever is here has the password, and a million codes must not be
+    # tried from many addresses at once.
+    for key in (sign_in_key(request, user["username"], user), f"2fa|user:{user['id']}"):
+        allowed, _, wait = await limiter.spend(key)
+        if not allowed:
+            return too_many(request, wait)
+    return None
 
 
 def auth_answer(

@@ -99,13 +99,12 @@ class TwoFactorStore(Table):
         """Forget cached audiences after a second factor (a passkey too) came or went."""
         self._changed()
 
-    def _after(self, result: Any) -> Any:
-        self._changed()
-        return result
-
     async def turn_on(self, user_id: int, secret: bytes, step: int, codes: list[bytes]) -> bool:
         """confirm, then forget cached audiences (an organization's rule may now let them in)."""
-        return self._after(await self.confirm(user_id, secret, step, codes))
+        try:
+            return await self.confirm(user_id, secret, step, codes)
+        finally:
+            self._changed()
 
     @writes
     def take_step(self, conn, user_id: int, step: int) -> bool:
@@ -153,6 +152,16 @@ class TwoFactorStore(Table):
             await self.remove_totp(user_id)
         finally:
             self._changed()
+
+    @writes
+    def reset(self, conn, user_id: int) -> bool:
+        """An administrator's way out for a user who lost every factor: TOTP, recovery
+        codes and pending challenges go, whatever an organization requires (its rule then
+        holds the user back until they enrol again); False when there was nothing."""
+        had = conn.execute("DELETE FROM two_factor WHERE user_id = ?", (user_id,)).rowcount
+        had += conn.execute("DELETE FROM recovery_codes WHERE user_id = ?", (user_id,)).rowcount
+        conn.execute("DELETE FROM sign_in_challenges WHERE user_id = ?", (user_id,))
+        return had > 0
 
     # Sign-in challenges: only their digest is stored.
 
