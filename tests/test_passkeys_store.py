@@ -87,6 +87,13 @@ async def test_credentials_are_unique_and_the_counter_moves_once(tmp_path, datab
         assert not await keys.delete(bob, added["id"])
         assert await keys.delete(alice, added["id"])
         assert await keys.listing(alice) == []
+        # run.py reset-2fa, for a user who lost their passkey: it goes, and its ceremonies.
+        await keys.add(alice, b"cred2", b"pk", 0, "lost", [])
+        await keys.add_challenge(alice, "register", b"open", 60)
+        assert await store.two_factor.enabled(alice)
+        assert await store.two_factor.reset(alice) is True
+        assert await keys.listing(alice) == [] and not await store.two_factor.enabled(alice)
+        assert await keys.take_challenge(b"open", "register", user_id=alice) is None
     finally:
         await store.close()
 

@@ -21,7 +21,6 @@ from ..policy import requires
 from ..services import passkeys, two_factor
 from ..web.auth import BASIC_CACHE, require_user
 from ..web.openapi import doc
-from ..web.ratelimit import SIGN_IN_LIMITER, sign_in_key, too_many
 from ..web.rest import json_response, read_json
 from .account import confirm_password
 
@@ -178,11 +177,9 @@ async def sign_in_finish(request: web.Request) -> web.Response:
     user = await two_factor.peek_challenge(app, challenge)
     if user is None:
         raise Unauthorized(GONE)
-    limiter = app.get(SIGN_IN_LIMITER)
-    if limiter is not None:
-        allowed, _, wait = await limiter.spend(sign_in_key(request, user["username"], user))
-        if not allowed:
-            return too_many(request, wait)
+    refused = await two_factor.spend_attempt(request, user)
+    if refused is not None:
+        return refused
     store, config = app[STORE], app[CONFIG]
     try:
         owner = await store.passkeys.take_challenge(
