@@ -176,6 +176,14 @@ def test_registration_on_the_settings_page(server, browser):
     wait_text(browser, "#passkeys", "laptop")
     listed = server.request("GET", "/api/users/me/2fa/webauthn", None, auth)[1]["webauthn"]
     assert [p["name"] for p in listed] == ["laptop"]
+    # Removing it takes the password: a wrong one is said so, the right one removes it.
+    browser.find_element(By.CSS_SELECTOR, ".remove-password").send_keys("not the password")
+    browser.find_element(By.CSS_SELECTOR, ".remove-passkey").click()
+    wait_text(browser, "#security-message", "currentPassword")
+    browser.find_element(By.CSS_SELECTOR, ".remove-password").send_keys(PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, ".remove-passkey").click()
+    wait_for(browser, "#no-passkeys")
+    assert server.request("GET", "/api/users/me/2fa/webauthn", None, auth)[1]["webauthn"] == []
 
 
 def sign_in_page(server, browser, username: str) -> None:

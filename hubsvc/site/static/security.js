@@ -90,11 +90,14 @@ function passkeyRow(p, refresh) {
   const row = h(
     "li",
     { class: "passkey", "data-id": p.id },
-    h("strong", {}, p.name),
-    " added ",
-    timeEl(p.createdAt),
-    p.lastUsedAt ? [", last used ", timeEl(p.lastUsedAt)] : ", never used",
-    " ",
+    h(
+      "span",
+      {},
+      h("strong", {}, p.name),
+      " added ",
+      timeEl(p.createdAt),
+      p.lastUsedAt ? [", last used ", timeEl(p.lastUsedAt)] : ", never used",
+    ),
     password,
     remove,
   );
