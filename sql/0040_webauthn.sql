@@ -25,3 +25,5 @@ CREATE TABLE webauthn_challenges (
     expires_at REAL NOT NULL
 );
 CREATE INDEX webauthn_challenges_expiry ON webauthn_challenges(expires_at);
+-- A user's open ceremonies (the oldest beyond a few go; a deleted user's go with them).
+CREATE INDEX webauthn_challenges_user ON webauthn_challenges(user_id, purpose, bound);
