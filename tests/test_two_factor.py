@@ -17,6 +17,7 @@ from .test_admin import PASSWORD, cli, fails, ok, sign_in
 from .test_chat_link import BOT_KEY, as_chat, link
 from .test_orgs import make_org
 from .test_repos import create
+from .test_ssh import add_key, open_site
 from .test_ws import connect, next_of, nothing_for
 
 
@@ -424,3 +425,32 @@ async def test_the_chat_link_keeps_working(database_url, tmp_path, aiohttp_clien
         "/api/users/me/2fa/totp", json={"currentPassword": "x", "code": "1"}, headers=as_chat("c1")
     )
     assert resp.status == 403
+
+
+def test_ssh_keys_keep_working_and_ssh_follows_the_organization_s_rule(tmp_path):
+    with open_site(tmp_path) as site:
+
+        def turn_on(user: str) -> None:
+            status, body = site.api("POST", "/api/users/me/2fa/totp", {}, user)
+            assert status == 201, body
+            code = pyotp.TOTP(body["secret"]).at(time.time() - 30)
+            assert (
+                site.api("POST", "/api/users/me/2fa/totp/confirm", {"code": code}, user)[0] == 200
+            )
+
+        assert site.api("POST", "/api/orgs", {"name": "acme"}, "alice")[0] == 201
+        assert site.api("PUT", "/api/orgs/acme/members/bob", {}, "alice")[0] == 201
+        body = {"name": "app", "owner": "acme", "visibility": "private", "autoInit": True}
+        assert site.api("POST", "/api/repositories", body, "alice")[0] == 201
+        turn_on("alice")
+        assert site.api("PATCH", "/api/orgs/acme", {"requireTwoFactor": True}, "alice")[0] == 200
+        alice_key, _ = add_key(site, "alice", "alice-2fa")
+        done = site.git(alice_key, "clone", "-q", site.url("acme", "app"), str(tmp_path / "a"))
+        assert done.returncode == 0, done.stderr  # a key is not a password: it keeps working
+        bob_key, _ = add_key(site, "bob", "bob-2fa")
+        refused = site.git(bob_key, "clone", "-q", site.url("acme", "app"), str(tmp_path / "b"))
+        assert refused.returncode != 0
+        assert "acme requires two-factor authentication" in refused.stderr
+        turn_on("bob")
+        done = site.git(bob_key, "clone", "-q", site.url("acme", "app"), str(tmp_path / "c"))
+        assert done.returncode == 0, done.stderr

@@ -11,6 +11,7 @@ from .engines.sqlite import READ_TIMEOUT_MS
 from .events import EventStore
 from .hooks import HookStore
 from .issues import IssueStore
+from .keys import KeyStore
 from .leases import LeaseStore
 from .orgs import OrgStore
 from .outbox import MailStore, OutboxStore
@@ -54,6 +55,7 @@ class Store:
         self.mail = MailStore(self.db)
         self.upkeep = UpkeepStore(self.db)
         self.leases = LeaseStore(self.db)
+        self.keys = KeyStore(self.db)
         self.two_factor = TwoFactorStore(self.db, grants_changed=self.repos.forget_audience)
         # A passkey is a second factor too: adding or removing one tells the same listeners.
         self.passkeys = PasskeyStore(self.db, changed=self.two_factor.factors_changed)
