@@ -166,7 +166,8 @@ async def sign_in_begin(request: web.Request) -> web.Response:
     "of the account's passkeys (401), signed for this server's origin, with a signature "
     "counter past the one stored (401: a cloned authenticator). Each options' challenge "
     "finishes once; the sign-in challenge is used up by the sign-in. Each call spends the "
-    "account's sign-in budget (429 past it); a few refusals end the sign-in challenge. "
+    "second step's budgets, the address's on the account and the account's (429 past "
+    "either), as a code does; a few refusals end the sign-in challenge. "
     "Answers the user, a token and the session cookie, as POST /auth/sign-in.",
 )
 @requires("public")
