@@ -37,6 +37,10 @@ NEEDS_MORE_THAN_READ = {
     # Branch protection is set by the repository's admins (readers may read it).
     ("PUT", PREFIX + "/branches/{branch}/protection"),
     ("DELETE", PREFIX + "/branches/{branch}/protection"),
+    # Deploy keys belong to the repository's admins, reading them included.
+    ("GET", PREFIX + "/keys"),
+    ("POST", PREFIX + "/keys"),
+    ("DELETE", PREFIX + "/keys/{id}"),
     # Webhooks belong to the repository's admins, reading them included.
     *(
         (method, PREFIX + "/hooks" + tail)

@@ -151,6 +151,8 @@ async def mails(config, count: int) -> list[str]:
 
 async def test_add_list_delete_own_keys_and_mail_the_owner(client, config, alice, bob, keyring):
     line = public_line(keyring["ed0"])
+    # A title goes into the owner's e-mail: one line of printable text.
+    assert "title" in await error_of(await add_key(client, alice, line, title="a\nb"), 400)
     resp = await add_key(client, alice, line)
     assert resp.status == 201, await resp.text()
     key = (await resp.json())["key"]
@@ -435,3 +437,28 @@ def test_the_signed_payload_is_the_commit_without_its_gpgsig_header():
         b"gpgsig -----BEGIN SSH SIGNATURE-----\n U1NIU0lH\n -----END SSH SIGNATURE-----\n", b""
     )
     assert split_signature(payload) is None
+
+
+async def test_racing_adds_of_one_key_leave_it_in_one_place(client, alice, bob, keyring):
+    from .test_repos import create
+
+    await create(client, alice, "proj")
+    line = public_line(keyring["ed2"])
+    answers = await asyncio.gather(
+        add_key(client, alice, line),
+        add_key(client, bob, line),
+        add_key(client, alice, line, path=REPO_KEYS),
+        add_key(client, bob, line),
+    )
+    statuses = sorted(resp.status for resp in answers)
+    assert statuses == [201, 422, 422, 422], [await r.text() for r in answers]
+
+
+async def test_an_account_holds_at_most_a_hundred_keys(client, alice, keyring):
+    from hubsvc.store.keys import MAX_KEYS
+
+    store = client.app[STORE]
+    for n in range(MAX_KEYS):
+        await store.keys.add(f"k{n}", f"ssh-ed25519 K{n}", f"SHA256:fake{n}", user_id=int(alice.id))
+    said = await error_of(await add_key(client, alice, public_line(keyring["ed0"])), 409)
+    assert f"at most {MAX_KEYS}" in said

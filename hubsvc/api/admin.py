@@ -36,7 +36,8 @@ def _admin_json(request: web.Request, user: dict) -> dict:
 
 async def _target(request: web.Request) -> dict:
     user = await request.app[STORE].users.by_username(request.match_info["username"])
-    if user is None:
+    # An organization shares the users' namespace but is no account: no admin, no sign-in.
+    if user is None or user["is_org"]:
         raise NotFound("user not found")
     if user["is_ghost"]:
         raise Conflict("the ghost account holds deleted users' work and cannot be changed")

@@ -86,6 +86,7 @@ async def docs_init(request: web.Request) -> web.Response:
     public=True,
     tag="meta",
     errors=(404,),
+    path={"file": {"type": "string", "enum": sorted(STATIC)}},
     responses={
         200: {
             "description": "a CSS, JavaScript or image file",

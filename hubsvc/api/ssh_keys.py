@@ -16,12 +16,12 @@ from schemas.keys import (
     PublicKeyListSchema,
 )
 
-from ..errors import ApiError, NotFound, Unprocessable
+from ..errors import ApiError, Conflict, NotFound, Unprocessable
 from ..keys import STORE
 from ..policy import requires
 from ..services import ssh_keys
 from ..sshkeys import KeyProblem, PublicKey, parse_public_key
-from ..store.keys import KeyTaken
+from ..store.keys import MAX_KEYS, KeyTaken, TooManyKeys
 from ..web.auth import current_user, require_user
 from ..web.names import path_username
 from ..web.openapi import doc
@@ -32,6 +32,7 @@ routes = web.RouteTableDef()
 
 REPO_KEYS = "/api/repositories/{owner}/{name}/keys"
 _ONE_PLACE = (
+    f"At most {MAX_KEYS} keys per account and per repository (409). "
     "A key belongs to one account or one repository, never two: a key already on one "
     "is 422 saying where (your account, another account, or a repository you may read "
     "by name; one you may not read, or anyone else's account, only as another account's). "
@@ -108,7 +109,7 @@ async def list_my_keys(request: web.Request) -> web.Response:
     "Add an SSH key to the signed-in user's account",
     body=KeyCreateSchema,
     responses={201: KeyEnvelopeSchema},
-    errors=(403, 422),
+    errors=(403, 409, 422),
     tag="keys",
     description="The key then signs in over SSH as the account, and commits signed with it "
     "(`gpg.format ssh`) show as verified when their committer e-mail is the account's. "
@@ -128,6 +129,8 @@ async def add_my_key(request: web.Request) -> web.Response:
         row = await ssh_keys.add_user_key(request.app, user, title, key)
     except KeyTaken as taken:
         raise await _taken(request, taken.holder) from None
+    except TooManyKeys:
+        raise Conflict(f"an account holds at most {MAX_KEYS} keys") from None
     return json_response({"key": key_json(row)}, status=201)
 
 
@@ -190,7 +193,7 @@ async def list_deploy_keys(request: web.Request) -> web.Response:
     "Add a deploy key to a repository (admins)",
     body=DeployKeyCreateSchema,
     responses={201: DeployKeyEnvelopeSchema},
-    errors=(401, 403, 404, 422),
+    errors=(401, 403, 404, 409, 422),
     tag="keys",
     description="A deploy key reaches this repository only, over SSH: it clones, and pushes "
     "only when `readOnly` is false (default true, as on GitHub). " + _BAD_KEY + _ONE_PLACE,
@@ -206,6 +209,8 @@ async def add_deploy_key(request: web.Request) -> web.Response:
         row = await ssh_keys.add_deploy_key(request.app, repo, title, key, data["readOnly"])
     except KeyTaken as taken:
         raise await _taken(request, taken.holder) from None
+    except TooManyKeys:
+        raise Conflict(f"a repository holds at most {MAX_KEYS} deploy keys") from None
     return json_response({"key": key_json(row)}, status=201)
 
 

@@ -56,6 +56,7 @@ async def index(request: web.Request) -> web.Response:
     public=True,
     tag="meta",
     errors=(404,),
+    path={"file": {"type": "string", "enum": sorted(ASSETS)}},
     responses={
         200: {
             "description": "a JavaScript module, a style sheet or an image",

@@ -9,6 +9,7 @@ from ..timeutil import iso, now_iso
 from .base import Table, reads, row_dict, writes
 
 TOUCH_EVERY = 60.0  # seconds between two writes of a key's last_used_at
+MAX_KEYS = 100  # per account and per repository, as personal access tokens
 _SELECT = (
     "SELECT k.*, u.username AS username, u.disabled AS disabled, u.email AS email"
     " FROM ssh_keys k LEFT JOIN users u ON u.id = k.user_id"
@@ -21,6 +22,10 @@ class KeyTaken(Exception):
     def __init__(self, holder: dict[str, Any]) -> None:
         super().__init__("key already in use")
         self.holder = holder
+
+
+class TooManyKeys(Exception):
+    """The account or repository holds MAX_KEYS keys already."""
 
 
 class KeyStore(Table):
@@ -81,12 +86,19 @@ class KeyStore(Table):
         repo_id: int | None = None,
         read_only: bool = False,
     ) -> dict[str, Any]:
-        """Add a key to an account or a repository; KeyTaken when it is on one already."""
+        """Add a key to an account or a repository; KeyTaken when it is on one already,
+        TooManyKeys when its account or repository holds MAX_KEYS."""
         if (user_id is None) == (repo_id is None):
             raise ValueError("a key belongs to exactly one account or one repository")
         holder = conn.execute(_SELECT + " WHERE k.fingerprint = ?", (fingerprint,)).fetchone()
         if holder is not None:
             raise KeyTaken(dict(holder))
+        column = "user_id" if user_id is not None else "repo_id"
+        count = conn.execute(
+            f"SELECT COUNT(*) FROM ssh_keys WHERE {column} = ?", (user_id or repo_id,)
+        ).fetchone()[0]
+        if count >= MAX_KEYS:
+            raise TooManyKeys()
         cur = conn.execute(
             "INSERT INTO ssh_keys (user_id, repo_id, title, key, fingerprint, read_only,"
             " created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",

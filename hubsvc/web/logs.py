@@ -80,7 +80,9 @@ def _client(request: web.BaseRequest) -> str | None:
     """The client address as the rate limits see it: X-Forwarded-For only from a trusted proxy."""
     try:
         return client_ip(request) or request.remote  # type: ignore[arg-type]  # caught below
-    except (AttributeError, KeyError):  # a request that never reached the application
+    # A request that never reached the application (aiohttp refused its head, say a NUL
+    # in a header) has no app: Request.app asserts that it was routed.
+    except (AttributeError, KeyError, AssertionError):
         return request.remote
 
 

@@ -12,6 +12,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from marshmallow import Schema
 
 from schemas.common import ErrorSchema
+from schemas.paths import GIT_NAME, PATH_PARAMS
 
 from .. import __version__
 from ..policy import ACTIONS, PERSON_ONLY, action_of
@@ -20,7 +21,8 @@ ERROR_TEXT = {
     400: "bad request: malformed, a value of the wrong JSON type or out of range "
     "(the message names the field)",
     401: "authentication required, or a revoked or expired token",
-    403: "signed in but not allowed",
+    403: "signed in but not allowed, or the credential does not cover this: a token's "
+    "scopes or repository list, the chat bot's scope, a cookie's cross-origin write",
     404: "not found, or private and not readable by the caller",
     405: "method not allowed",
     409: "conflict",
@@ -33,6 +35,43 @@ ERROR_TEXT = {
 }
 ALWAYS = (429, 500)
 RENAMED_PREFIX = "/api/repositories/{owner}/{name}"
+REPO = RENAMED_PREFIX
+ISSUE = REPO + "/issues/{number}"
+PULL = REPO + "/pulls/{number}"
+ORG = "/api/orgs/{org}"
+TEAM = ORG + "/teams/{team}"
+_REPO_MADE = {"owner": "$response.body#/repo/owner/username", "name": "$response.body#/repo/name"}
+# OpenAPI links, so a stateful client chains what it makes to what uses it: an operation
+# that makes (or puts) something → the path of what it made, with where the path's new
+# parameters come from in its answer. Every other operation at or under that path gets a
+# link; parameters both paths share come from the request.
+LINKS: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
+    ("post", "/api/repositories"): (REPO, _REPO_MADE),
+    ("post", REPO + "/fork"): (REPO, _REPO_MADE),
+    ("post", REPO + "/issues"): (ISSUE, {"number": "$response.body#/issue/number"}),
+    ("post", ISSUE + "/comments"): (ISSUE + "/comments/{id}", {"id": "$response.body#/comment/id"}),
+    ("post", REPO + "/pulls"): (PULL, {"number": "$response.body#/pullRequest/number"}),
+    ("post", PULL + "/comments"): (PULL + "/comments/{id}", {"id": "$response.body#/comment/id"}),
+    ("post", PULL + "/reviews"): (PULL + "/reviews", {}),
+    ("post", REPO + "/hooks"): (REPO + "/hooks/{id}", {"id": "$response.body#/hook/id"}),
+    ("put", REPO + "/collaborators/{username}"): (REPO + "/collaborators/{username}", {}),
+    ("put", REPO + "/branches/{branch}/protection"): (REPO + "/branches/{branch}/protection", {}),
+    ("post", REPO + "/statuses/{sha}"): (REPO + "/commits/{ref}", {"ref": "$request.path.sha"}),
+    ("post", REPO + "/star"): (REPO + "/star", {}),
+    ("post", "/api/users/me/tokens"): (
+        "/api/users/me/tokens/{id}",
+        {"id": "$response.body#/token/id"},
+    ),
+    ("post", "/api/orgs"): (ORG, {"org": "$response.body#/organization/name"}),
+    ("put", ORG + "/members/{username}"): (ORG + "/members/{username}", {}),
+    ("post", ORG + "/teams"): (TEAM, {"team": "$response.body#/team/name"}),
+    ("put", TEAM + "/members/{username}"): (TEAM + "/members/{username}", {}),
+    ("put", TEAM + "/repositories/{name}"): (TEAM + "/repositories/{name}", {}),
+    ("post", "/api/admin/users"): (
+        "/api/admin/users/{username}",
+        {"username": "$response.body#/user/username"},
+    ),
+}
 
 
 def doc(
@@ -46,8 +85,13 @@ def doc(
     description: str = "",
     tag: str | None = None,
     plain_errors: bool = False,
+    path: dict[str, dict[str, Any]] | None = None,
 ) -> Callable[[Callable], Callable]:
-    """Attach the OpenAPI operation of a handler, next to its definition."""
+    """Attach the OpenAPI operation of a handler, next to its definition.
+
+    `path` gives the schema of a path parameter that is not what its name says elsewhere
+    (schemas.paths.PATH_PARAMS).
+    """
 
     def attach(handler: Callable) -> Callable:
         handler.__apidoc__ = {  # type: ignore[attr-defined]  # read back by build_spec
@@ -60,6 +104,7 @@ def doc(
             "description": description,
             "tag": tag,
             "plain_errors": plain_errors,
+            "path": path or {},
         }
         return handler
 
@@ -122,7 +167,7 @@ def build_spec(app: web.Application) -> dict[str, Any]:
         if method in ("head", "*") or path is None or meta is None:
             continue
         params = [
-            {"in": "path", "name": name, "required": True, "schema": {"type": "string"}}
+            {"in": "path", "name": name, "required": True, "schema": _path_schema(path, name, meta)}
             for name in re.findall(r"{([^}:]+)}", path)
         ]
         if meta["query"] is not None:
@@ -150,13 +195,15 @@ def build_spec(app: web.Application) -> dict[str, Any]:
             }
         elif meta["body"] is not None:
             operation["requestBody"] = {
-                "required": True,
+                "required": _body_required(meta["body"]),
                 "content": {"application/json": {"schema": meta["body"]}},
             }
-        codes = set(meta["errors"]) | set(ALWAYS)
-        if not meta["public"]:
-            codes.add(401)
-            operation["security"] = [{"bearer": []}, {"cookie": []}, {"chatBot": []}]
+        # Any credential is checked, where none is needed too: a bad one is 401, one that
+        # does not cover the route 403 (scopes.check_grant, botscope.bot_may).
+        codes = set(meta["errors"]) | set(ALWAYS) | {401, 403}
+        operation["security"] = [{"bearer": []}, {"cookie": []}, {"chatBot": []}]
+        if meta["public"]:
+            operation["security"].insert(0, {})
         if meta["body"] is not None or meta["query"] is not None:
             codes.add(400)
         if meta["body"] is not None and not isinstance(meta["body"], dict):
@@ -178,9 +225,61 @@ def build_spec(app: web.Application) -> dict[str, Any]:
                 {"description": "the repository was renamed: Location is the new path"},
             )
         paths.setdefault(path, {})[method] = operation
+    _add_links(paths)
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
     return spec.to_dict()
+
+
+def _body_required(body: type[Schema] | Schema) -> bool:
+    """Whether a JSON body must be sent: an empty one reads as {} (rest.read_json), which
+    only a schema without required fields takes."""
+    schema = body() if isinstance(body, type) else body
+    return any(field.required for field in schema.fields.values())
+
+
+def _path_schema(path: str, name: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """What the handler accepts for a path parameter (other values answer 404)."""
+    if name in meta["path"]:
+        return meta["path"][name]
+    if name == "name" and not path.startswith("/api/"):
+        return GIT_NAME
+    return PATH_PARAMS.get(name, {"type": "string"})
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith((prefix + "/", prefix + "."))
+
+
+def _add_links(paths: dict[str, dict[str, Any]]) -> None:
+    """Declare LINKS on the success answers of the operations that make things."""
+    for (method, source), (target, made) in LINKS.items():
+        operation = paths.get(source, {}).get(method)
+        if operation is None:
+            continue
+        given = set(re.findall(r"{([^}:]+)}", source))
+        links: dict[str, Any] = {}
+        for path, operations in paths.items():
+            if not _under(path, target):
+                continue
+            names = re.findall(r"{([^}:]+)}", path)
+            parameters = {
+                name: made.get(name, f"$request.path.{name}")
+                for name in names
+                if name in made or name in given
+            }
+            for other in operations:
+                if (other, path) == (method, source):
+                    continue
+                pointer = path.replace("~", "~0").replace("/", "~1")
+                key = re.sub(r"[^A-Za-z0-9]+", "_", f"{other} {path[len(target) :]}").strip("_")
+                links[key] = {
+                    "operationRef": f"#/paths/{pointer}/{other}",
+                    "parameters": parameters,
+                }
+        for code, response in operation["responses"].items():
+            if code.startswith("2") and links:
+                response["links"] = links
 
 
 def _tag(path: str) -> str:
