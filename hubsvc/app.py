@@ -29,6 +29,7 @@ from .api import hooks as hooks_api
 from .api import issues as issues_api
 from .api import meta as meta_api
 from .api import orgs as orgs_api
+from .api import passkeys as passkeys_api
 from .api import protection as protection_api
 from .api import pulls as pulls_api
 from .api import repos as repos_api
@@ -379,6 +380,7 @@ def create_app(config: Config) -> web.Application:
         events_api,
         auth_api,
         account_api,
+        passkeys_api,
         two_factor_api,
         ssh_keys_api,
         users_api,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from marshmallow import validate
 
-from .common import Base, Bool, Dict, Int, List, Nested, Str
+from .common import Base, Bool, Int, List, Nested, Str
+from .passkeys import PasskeySchema
 from .users import AuthResultSchema, UserSchema
 
 CODE = validate.Length(min=1, max=64)
@@ -33,7 +34,7 @@ class TotpRemovalSchema(Base):
 
 class TwoFactorStateSchema(Base):
     totp = Bool(required=True)
-    webauthn = List(Dict(), required=True)
+    webauthn = List(Nested(PasskeySchema), required=True)
     recoveryCodesLeft = Int(required=True)
 
 

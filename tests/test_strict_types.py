@@ -193,6 +193,14 @@ VALID[("PATCH", "/api/orgs/{org}/teams/{team}")] = {
     "permission": "write",
 }
 VALID[("PUT", "/api/orgs/{org}/teams/{team}/repositories/{name}")] = {"permission": "write"}
+_CREDENTIAL = {"id": "x", "rawId": "x", "type": "public-key", "response": {}}
+VALID[("POST", "/api/users/me/2fa/webauthn/register/finish")] = {
+    "credential": _CREDENTIAL,
+    "name": "laptop",
+}
+VALID[("DELETE", "/api/users/me/2fa/webauthn/{id}")] = {"currentPassword": PASSWORD}
+VALID[("POST", "/auth/sign-in/webauthn")] = {"challenge": "c"}
+VALID[("POST", "/auth/sign-in/webauthn/finish")] = {"challenge": "c", "credential": _CREDENTIAL}
 PATH_VALUES = {
     "org": "acme",
     "team": "devs",

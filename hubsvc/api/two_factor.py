@@ -16,6 +16,7 @@ from ..errors import Conflict, Forbidden, Unprocessable
 from ..keys import STORE
 from ..policy import requires
 from ..services import two_factor
+from ..services.passkeys import passkey_json
 from ..web.auth import require_user
 from ..web.openapi import doc
 from ..web.rest import json_response, read_json
@@ -38,8 +39,9 @@ BASE = "/api/users/me/2fa"
 async def get_state(request: web.Request) -> web.Response:
     user = require_user(request)
     state = await request.app[STORE].two_factor.state(user["id"])
+    keys = [passkey_json(p) for p in await request.app[STORE].passkeys.listing(user["id"])]
     return json_response(
-        {"totp": state["totp"], "webauthn": [], "recoveryCodesLeft": state["recovery_left"]}
+        {"totp": state["totp"], "webauthn": keys, "recoveryCodesLeft": state["recovery_left"]}
     )
 
 

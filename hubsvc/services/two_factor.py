@@ -157,7 +157,10 @@ async def methods(app: web.Application, user: dict[str, Any]) -> list[str]:
     if not state["enabled"]:
         return []
     found = ["totp"] if state["totp"] else []
-    return found + ["recovery"]
+    if await app[STORE].passkeys.count(user["id"]):
+        found.append("webauthn")
+    # Recovery codes come with TOTP; a passkey alone has none to offer.
+    return found + (["recovery"] if state["recovery_left"] else [])
 
 
 async def start_challenge(app: web.Application, user: dict[str, Any]) -> str:

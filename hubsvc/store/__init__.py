@@ -15,6 +15,7 @@ from .keys import KeyStore
 from .leases import LeaseStore
 from .orgs import OrgStore
 from .outbox import MailStore, OutboxStore
+from .passkeys import PasskeyStore
 from .protection import ProtectionStore
 from .repos import RepoStore
 from .reviews import ReviewStore
@@ -56,6 +57,8 @@ class Store:
         self.leases = LeaseStore(self.db)
         self.keys = KeyStore(self.db)
         self.two_factor = TwoFactorStore(self.db, grants_changed=self.repos.forget_audience)
+        # A passkey is a second factor too: adding or removing one tells the same listeners.
+        self.passkeys = PasskeyStore(self.db, changed=self.two_factor.factors_changed)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""

@@ -31,9 +31,14 @@ def _level_of(column: str) -> str:
 
 
 def two_factor_on(user: str) -> str:
-    """SQL: whether user (an SQL expression) has a second factor on (a confirmed TOTP)."""
-    # Passkeys join here too: this is the one definition every rule reads.
-    return f"EXISTS (SELECT 1 FROM two_factor tfo WHERE tfo.user_id = {user} AND tfo.confirmed = 1)"
+    """SQL: whether user (an SQL expression) has a second factor on: a confirmed TOTP or a
+    passkey (this is the one definition every rule reads)."""
+    # user appears once (it may be a ? placeholder); the two kinds are asked of its row.
+    return (
+        f"EXISTS (SELECT 1 FROM users tfu WHERE tfu.id = {user} AND (EXISTS (SELECT 1 FROM"
+        " two_factor tfo WHERE tfo.user_id = tfu.id AND tfo.confirmed = 1) OR EXISTS"
+        " (SELECT 1 FROM webauthn_credentials wfo WHERE wfo.user_id = tfu.id)))"
+    )
 
 
 def two_factor_kept(owner_id: str, user: str) -> str:

@@ -95,6 +95,10 @@ class TwoFactorStore(Table):
             )
         return True
 
+    def factors_changed(self) -> None:
+        """Forget cached audiences after a second factor (a passkey too) came or went."""
+        self._changed()
+
     async def turn_on(self, user_id: int, secret: bytes, step: int, codes: list[bytes]) -> bool:
         """confirm, then forget cached audiences (an organization's rule may now let them in)."""
         try:
@@ -152,10 +156,14 @@ class TwoFactorStore(Table):
     @writes
     def reset(self, conn, user_id: int) -> bool:
         """An administrator's way out for a user who lost every factor: TOTP, recovery
-        codes and pending challenges go, whatever an organization requires (its rule then
-        holds the user back until they enrol again); False when there was nothing."""
+        codes, passkeys and pending challenges go, whatever an organization requires (its
+        rule then holds the user back until they enrol again); False when there was nothing."""
         had = conn.execute("DELETE FROM two_factor WHERE user_id = ?", (user_id,)).rowcount
         had += conn.execute("DELETE FROM recovery_codes WHERE user_id = ?", (user_id,)).rowcount
+        had += conn.execute(
+            "DELETE FROM webauthn_credentials WHERE user_id = ?", (user_id,)
+        ).rowcount
+        conn.execute("DELETE FROM webauthn_challenges WHERE user_id = ?", (user_id,))
         conn.execute("DELETE FROM sign_in_challenges WHERE user_id = ?", (user_id,))
         return had > 0
 

@@ -1,8 +1,9 @@
-// The page's router: #/sign-in, #/ (activity), #/repos, #/search, #/r/owner/name/…
+// The page's router: #/sign-in, #/ (activity), #/repos, #/search, #/security, #/r/owner/name/…
 import { ApiError, get, post } from "./api.js";
 import { h, mount, refreshTimes } from "./dom.js";
 import { showActivity, stopActivity } from "./activity.js";
 import { showRepo, showRepos, showSearch } from "./repo.js";
+import { showSecondFactor, showSecurity } from "./security.js";
 
 let me = null;
 
@@ -69,8 +70,9 @@ function showSignIn() {
     message.textContent = "";
     const body = { password: password.value };
     body[login.value.includes("@") ? "email" : "username"] = login.value.trim();
+    let answer;
     try {
-      await post("/auth/sign-in", body);
+      answer = await post("/auth/sign-in", body);
     } catch (err) {
       if (err.status === 401) message.textContent = "Wrong username, e-mail or password.";
       else if (err.status === 429)
@@ -78,13 +80,18 @@ function showSignIn() {
       else message.textContent = err.message || "Sign-in failed.";
       return;
     }
-    await loadMe();
-    // A hash change routes by itself; routing here too would open the feed twice.
-    if (location.hash === "#/") route();
-    else location.hash = "#/";
+    if (answer.twoFactorRequired) showSecondFactor(answer, signedIn, showSignIn);
+    else await signedIn();
   });
   mount(form);
   login.focus();
+}
+
+async function signedIn() {
+  await loadMe();
+  // A hash change routes by itself; routing here too would open the feed twice.
+  if (location.hash === "#/") route();
+  else location.hash = "#/";
 }
 
 async function signOut() {
@@ -120,6 +127,9 @@ async function route() {
   } else if (parts[0] === "repos") {
     stopActivity();
     await showRepos(me);
+  } else if (parts[0] === "security") {
+    stopActivity();
+    await showSecurity();
   } else if (parts[0] === "search") {
     stopActivity();
     await showSearch(parts[1] || "", parts[2] || "repositories");
