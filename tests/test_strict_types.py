@@ -180,7 +180,11 @@ VALID[("POST", "/api/repositories/{owner}/{name}/keys")] = {
     "readOnly": True,
 }
 VALID[("POST", "/api/orgs")] = {"name": "neworg", "description": "d"}
-VALID[("PATCH", "/api/orgs/{org}")] = {"description": "d", "displayName": "Acme"}
+VALID[("PATCH", "/api/orgs/{org}")] = {
+    "description": "d",
+    "displayName": "Acme",
+    "requireTwoFactor": False,
+}
 VALID[("PUT", "/api/orgs/{org}/members/{username}")] = {"role": "member"}
 VALID[("POST", "/api/orgs/{org}/teams")] = {
     "name": "other",
@@ -200,6 +204,9 @@ VALID[("POST", "/api/users/me/2fa/webauthn/register/finish")] = {
 }
 VALID[("DELETE", "/api/users/me/2fa/webauthn/{id}")] = {"currentPassword": PASSWORD}
 VALID[("POST", "/auth/sign-in/webauthn")] = {"challenge": "c"}
+VALID[("POST", "/auth/sign-in/2fa")] = {"challenge": "c", "code": "123456"}
+VALID[("POST", "/api/users/me/2fa/totp/confirm")] = {"code": "123456"}
+VALID[("DELETE", "/api/users/me/2fa/totp")] = {"currentPassword": PASSWORD, "code": "123456"}
 VALID[("POST", "/auth/sign-in/webauthn/finish")] = {"challenge": "c", "credential": _CREDENTIAL}
 PATH_VALUES = {
     "org": "acme",
