@@ -18,6 +18,7 @@ from aiohttp_session.cookie_storage import EncryptedCookieStorage
 
 from .api import account as account_api
 from .api import admin as admin_api
+from .api import audit as audit_api
 from .api import auth as auth_api
 from .api import chat as chat_api
 from .api import chat_notices as chat_notices_api
@@ -34,6 +35,7 @@ from .api import pulls as pulls_api
 from .api import repos as repos_api
 from .api import reviews as reviews_api
 from .api import search as search_api
+from .api import sessions as sessions_api
 from .api import smart_http
 from .api import statuses as statuses_api
 from .api import users as users_api
@@ -191,8 +193,8 @@ async def _prune_events(app: web.Application) -> None:
 
 
 async def _upkeep(app: web.Application) -> None:
-    """Prune finished deliveries, stale chat notices, expired sessions and the heartbeats
-    of gone processes; optimize."""
+    """Prune finished deliveries, stale chat notices, expired sessions, the heartbeats of
+    gone processes and the security log past [security] log_days; optimize."""
     days = app[CONFIG]["events"]["retention_days"]
     store = app[STORE]
     before = iso(time.time() - days * 86400)
@@ -200,6 +202,7 @@ async def _upkeep(app: web.Application) -> None:
     await store.upkeep.prune_chat_notices(before)
     await store.upkeep.prune_sessions(int(time.time()))
     await store.leases.prune(time.time() - 86400)
+    await store.audit.prune(iso(time.time() - app[CONFIG]["security"]["log_days"] * 86400))
     await store.upkeep.optimize()
 
 
@@ -373,6 +376,8 @@ def create_app(config: Config) -> web.Application:
         events_api,
         auth_api,
         account_api,
+        sessions_api,
+        audit_api,
         users_api,
         admin_api,
         repos_api,

@@ -51,6 +51,7 @@ ACTIONS: dict[str, str | None] = {
     "user.settings": "user:read",  # e-mail, preferences, the tokens' list: never the bot
     "user.write": "user:write",
     "user.tokens": "user:write",
+    "user.sessions": "user:write",  # ending sign-in sessions
     "chat.verify": "user:write",
     "chat.unlink": "user:write",  # by the bot key or the linked user (the handler checks)
     "admin": "admin",
@@ -78,12 +79,14 @@ BOT_ACTIONS = frozenset(
         "user.read",
     }
 )
-# Actions a stored credential a script holds may never take: minting tokens and
-# confirming a chat link need the person, in a session (or their sign-in token).
-PERSON_ONLY = frozenset({"user.tokens", "chat.verify"})
+# Actions a stored credential a script holds may never take: minting tokens, ending
+# sessions and confirming a chat link need the person, in a session (or their sign-in
+# token).
+PERSON_ONLY = frozenset({"user.tokens", "user.sessions", "chat.verify"})
 # Actions that make something outside any named repository: never for a limited token.
 PERSON_ONLY_REFUSAL = (
-    "a signed-in session is needed for this (creating tokens, verifying a chat link), "
+    "a signed-in session is needed for this (creating tokens, ending sessions, verifying a "
+    "chat link), "
     "not a personal access token, a git password or the bot key"
 )
 CREATES = frozenset({"repo.create", "repo.fork"})

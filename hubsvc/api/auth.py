@@ -7,9 +7,11 @@ from aiohttp_session import get_session
 
 from schemas.users import AuthResultSchema, SignInSchema, SignUpSchema
 
+from ..clients import client_ip
 from ..errors import BadRequest, Forbidden, Unauthorized
 from ..keys import CONFIG, STORE
 from ..policy import requires
+from ..services import audit
 from ..services.revoke import credentials_ended
 from ..timeutil import iso
 from ..web.auth import (
@@ -62,7 +64,8 @@ async def sign_up(request: web.Request) -> web.Response:
     data = await read_json(request, SignUpSchema())
     password_hash = await hash_password(data.pop("password"), config["security"]["bcrypt_rounds"])
     user = await request.app[STORE].users.create(password_hash=password_hash, **data)
-    token, expires = await issue_token(request, user)
+    entry = audit.entry(request, "account.created", actor=user, user=user)
+    token, expires = await issue_token(request, user, audit=entry)
     return _auth_answer(request, user, token, expires, 201)
 
 
@@ -95,11 +98,26 @@ async def sign_in(request: web.Request) -> web.Response:
             return too_many(request, wait)
     rounds = request.app[CONFIG]["security"]["bcrypt_rounds"]
     ok = await check_password(data["password"], user["password_hash"] if user else None, rounds)
-    if not ok or user is None:
-        raise Unauthorized("invalid credentials")
-    if user["disabled"]:
+    if not ok or user is None or user["disabled"]:
+        # The account's owner sees attempts on it; one on no account, administrators only.
+        reason = "disabled" if ok and user is not None else "credentials"
+        await audit.record(
+            request, "auth.sign-in-failed", actor=None, user=user, data={"reason": reason}
+        )
+        if not ok or user is None:
+            raise Unauthorized("invalid credentials")
         raise Forbidden("this account is disabled")
-    token, expires = await issue_token(request, user)
+    earlier, seen_here = await request.app[STORE].audit.sign_in_addresses(
+        user["id"], client_ip(request)
+    )
+    token, expires = await issue_token(
+        request,
+        user,
+        audit=lambda session_id: audit.entry(
+            request, "auth.sign-in", actor=user, user=user, data={"session": str(session_id)}
+        ),
+    )
+    await audit.sign_in_notice(request, user, first=not earlier, seen_here=seen_here)
     return _auth_answer(request, user, token, expires, 200)
 
 

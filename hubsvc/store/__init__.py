@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .audit import AuditStore
 from .chat import ChatStore
 from .chat_notices import ChatNoticeStore
 from .engines import open_database
@@ -52,6 +53,7 @@ class Store:
         self.mail = MailStore(self.db)
         self.upkeep = UpkeepStore(self.db)
         self.leases = LeaseStore(self.db)
+        self.audit = AuditStore(self.db)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""
