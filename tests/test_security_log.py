@@ -265,6 +265,9 @@ async def test_each_organization_action_is_one_entry_seen_by_its_owners(client, 
     before = await world.marks()
     assert (await client.delete(f"{APP}/collaborators/tina", headers=h)).status == 404
     assert (await client.delete("/api/orgs/acme/members/tina", headers=h)).status == 404
+    # A refused change (the last owner demoted: 409) leaves nothing: one transaction.
+    demote = await client.put("/api/orgs/acme/members/owen", json={"role": "member"}, headers=h)
+    assert demote.status == 409
     assert await world.since(ADMIN_LOG, world.root, before["admin"]) == []
     # tina sees what was done to her, not the organization's log.
     assert (await client.get(ORG_LOG, headers=tina.headers)).status == 403
