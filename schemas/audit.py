@@ -22,10 +22,6 @@ class SessionListSchema(Base):
     sessions = List(Nested(SessionSchema), required=True)
 
 
-class EndedSessionsSchema(Base):
-    ended = fields.Integer(required=True, metadata={"description": "how many sessions ended"})
-
-
 class NamedSchema(Base):
     id = Str(required=True)
     name = Str(required=True)

@@ -198,7 +198,7 @@ async def delete_token(request: web.Request) -> web.Response:
     raw = request.match_info["id"]
     if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
         raise NotFound("token not found")
-    entry = audit.entry(request, "token.deleted", user=user, data={"token": raw.lstrip("0")})
+    entry = audit.entry(request, "token.deleted", user=user, data={"token": str(int(raw))})
     digest = await request.app[STORE].users.delete_personal_token(
         user["id"], int(raw), audit=audit.when(entry)
     )

@@ -71,7 +71,7 @@ async def end_session(request: web.Request) -> web.Response:
     raw = request.match_info["id"]
     if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
         raise NotFound("session not found")
-    entry = audit.entry(request, "session.ended", user=user, data={"session": raw.lstrip("0")})
+    entry = audit.entry(request, "session.ended", user=user, data={"session": str(int(raw))})
     digest = await request.app[STORE].users.end_session(
         user["id"], int(raw), audit=lambda ended: entry if ended is not None else None
     )

@@ -61,8 +61,7 @@ def writes(fn: Callable[..., Any]) -> StoreMethod:
             return result, append_events(conn, emit(result) if emit is not None else [])
 
         result, events = await self.db.write(with_events, *args, **kwargs)
-        if emit is not None:
-            self.db.committed(events)
+        self.db.committed(events)
         if events:
             await self.db.paced()
         return result
