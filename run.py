@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         # Checked before anything is said or migrated: a busy port was a traceback
         # after "listening" (and after the database had been opened).
         check_listen(config["server"]["host"], config["server"]["port"])
+        ssh = config["ssh"]
+        if ssh["port"] and not ssh["reuse_port"]:
+            check_listen(config["server"]["host"], ssh["port"], "[ssh] port; 0 turns SSH off")
         check_data_dir(config.data_dir)
         claim_data_dir(config.data_dir, several=bool(config["redis"]["url"]))
         claim_database(config["database"]["url"], several=bool(config["redis"]["url"]))

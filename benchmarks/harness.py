@@ -44,6 +44,7 @@ BENCH_DIR = ROOT / "benchmarks"
 BENCH_SETTINGS: dict[str, dict[str, Any]] = {
     "rate_limit": {"enabled": False},
     "security": {"bcrypt_rounds": 4},
+    "ssh": {"port": 0},  # off, so benchmarks side by side never meet on 2222 (bench_ssh sets one)
 }
 
 

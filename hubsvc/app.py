@@ -37,6 +37,7 @@ from .api import reviews as reviews_api
 from .api import search as search_api
 from .api import sessions as sessions_api
 from .api import smart_http
+from .api import ssh_keys as ssh_keys_api
 from .api import statuses as statuses_api
 from .api import users as users_api
 from .api import webhooks as webhooks_api
@@ -60,6 +61,7 @@ from .services.maintenance import maintenance_ctx
 from .services.pulls import MERGE_LOCKS, pull_sync_ctx
 from .services.pushes import push_journal_ctx
 from .site import pages as site_pages
+from .ssh.server import SSH, SshService, ssh_ctx
 from .store import Store
 from .tasks import BACKGROUND, Background
 from .timeutil import iso
@@ -326,6 +328,7 @@ def create_app(config: Config) -> web.Application:
     app[BASIC_CACHE] = TokenCache(ttl=300)
     app[REPO_FILES] = RepoFiles(config.data_dir / "repositories")
     app[HOOK_SOCKET] = HookSocket(config.data_dir / "run")
+    app[SSH] = SshService(app)
     app[MERGE_LOCKS] = defaultdict(asyncio.Lock)
     app[WEBHOOK] = WebhookSender(app)
     app[HOOKS] = HookWorkers(app)
@@ -365,6 +368,8 @@ def create_app(config: Config) -> web.Application:
             push_journal_ctx,
             maintenance_ctx,
             _leader_ctx,
+            # Stops first: its sessions end before the jobs they started are drained.
+            ssh_ctx,
         ]
     )
     app.on_shutdown.extend([_mark_shutdown, close_sockets, wake_polls])
@@ -378,6 +383,7 @@ def create_app(config: Config) -> web.Application:
         account_api,
         sessions_api,
         audit_api,
+        ssh_keys_api,
         users_api,
         admin_api,
         repos_api,

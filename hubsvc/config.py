@@ -10,9 +10,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .datadir import private_dir
-from .links import SiteUrl
+from .links import SiteUrl, ssh_base
 
 
 class ConfigError(Exception):
@@ -84,6 +85,16 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "disable_after_hours": 24.0,
     },
     "websocket": {"max_per_ip": 10, "heartbeat_seconds": 30},
+    # git over SSH (hubsvc/ssh/): port 0 turns it off; host "" is base_url's host;
+    # host_keys [] are the Ed25519 and RSA keys made once in <data>/ssh/.
+    "ssh": {
+        "port": 2222,
+        "host": "",
+        "host_keys": [],
+        "idle_seconds": 600,
+        "max_per_ip": 10,
+        "reuse_port": False,
+    },
     "events": {"retention_days": 30},
     "cors": {"origins": []},
     "limits": {"avatar_bytes": 1048576, "push_bytes": 1073741824, "json_depth": 64},
@@ -192,6 +203,12 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
         "must be 1 to 64 letters, digits, or _ . : -",
     ),
     ("websocket", "heartbeat_seconds"): (_positive, "must be a positive integer"),
+    ("ssh", "port"): (
+        lambda v: 0 <= v <= 65535,
+        "must be an integer from 0 (off) to 65535",
+    ),
+    ("ssh", "idle_seconds"): (_positive, "must be a positive integer"),
+    ("ssh", "max_per_ip"): (_positive, "must be a positive integer"),
     ("limits", "avatar_bytes"): (_positive, "must be a positive integer"),
     ("limits", "push_bytes"): (_positive, "must be a positive integer"),
     ("limits", "json_depth"): (lambda v: 1 <= v <= 512, "must be an integer from 1 to 512"),
@@ -223,9 +240,11 @@ class Config:
     @property
     def base_url(self) -> SiteUrl:
         """The public URL of the API, carrying web_url for the links it builds."""
-        server = self.values["server"]
+        server, ssh = self.values["server"], self.values["ssh"]
+        base = server["base_url"] or f"http://{server['host']}:{server['port']}"
+        ssh_host = ssh["host"] or urlsplit(base).hostname or server["host"]
         return SiteUrl(
-            server["base_url"] or f"http://{server['host']}:{server['port']}", server["web_url"]
+            base, server["web_url"], ssh_base(ssh_host, ssh["port"]) if ssh["port"] else ""
         )
 
 

@@ -19,10 +19,12 @@ class SiteUrl(str):
     """
 
     web_url: str
+    ssh_base: str  # "ssh://git@host:2222/" or "git@host:" (port 22); "" with SSH off
 
-    def __new__(cls, base_url: str, web_url: str = "") -> SiteUrl:
+    def __new__(cls, base_url: str, web_url: str = "", ssh_base: str = "") -> SiteUrl:
         self = super().__new__(cls, base_url.rstrip("/"))
         self.web_url = web_url.rstrip("/")
+        self.ssh_base = ssh_base
         return self
 
     @classmethod
@@ -49,6 +51,10 @@ class SiteUrl(str):
             return f"{self.web_url}/{_seg(owner)}/{_seg(name)}"
         return self._repo_api(owner, name)
 
+    def ssh_clone(self, owner: str, name: str) -> str | None:
+        """A repository's clone URL over SSH, or None when the SSH port is off."""
+        return f"{self.ssh_base}{owner}/{name}.git" if self.ssh_base else None
+
     def issue(self, owner: str, name: str, number: int, pull: bool = False) -> str:
         """An issue, or a pull request with pull=True."""
         kind = "pulls" if pull else "issues"
@@ -67,3 +73,9 @@ class SiteUrl(str):
         if self.web_url:
             return f"{self.web_url}/{_seg(owner)}/{_seg(name)}/commits/{_seg(rev)}"
         return f"{self._repo_api(owner, name)}/commits?branch={_seg(rev)}"
+
+
+def ssh_base(host: str, port: int) -> str:
+    """What SSH clone URLs start with: scp-like on port 22, else an ssh:// URL."""
+    bracketed = f"[{host}]" if ":" in host else host
+    return f"git@{bracketed}:" if port == 22 else f"ssh://git@{bracketed}:{port}/"

@@ -52,6 +52,7 @@ ACTIONS: dict[str, str | None] = {
     "user.write": "user:write",
     "user.tokens": "user:write",
     "user.sessions": "user:write",  # ending sign-in sessions
+    "user.keys": "user:write",  # adding an SSH key to the account: a credential, as a token
     "chat.verify": "user:write",
     "chat.unlink": "user:write",  # by the bot key or the linked user (the handler checks)
     "admin": "admin",
@@ -79,13 +80,14 @@ BOT_ACTIONS = frozenset(
         "user.read",
     }
 )
-# Actions a stored credential a script holds may never take: minting tokens, ending
-# sessions and confirming a chat link need the person, in a session (or their sign-in
-# token).
-PERSON_ONLY = frozenset({"user.tokens", "user.sessions", "chat.verify"})
+# Actions a stored credential a script holds may never take: minting tokens, adding
+# SSH keys, ending sessions and confirming a chat link need the person, in a session (or
+# their sign-in token).
+PERSON_ONLY = frozenset({"user.tokens", "user.keys", "user.sessions", "chat.verify"})
 # Actions that make something outside any named repository: never for a limited token.
 PERSON_ONLY_REFUSAL = (
-    "a signed-in session is needed for this (creating tokens, ending sessions, verifying a "
+    "a signed-in session is needed for this (creating tokens, adding SSH keys, ending "
+    "sessions, verifying a "
     "chat link), "
     "not a personal access token, a git password or the bot key"
 )
@@ -99,8 +101,13 @@ EVENT_ACTIONS = {
     "fork": "repo.read",
     "status": "statuses.read",
 }
-# Credential kinds, as Identity.via names them.
-KINDS = ("cookie", "bearer", "pat", "basic", "bot")
+# Credential kinds, as Identity.via names them; "sshkey" and "deploykey" are git over SSH's
+# (a user's key, and a repository's deploy key with repo:read or repo:write on it alone).
+KINDS = ("cookie", "bearer", "pat", "basic", "bot", "sshkey", "deploykey")
+# What an SSH key opens: git, and nothing else of the API (GitHub's keys the same).
+SSH_KINDS = frozenset({"sshkey", "deploykey"})
+GIT_ACTIONS = frozenset({"public", "git.read", "git.write"})
+SSH_REFUSAL = "an SSH key opens git only"
 
 
 @dataclass(frozen=True)
@@ -139,6 +146,8 @@ ALLOW = Decision(True)
 
 
 def _scope_word(caps: Caps) -> str:
+    if caps.kind == "deploykey":
+        return "deploy key"
     return "personal access token" if caps.kind == "pat" else "credential"
 
 
@@ -151,6 +160,8 @@ def decide_action(caps: Caps | None, action: str, *, is_admin: bool = False) -> 
         return ALLOW
     if caps.kind == "bot" and action not in BOT_ACTIONS:
         return Decision(False, 403, BOT_REFUSAL)
+    if caps.kind in SSH_KINDS and action not in GIT_ACTIONS:
+        return Decision(False, 403, SSH_REFUSAL)
     if action in PERSON_ONLY and caps.kind in ("pat", "basic", "bot"):
         return Decision(False, 403, PERSON_ONLY_REFUSAL)
     if not caps.allows_scope(scope):
@@ -166,7 +177,7 @@ def decide(caps: Caps | None, action: str, repo_id: int, repo_name: str) -> Deci
     if not first.ok or caps is None:
         return first
     if not caps.covers(repo_id):
-        return Decision(False, 403, f"this personal access token is not for {repo_name}")
+        return Decision(False, 403, f"this {_scope_word(caps)} is not for {repo_name}")
     return ALLOW
 
 
@@ -220,6 +231,7 @@ TABLE_END = "<!-- end of policy table -->"
 _KIND_LABELS = (
     ("cookie", "session or sign-in token"),
     ("bot", "chat bot for a linked user"),
+    ("sshkey", "SSH key (git over SSH)"),
 )
 
 

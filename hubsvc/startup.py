@@ -15,7 +15,7 @@ class StartupError(Exception):
     """The server cannot start; the message says what to change."""
 
 
-def check_listen(host: str, port: int) -> None:
+def check_listen(host: str, port: int, setting: str = "[server] port or --port") -> None:
     """Bind host:port once, as aiohttp will, so a busy port is reported before anything runs."""
     where = "(set [server] host or --host)"
     try:
@@ -35,13 +35,10 @@ def check_listen(host: str, port: int) -> None:
                 sock.bind(address)
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
-                    raise StartupError(
-                        f"port {port} is in use (set [server] port or --port)"
-                    ) from None
+                    raise StartupError(f"port {port} is in use (set {setting})") from None
                 if exc.errno == errno.EACCES:
                     raise StartupError(
-                        f"port {port} needs root or CAP_NET_BIND_SERVICE "
-                        "(set [server] port or --port)"
+                        f"port {port} needs root or CAP_NET_BIND_SERVICE (set {setting})"
                     ) from None
                 if exc.errno == errno.EADDRNOTAVAIL:
                     raise StartupError(

@@ -13,6 +13,23 @@ class PersonSchema(Base):
     date = Str(required=True)
 
 
+class VerificationSchema(Base):
+    verified = Bool(required=True)
+    reason = Str(
+        required=True,
+        validate=validate.OneOf(["valid", "unsigned", "unknown_key", "bad_email", "invalid"]),
+        metadata={
+            "description": "GitHub's reasons: valid (an SSH signature by a key on the account "
+            "whose e-mail is the committer's), unsigned, unknown_key (no account holds the "
+            "key, or not an SSH signature), bad_email (the committer e-mail is not the key "
+            "owner's), invalid (malformed, or it does not match the commit)"
+        },
+    )
+    signer = Str(
+        required=True, allow_none=True, metadata={"description": "the username, when verified"}
+    )
+
+
 class CommitSchema(Base):
     oid = Str(required=True)
     message = Str(required=True)
@@ -20,6 +37,10 @@ class CommitSchema(Base):
     committer = Nested(PersonSchema, required=True)
     parents = List(Str(), required=True)
     timestamp = Int(required=True, metadata={"description": "author time, epoch ms"})
+    verification = Nested(
+        VerificationSchema,
+        metadata={"description": "in the commit list and a commit's diff: its signature's check"},
+    )
 
 
 class CommitListSchema(Base):

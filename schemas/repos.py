@@ -68,6 +68,13 @@ class RepoSchema(Base):
         }
     )
     cloneUrl = Str(metadata={"description": "smart-HTTP clone URL for git"})
+    sshUrl = Str(
+        allow_none=True,
+        metadata={
+            "description": "clone URL over SSH (ssh://git@host:port/owner/name.git, or "
+            "git@host:owner/name.git on port 22); null when the SSH port is off"
+        },
+    )
     permission = Str(
         metadata={
             "description": "the caller's permission, the highest of their grants: owner "

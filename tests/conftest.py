@@ -24,6 +24,9 @@ from .servers import (  # noqa: F401 - fixtures for every test module
 )
 
 _names = itertools.count(1)
+# The SSH port (2222 by default) stays off in tests unless one asks for it: tests run in
+# parallel, and each app and server process would otherwise bind the same port.
+os.environ["HUBSVC_SSH_PORT"] = "0"
 
 
 def make_config(tmp_path, **overrides: Any):
@@ -33,6 +36,7 @@ def make_config(tmp_path, **overrides: Any):
         "security.bcrypt_rounds": 4,
         "rate_limit.enabled": False,
         "server.port": 8080,
+        "ssh.port": 0,  # off unless the test asks
     }
     values.update({k.replace("__", "."): v for k, v in overrides.items()})
     return load_config(None, values, env={})

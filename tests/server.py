@@ -30,7 +30,11 @@ class ServerProcess:
         self.data_dir = Path(data_dir)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.settings = {"security": {"bcrypt_rounds": 4}, "rate_limit": {"enabled": False}}
+        self.settings = {
+            "security": {"bcrypt_rounds": 4},
+            "rate_limit": {"enabled": False},
+            "ssh": {"port": 0},  # off unless the test asks (settings["ssh"]["port"])
+        }
         for section, values in (settings or {}).items():
             self.settings.setdefault(section, {}).update(values)
         self.proc: subprocess.Popen | None = None
@@ -63,7 +67,11 @@ class ServerProcess:
             stdout=self.log,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            # The file's [ssh] port decides, not the tests' HUBSVC_SSH_PORT=0.
+            env={
+                **{k: v for k, v in os.environ.items() if k != "HUBSVC_SSH_PORT"},
+                "PYTHONPATH": str(ROOT),
+            },
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

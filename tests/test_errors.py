@@ -6,6 +6,7 @@ import logging
 
 from hubsvc.app import create_app
 from hubsvc.keys import STATE
+from hubsvc.policy import requires
 
 from .conftest import make_config, sign_up
 
@@ -25,6 +26,7 @@ async def test_error_shape_for_every_status(aiohttp_client, tmp_path, caplog):
     )
     app = create_app(config)
 
+    @requires("public")  # every route declares its action, this one too
     async def boom(request):
         raise RuntimeError("secret internals /etc/passwd")
 

@@ -15,6 +15,8 @@ FLOORS: list[tuple[int, tuple[str, ...]]] = [
             "hubsvc.config",
             "hubsvc.timeutil",
             "hubsvc.keys",
+            "hubsvc.sshkeys",
+            "hubsvc.sshsig",
             "hubsvc.identity",
             "hubsvc.links",
             "hubsvc.datadir",
@@ -30,7 +32,7 @@ FLOORS: list[tuple[int, tuple[str, ...]]] = [
     (4, ("hubsvc.web",)),
     (5, ("hubsvc.notify",)),
     (6, ("hubsvc.services",)),
-    (7, ("hubsvc.api", "hubsvc.bot", "hubsvc.site")),
+    (7, ("hubsvc.api", "hubsvc.bot", "hubsvc.site", "hubsvc.ssh")),
     (8, ("hubsvc.app", "hubsvc.startup", "hubsvc.cli")),
 ]
 

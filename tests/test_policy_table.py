@@ -74,6 +74,8 @@ def test_the_decision_as_a_table():
         (writer, "git.read", False, 200),  # write holds read
         (writer, "repo.create", False, 403),  # limited: creates nothing outside its list
         (Caps("pat"), "user.tokens", False, 403),  # a token never mints tokens
+        (Caps("pat"), "user.keys", False, 403),  # nor plants an SSH key
+        (bot, "user.keys", False, 403),
         (Caps("basic"), "chat.verify", False, 403),
         (bot, "issues.comment", False, 200),
         (bot, "issues.write", False, 403),

@@ -7,6 +7,7 @@ from aiohttp import web
 
 from hubsvc.app import create_app
 from hubsvc.keys import STORE
+from hubsvc.policy import requires
 from hubsvc.store.engines.sqlite import ReadTimeout
 
 from .conftest import make_config, sign_up
@@ -22,6 +23,7 @@ def _endless(conn):
 async def test_slow_read_answers_503_and_frees_the_reader(aiohttp_client, tmp_path):
     app = create_app(make_config(tmp_path, database__read_timeout_ms=100))
 
+    @requires("public")  # every route declares its action
     async def slow(request: web.Request) -> web.Response:
         await request.app[STORE].db.read(_endless)
         return web.json_response({})

@@ -171,6 +171,14 @@ VALID[("POST", "/api/repositories/{owner}/{name}/pulls/{number}/reviews")] = {
     "body": "b",
     "comments": [{"path": "a.txt", "line": 1, "side": "RIGHT", "body": "c"}],
 }
+# A valid Ed25519 public key line (the type walk never reaches the parser's verdict).
+_SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+VALID[("POST", "/api/users/me/keys")] = {"title": "laptop", "key": _SSH_KEY}
+VALID[("POST", "/api/repositories/{owner}/{name}/keys")] = {
+    "title": "ci",
+    "key": _SSH_KEY,
+    "readOnly": True,
+}
 VALID[("POST", "/api/orgs")] = {"name": "neworg", "description": "d"}
 VALID[("PATCH", "/api/orgs/{org}")] = {"description": "d", "displayName": "Acme"}
 VALID[("PUT", "/api/orgs/{org}/members/{username}")] = {"role": "member"}

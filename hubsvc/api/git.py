@@ -26,14 +26,23 @@ from ..errors import NotFound
 from ..git.files import REPO_FILES
 from ..git.protocol import stream_blob
 from ..git.repo import GitRepo
+from ..git.signatures import signed_of_kept
 from ..keys import CONFIG
 from ..policy import requires
+from ..services.signatures import unsigned, verifications
 from ..web.markdown import render
 from ..web.openapi import doc
 from ..web.permissions import load_repo
 from ..web.rest import json_response, read_query
 
 routes = web.RouteTableDef()
+VERIFICATION_DOC = (
+    "Each commit's `verification`, as GitHub's: a commit signed over SSH (`git config "
+    "gpg.format ssh`) by a key on an account whose e-mail is its committer's is "
+    "`{verified: true, reason: valid, signer: username}`; otherwise `verified: false` with "
+    "`unsigned`, `unknown_key`, `bad_email` or `invalid`. Who holds a key is read on every "
+    "answer, so an answer with a signed commit is revalidated rather than kept as immutable."
+)
 T = TypeVar("T")
 REPO = "/api/repositories/{owner}/{name}"
 _OID_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -138,23 +147,42 @@ async def branches(request: web.Request) -> web.Response:
     errors=(404,),
     public=True,
     tag="git",
+    description=VERIFICATION_DOC,
 )
 @requires("repo.read")
 async def commits(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     query = read_query(request, CommitsQuerySchema())
     rev = query.get("branch") or repo["default_branch"]
+
+    def page(g: GitRepo) -> tuple[str | None, list[dict], bool, list[str]]:
+        oid, items, more = g.commits_page(rev, query["limit"], query["skip"])
+        # Which are signed: a header look, kept by oid, so unsigned pages cost nothing more.
+        return oid, items, more, g.signed_of([item["oid"] for item in items])
+
     # Resolving and walking in one thread hop; the log is cheap next to a second hop.
-    oid, items, more = await request.app[REPO_FILES].run(
-        repo["id"], lambda g: g.commits_page(rev, query["limit"], query["skip"])
-    )
+    oid, items, more, signed = await request.app[REPO_FILES].run(repo["id"], page)
     if oid is None:
         return json_response({"commits": [], "hasMore": False})
-    etag = _etag("commits", oid, str(query["limit"]), str(query["skip"]))
+    etag_parts = ["commits", oid, str(query["limit"]), str(query["skip"])]
     immutable = bool(_OID_RE.match(query.get("branch", "")))
+    checks: dict[str, dict] = {}
+    if signed:
+        # Who holds a key changes while the commits do not: the answer is revalidated.
+        checks = await verifications(request.app, repo["id"], items, signed)
+        etag_parts.append(_verified_part(checks))
+        immutable = False
+    etag = _etag(*etag_parts)
     if _fresh(request, etag):
         return web.Response(status=304, headers=_cache_headers(repo, etag, immutable))
-    return _answer(request, repo, {"commits": items, "hasMore": more}, etag, immutable)
+    # Items are shared between answers (kept by oid): each answer gets its own copies.
+    shown = [{**item, "verification": checks.get(item["oid"]) or unsigned()} for item in items]
+    return _answer(request, repo, {"commits": shown, "hasMore": more}, etag, immutable)
+
+
+def _verified_part(checks: dict[str, dict]) -> str:
+    """What the verifications add to an ETag."""
+    return ",".join(f"{oid}:{v['reason']}:{v['signer'] or ''}" for oid, v in sorted(checks.items()))
 
 
 @routes.get(REPO + "/commits/{oid}/diff")
@@ -169,7 +197,8 @@ async def commits(request: web.Request) -> web.Response:
     "`[git] max_diff_files` (default 300) and patches hold `[git] max_diff_bytes` "
     "(default 5 MiB) of text in all, at most 1 MiB per file; a file with a side "
     "over 4 MiB is listed without a patch. Whatever was cut says `truncated: true`, "
-    "on the file and on the answer; `stats.filesChanged` counts every changed file.",
+    "on the file and on the answer; `stats.filesChanged` counts every changed file. "
+    + VERIFICATION_DOC,
 )
 @requires("repo.read")
 async def diff(request: web.Request) -> web.Response:
@@ -178,13 +207,33 @@ async def diff(request: web.Request) -> web.Response:
     if not _OID_RE.match(oid):  # a short id (7+ hex, unambiguous) names the commit too
         oid = await request.app[REPO_FILES].run(repo["id"], lambda g: g.expand_oid(oid)) or oid
     etag = _etag("diff", oid)
+    files = request.app[REPO_FILES]
     if _fresh(request, etag) and _OID_RE.match(oid):
-        return web.Response(status=304, headers=_cache_headers(repo, etag, True))
+        # An unsigned commit's diff never changes; a signed one's verification may.
+        signed = signed_of_kept(oid)
+        if signed is None:
+            signed = bool(await files.run(repo["id"], lambda g: g.signed_of([oid])))
+        if not signed:
+            return web.Response(status=304, headers=_cache_headers(repo, etag, True))
     limits = request.app[CONFIG]["git"]
-    data = await request.app[REPO_FILES].run(
-        repo["id"], lambda g: g.diff(oid, limits["max_diff_bytes"], limits["max_diff_files"])
-    )
-    return _answer(request, repo, data, etag, True)
+
+    def read(g: GitRepo) -> tuple[dict, list[str]]:
+        data = g.diff(oid, limits["max_diff_bytes"], limits["max_diff_files"])
+        return data, g.signed_of([data["commit"]["oid"]])
+
+    data, signed_oids = await files.run(repo["id"], read)
+    commit = data["commit"]
+    verification = unsigned()
+    immutable = True
+    if signed_oids:
+        checks = await verifications(request.app, repo["id"], [commit], signed_oids)
+        verification = checks[commit["oid"]]
+        etag = _etag("diff", oid, _verified_part(checks))
+        immutable = False
+        if _fresh(request, etag):
+            return web.Response(status=304, headers=_cache_headers(repo, etag, False))
+    data = {**data, "commit": {**commit, "verification": verification}}
+    return _answer(request, repo, data, etag, immutable)
 
 
 @routes.get(REPO + "/tree")

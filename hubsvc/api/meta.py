@@ -132,6 +132,34 @@ async def health(request: web.Request) -> web.Response:
     return json_response(body, status=200 if status == "ok" else 503)
 
 
+class HostKeysSchema(Base):
+    SHA256_ED25519 = fields.String(metadata={"description": "base64, as ssh-keygen -l prints"})
+    SHA256_RSA = fields.String(metadata={"description": "base64, as ssh-keygen -l prints"})
+
+
+class MetaSchema(Base):
+    sshHostKeyFingerprints = fields.Nested(
+        HostKeysSchema,
+        required=True,
+        metadata={"description": "the SSH server's host keys (empty with [ssh] port 0)"},
+    )
+
+
+@routes.get("/api/meta")
+@doc(
+    "What a client checks before trusting this server (GitHub's /meta)",
+    public=True,
+    tag="meta",
+    responses={200: MetaSchema},
+    description="`sshHostKeyFingerprints`: the SHA256 fingerprints of the SSH host keys, "
+    "to compare with what ssh prints on the first connection (`ssh-keygen -lf`).",
+)
+@requires("public")
+async def meta(request: web.Request) -> web.Response:
+    fingerprints = request.app[STATE].get("ssh_fingerprints", {})
+    return json_response({"sshHostKeyFingerprints": fingerprints})
+
+
 @routes.get("/api/openapi.json")
 @doc(
     "This OpenAPI document",

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import hashlib
 import json
-import logging
-import os
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 from aiohttp import web
 
@@ -20,18 +14,14 @@ from schemas.git import InfoRefsQuerySchema
 
 from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..git.files import REPO_FILES
-from ..git.hook_socket import HOOK_SOCKET
 from ..git.protocol import SERVICES, advertise, serve_rpc
-from ..git.push_hooks import parse_push_counts, parse_ref_updates, quarantined_is_ancestor
 from ..git.slots import git_slot
 from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
-from ..notify.leader import LEADER
 from ..policy import requires
-from ..services.push_policy import PASSWORD, SESSION, TOKEN, Pusher, decide_push
+from ..services.push_policy import PASSWORD, SESSION, TOKEN, Pusher
 from ..services.push_timing import PushClock
-from ..services.pushes import after_answer, record_push
-from ..tasks import BACKGROUND
+from ..services.receiving import receiving
 from ..web.auth import (
     BASIC_CACHE,
     check_password,
@@ -44,9 +34,7 @@ from ..web.openapi import doc
 from ..web.permissions import load_repo
 from ..web.ratelimit import SIGN_IN_LIMITER, sign_in_key
 
-log = logging.getLogger("hubsvc.git")
 routes = web.RouteTableDef()
-ZERO = "0" * 40
 GIT_BASE = "/{owner}/{name}"
 
 
@@ -259,113 +247,20 @@ async def receive_pack(request: web.Request) -> web.StreamResponse:
 
 
 async def _receive(request: web.Request, repo: dict, clock: PushClock) -> web.StreamResponse:
-    """Journal the push, run git receive-pack, record what it applied."""
-    files, actor = request.app[REPO_FILES], current_user(request)
-    # git's post-receive hook writes the updates it applied into a file of this push's
-    # own, so two pushes landing at once each get their own events.
-    fd, name = tempfile.mkstemp(prefix="push-", dir=files.spool)
-    os.close(fd)
-    spool = Path(name)
-    try:
-        # Journalled first: if this process dies while git runs, the next start records
-        # whatever landed (pushes.reconcile).
-        refs_now = await files.run(repo["id"], lambda g: g.head_oids())
-        flight = await request.app[STORE].repos.push_started(
-            repo["id"], actor and actor["id"], refs_now, request.app[LEADER].holder
+    """Run git receive-pack under the push's bookkeeping (services.receiving)."""
+    config, pusher = request.app[CONFIG], await _pusher(request)
+    async with receiving(request.app, repo, current_user(request), pusher, clock) as push:
+        resp, _ = await serve_rpc(
+            request,
+            "git-receive-pack",
+            push.path,
+            config["limits"]["push_bytes"],
+            before_eof=push.record,
+            hooks=push.hooks,
+            timeout=config["git"]["timeout_seconds"],
+            env=push.env,
+            mark=clock.mark,
         )
-        clock.mark("journal")
-    except BaseException:
-        # Refused before git ran (a full disk, a busy database): no file may stay behind.
-        spool.unlink(missing_ok=True)
-        raise
-
-    counts_file = spool.with_suffix(".counts")
-    counts: dict[tuple[str, str, str], int] = {}
-
-    def take_updates() -> list[tuple[str, str, str]]:
-        try:
-            if counts_file.exists():
-                counts.update(parse_push_counts(counts_file.read_text("utf-8", "replace")))
-            return parse_ref_updates(spool.read_text("utf-8", "replace"))
-        finally:
-            spool.unlink(missing_ok=True)
-            counts_file.unlink(missing_ok=True)
-
-    landed = False
-    tips: list[str] = []  # the branches' new tips, whose history upkeep walks once
-
-    def spawn(updates: list[tuple[str, str, str]]) -> asyncio.Task:
-        nonlocal landed
-        landed = True
-        tips.extend(new for _, new, ref in updates if ref.startswith("refs/heads/") and new != ZERO)
-        return request.app[BACKGROUND].spawn(
-            _after_push(request.app, repo, updates, actor, flight, clock, counts)
-        )
-
-    async def record() -> None:
-        updates = await asyncio.to_thread(take_updates)
-        clock.mark("updates")
-        if updates:
-            # The push's events and bookkeeping commit before the client hears it ended;
-            # the client hanging up must not cancel that, so it runs shielded.
-            await asyncio.shield(spawn(updates))
-        else:
-            await asyncio.shield(request.app[STORE].repos.push_ended(flight))
-
-    config = request.app[CONFIG]
-    env = {
-        "HUBSVC_PUSH_LOG": str(spool),
-        "HUBSVC_PUSH_COUNTS": str(counts_file),
-        "HUBSVC_MAX_OBJECT_BYTES": str(config["git"]["max_object_bytes"]),
-    }
-    pusher, path = await _pusher(request), files.path(repo["id"])
-
-    async def decide(updates: list[tuple[str, str, str]], quarantine: dict[str, str]) -> list[str]:
-        # Asked by git's pre-receive hook once the pack is in: as things are now.
-        async def is_ancestor(old: str, new: str) -> bool:
-            return await asyncio.to_thread(quarantined_is_ancestor, path, old, new, quarantine)
-
-        return await decide_push(request.app, pusher, repo["id"], updates, is_ancestor)
-
-    trace = spool.with_suffix(".trace")
-    if clock.on:
-        trace.mkdir()
-        env["GIT_TRACE2_EVENT"] = str(trace)
-    clock.mark("rules")
-    try:
-        # The pre-receive hook asks decide, then refuses files over max_object_bytes,
-        # before any ref moves.
-        with request.app[HOOK_SOCKET].push(decide) as hook_env:
-            resp, _ = await serve_rpc(
-                request,
-                "git-receive-pack",
-                path,
-                config["limits"]["push_bytes"],
-                before_eof=record,
-                hooks=files.hooks,
-                timeout=config["git"]["timeout_seconds"],
-                env={**env, **hook_env},
-                mark=clock.mark,
-            )
-        clock.mark("answer")
-    finally:
-        if clock.on:
-            clock.git_children(trace)
-            shutil.rmtree(trace, ignore_errors=True)
-        if spool.exists():
-            # The answer failed after git applied the updates (a client that hung up):
-            # the refs moved all the same, so they are recorded all the same.
-            updates = take_updates()
-            if updates:
-                spawn(updates)
-            else:
-                request.app[BACKGROUND].spawn(request.app[STORE].repos.push_ended(flight))
-        counts_file.unlink(missing_ok=True)  # the pre-receive hook's, of a push refused
-        # What no one needs to wait for runs once the answer is out.
-        if landed:
-            request.app[BACKGROUND].spawn(_upkeep(request.app, repo["id"], clock, tips))
-        else:
-            clock.log(repo["id"])
     return resp
 
 
@@ -390,24 +285,3 @@ async def _pusher(request: web.Request) -> Pusher | None:
     if found is not None and found.user["id"] == user_id:
         return Pusher(user_id, TOKEN if is_personal_token(secret) else SESSION, found.digest)
     return Pusher(user_id, PASSWORD, password_hash=identity.user["password_hash"])
-
-
-async def _upkeep(app: web.Application, repo_id: int, clock: PushClock, tips: list[str]) -> None:
-    await after_answer(app, repo_id, tips, clock.mark)
-    clock.log(repo_id)
-
-
-async def _after_push(
-    app: web.Application,
-    repo: dict,
-    updates: list[tuple[str, str, str]],
-    actor: dict | None,
-    flight: int,
-    clock: PushClock,
-    counts: dict[tuple[str, str, str], int],
-) -> None:
-    """Record the push: updatedAt, default branch, one push event per ref."""
-    try:
-        await record_push(app, repo, updates, actor, flight, clock.mark, counts)
-    except Exception:
-        log.exception("recording a push to repository %s failed", repo["id"])

@@ -17,7 +17,7 @@ from schemas.users import (
     UserEnvelopeSchema,
 )
 
-from ..errors import BadRequest, NotFound, PayloadTooLarge
+from ..errors import BadRequest, NotFound, PayloadTooLarge, Unprocessable
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB
 from ..policy import requires
@@ -25,7 +25,7 @@ from ..services import audit
 from ..services.revoke import user_changed
 from ..web import present
 from ..web.auth import current_user, is_admin, require_user
-from ..web.avatars import default_avatar, default_version, sniff_image
+from ..web.avatars import BadImage, accept_upload, default_avatar, default_version
 from ..web.names import path_username
 from ..web.openapi import doc
 from ..web.rest import json_response, read_json
@@ -206,12 +206,14 @@ async def _avatar_bytes(request: web.Request, limit: int) -> bytes:
 
 @routes.patch("/api/users/me/avatar")
 @doc(
-    "Upload an avatar (PNG, JPEG, GIF or WebP, checked by content)",
+    "Upload an avatar (PNG, JPEG, GIF or WebP, decoded and stored as a PNG)",
     description="multipart/form-data with field `avatar`, or a raw body with an image "
-    "Content-Type. Over limits.avatar_bytes → 413.",
+    "Content-Type. Over limits.avatar_bytes → 413. Not an image, truncated, or declaring "
+    "more than 4096×4096 pixels → 422. Stored without metadata, scaled to fit 460×460; "
+    "an animated image keeps its first frame.",
     body=AVATAR_BODY,
     responses={200: UserEnvelopeSchema},
-    errors=(413,),
+    errors=(413, 422),
 )
 @requires("user.write")
 async def patch_avatar(request: web.Request) -> web.Response:
@@ -219,11 +221,12 @@ async def patch_avatar(request: web.Request) -> web.Response:
     data = await _avatar_bytes(request, request.app[CONFIG]["limits"]["avatar_bytes"])
     if not data:
         raise BadRequest("avatar: empty upload")
-    kind = sniff_image(data)
-    if kind is None:
-        raise BadRequest("avatar: must be a PNG, JPEG, GIF or WebP image")
-    digest = hashlib.sha256(data).hexdigest()
-    updated = await request.app[STORE].users.set_avatar(user["id"], kind, data, digest)
+    try:
+        image = await accept_upload(data)
+    except BadImage as exc:
+        raise Unprocessable(f"avatar: {exc}") from None
+    digest = hashlib.sha256(image).hexdigest()
+    updated = await request.app[STORE].users.set_avatar(user["id"], "image/png", image, digest)
     _forget_cached(request, user["id"])
     return json_response({"user": _user_json(request, updated)})
 

@@ -19,6 +19,7 @@ from .objects import (
     check_oid,
 )
 from .process import GitError, _git_status, _run_git
+from .signatures import note_signed
 from .walk import HEX, IN_PROCESS, LONGEST, WALKS, Window, walk_commits
 
 # Commit items by hex oid: a page read again, or a branch moved on by a push, reads
@@ -66,6 +67,8 @@ class HistoryMixin(RepoBase):
                     commits, complete = walked
                     WALKS.put(key, start, Window(0, b"".join(c.id for c in commits), complete))
                     if all(_readable(c) for c in commits[skip:end]):
+                        for c in commits[skip:end]:
+                            note_signed(c)  # parsed already: the commit list asks next
                         return [_commit_item(c) for c in commits[skip:end]]
             elif kept is not None and kept.first <= skip <= kept.end < kept.first + LONGEST:
                 WALKS.put(key, start, self._grown(start, kept, end))
@@ -123,6 +126,7 @@ class HistoryMixin(RepoBase):
                 if commit is None or not _readable(commit):
                     return None
                 item = _commit_item(commit)
+                note_signed(commit)
                 text = len(commit.message or b"") + len(commit.author) + len(commit.committer)
                 if text + 41 * len(commit.parents) <= 2048:
                     ITEMS.put(oid, item)  # a crafted huge commit is read each time, not kept

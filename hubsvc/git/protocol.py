@@ -37,31 +37,46 @@ _GZIP_MAGIC = b"\x1f\x8b"
 SERVICE_CONFIG = {
     "git-upload-pack": ("uploadpack.allowFilter=true", "uploadpack.allowReachableSHA1InWant=true"),
     "git-receive-pack": ("receive.hideRefs=refs/pull/", "receive.advertisePushOptions=true"),
+    "git-upload-archive": (),  # SSH only; git serves archives of refs alone by default
 }
 
 
-def git_command(service: str, path: Path, *args: str, hooks: Path | None = None) -> list[str]:
-    """The git command line of a service, with the server's settings."""
+def git_command(
+    service: str, path: Path, *args: str, hooks: Path | None = None, stateless: bool = True
+) -> list[str]:
+    """The git command line of a service, with the server's settings.
+
+    stateless: smart HTTP's one request, one answer; SSH keeps git's own conversation.
+    """
     cmd = ["git"]
     for setting in SERVICE_CONFIG[service]:
         cmd += ["-c", setting]
     if hooks is not None:
         cmd += ["-c", f"core.hooksPath={hooks}"]
-    return cmd + [service.removeprefix("git-"), "--stateless-rpc", *args, str(path)]
+    return cmd + [
+        service.removeprefix("git-"),
+        *(["--stateless-rpc"] if stateless else []),
+        *args,
+        str(path),
+    ]
 
 
-def _env(request: web.Request, extra: dict[str, str] | None = None) -> dict[str, str]:
+def git_env(protocol: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """git's environment: nothing of the server's own, and the client's GIT_PROTOCOL if sane."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", "/"),
         "GIT_TERMINAL_PROMPT": "0",
         "GIT_CONFIG_NOSYSTEM": "1",
     }
-    protocol = request.headers.get("Git-Protocol", "")
     if _PROTOCOL_RE.match(protocol):
         env["GIT_PROTOCOL"] = protocol  # lets the client use protocol v2
     env.update(extra or {})
     return env
+
+
+def _env(request: web.Request, extra: dict[str, str] | None = None) -> dict[str, str]:
+    return git_env(request.headers.get("Git-Protocol", ""), extra)
 
 
 async def advertise(

@@ -20,8 +20,9 @@ from .diffs import DiffMixin
 from .history import HistoryMixin
 from .merging import MergeMixin
 from .ranges import RangeMixin
+from .signatures import SignatureMixin
 from .trees import TreeMixin
 
 
-class GitRepo(HistoryMixin, DiffMixin, TreeMixin, MergeMixin, RangeMixin):
+class GitRepo(HistoryMixin, DiffMixin, TreeMixin, MergeMixin, RangeMixin, SignatureMixin):
     """One bare repository on disk."""

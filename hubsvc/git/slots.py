@@ -56,8 +56,14 @@ def make_slots(app: web.Application) -> None:
 @contextlib.contextmanager
 def git_slot(request: web.Request) -> Iterator[None]:
     """Hold a git slot for the block; 503 with Retry-After when none is free."""
-    slots = request.app[GIT_SLOTS]
-    client = client_group(request)
+    with held_slot(request.app, client_group(request)):
+        yield
+
+
+@contextlib.contextmanager
+def held_slot(app: web.Application, client: str) -> Iterator[None]:
+    """Hold one of app's git slots for client (any transport); Unavailable when none is free."""
+    slots = app[GIT_SLOTS]
     if not slots.try_acquire(client):
         # Refusing at once, rather than queueing, keeps a burst from holding sockets and
         # memory for work that would run minutes later; git retries on the user's word.

@@ -21,18 +21,23 @@ from ..web.permissions import allows, role_of
 from .protection import ref_problems
 
 # How a push's credential is found again: a personal access token or a sign-in token by
-# its digest, a password by the account's password hash it was checked against.
+# its digest, a password by the account's password hash it was checked against, an SSH
+# key (a user's, or a repository's deploy key) by its fingerprint.
 TOKEN, SESSION, PASSWORD = "token", "session", "password"
+SSHKEY, DEPLOYKEY = "sshkey", "deploykey"
+# GitHub's words, which users of deploy keys know.
+READ_ONLY_KEY = "ERROR: The key you are authenticating with has been marked as read only."
 
 
 @dataclass(frozen=True)
 class Pusher:
     """Who pushes, with the credential the push's request proved."""
 
-    user_id: int
-    credential: str  # TOKEN, SESSION or PASSWORD; anything else pushes nothing
+    user_id: int  # 0 for a deploy key, which has no user
+    credential: str  # TOKEN, SESSION, PASSWORD, SSHKEY or DEPLOYKEY; else pushes nothing
     digest: bytes | None = None  # a token's
     password_hash: str | None = None  # the hash the password matched
+    fingerprint: str | None = None  # an SSH key's
 
 
 async def _credential(app: web.Application, pusher: Pusher) -> tuple[dict[str, Any], Grant | None]:
@@ -51,6 +56,14 @@ async def _credential(app: web.Application, pusher: Pusher) -> tuple[dict[str, A
         if session is None or session[0]["id"] != pusher.user_id:
             raise _Refused("this sign-in has ended")
         return session[0], None
+    if pusher.credential == SSHKEY and pusher.fingerprint is not None:
+        key = await app[STORE].keys.by_fingerprint(pusher.fingerprint)
+        if key is None or key["user_id"] != pusher.user_id:
+            raise _Refused("this SSH key was removed")
+        user = await users.by_id(pusher.user_id)
+        if user is None:
+            raise _Refused("this account is gone")
+        return user, None
     if pusher.credential == PASSWORD and pusher.password_hash is not None:
         user = await users.by_id(pusher.user_id)
         if user is None or user["password_hash"] != pusher.password_hash:
@@ -76,6 +89,8 @@ async def decide_push(
     """
     if pusher is None:
         return ["push refused: authentication required"]
+    if pusher.credential == DEPLOYKEY:
+        return await _deploy_key_push(app, pusher, repo_id, updates, is_ancestor)
     try:
         user, grant = await _credential(app, pusher)
     except _Refused as exc:
@@ -101,3 +116,24 @@ async def decide_push(
             return [f"push refused: {decision.reason}"]
     rules = await app[STORE].protection.rules(repo_id)
     return await ref_problems(rules, role, updates, is_ancestor)
+
+
+async def _deploy_key_push(
+    app: web.Application,
+    pusher: Pusher,
+    repo_id: int,
+    updates: list[tuple[str, str, str]],
+    is_ancestor: Callable[[str, str], Awaitable[bool]],
+) -> list[str]:
+    """A deploy key's push: its one repository, while it exists and may write; then the rules."""
+    key = await app[STORE].keys.by_fingerprint(pusher.fingerprint or "")
+    if key is None or key["repo_id"] != repo_id:
+        return ["push refused: this deploy key was removed"]
+    if key["read_only"]:
+        return [READ_ONLY_KEY]
+    caps = Caps("deploykey", frozenset({"repo:write"}), frozenset({repo_id}))
+    decision = decide(caps, "git.write", repo_id, str(repo_id))
+    if not decision.ok:
+        return [f"push refused: {decision.reason}"]
+    rules = await app[STORE].protection.rules(repo_id)
+    return await ref_problems(rules, "write", updates, is_ancestor)

@@ -12,6 +12,7 @@ from .engines.sqlite import READ_TIMEOUT_MS
 from .events import EventStore
 from .hooks import HookStore
 from .issues import IssueStore
+from .keys import KeyStore
 from .leases import LeaseStore
 from .orgs import OrgStore
 from .outbox import MailStore, OutboxStore
@@ -54,6 +55,7 @@ class Store:
         self.upkeep = UpkeepStore(self.db)
         self.leases = LeaseStore(self.db)
         self.audit = AuditStore(self.db)
+        self.keys = KeyStore(self.db)
 
     async def open(self) -> None:
         """Open connections and apply migrations."""

@@ -304,6 +304,8 @@ def authorize(request: web.Request, identity: Identity | None) -> None:
         return  # no route: the 404 or 405 answers for itself
     action = action_of(request.match_info.handler)
     if action is None:
+        if request.method == "OPTIONS":
+            return  # aiohttp_cors's preflight: it answers headers, never data
         raise Forbidden("this route declares no action")  # the start-up check prevents it
     if action == "bot.key" and not bot_key_ok(request):
         raise Unauthorized("chat bot key required")

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from ..errors import Forbidden, NotFound
 from ..keys import AUTH, STORE
-from ..policy import action_of, decide, decide_action, readable
+from ..policy import Caps, action_of, decide, decide_action, readable
 from ..store.access import LEVELS, Readable, role_named
 from .auth import caps_of, current_user
 from .names import path_username
@@ -47,27 +47,55 @@ async def load_repo(
     methods with a body) to the new one, a name given otherwise (git URLs, bodies) is
     followed silently. Either only for callers who may read it.
     """
-    user = current_user(request)
     from_path = owner is None and name is None
     owner = path_username(request, owner if owner is not None else request.match_info["owner"])
     name = name if name is not None else request.match_info["name"]
-    store = request.app[STORE].repos
-    viewer = user["id"] if user else 0
-    repo = await store.by_name(owner, name, viewer)
-    renamed = False
-    if repo is None:
-        repo = await store.by_old_name(owner, name, viewer)
-        renamed = repo is not None
-    role = role_of(repo, user) if repo is not None else None
-    if role is None:
-        # Missing and private-but-unreadable look the same, so existence never leaks.
-        raise NotFound("repository not found")
+    caps = caps_of(request.get(AUTH))
+    repo, renamed = await find_repo(request.app[STORE], current_user(request), caps, owner, name)
     if renamed and from_path and request.path.startswith("/api/repositories/"):
         raise _moved(request, repo)
-    check_repo(request, repo, action)
-    if not allows(role, need):
-        raise Forbidden(f"{need} access to this repository is required")
+    return checked(repo, caps, action or action_of(request.match_info.handler) or "repo.read", need)
+
+
+def role_for(repo: dict[str, Any], user: dict[str, Any] | None, caps: Caps | None) -> str | None:
+    """The role a principal holds on repo: its user's, or a deploy key's on its one repository."""
+    if caps is not None and caps.kind == "deploykey":
+        # A deploy key has no user: its repository is all it reaches, public or not.
+        if not caps.covers(repo["id"]):
+            return None
+        return "write" if caps.allows_scope("repo:write") else "read"
+    return role_of(repo, user)
+
+
+async def find_repo(
+    store: Any, user: dict[str, Any] | None, caps: Caps | None, owner: str, name: str
+) -> tuple[dict[str, Any], bool]:
+    """The repository owner/name (or by a former name: renamed True) the principal may read.
+
+    Request-free, so git over SSH asks exactly what HTTP does; 404 for missing and
+    unreadable alike, so existence never leaks.
+    """
+    repos = store.repos
+    viewer = user["id"] if user else 0
+    repo = await repos.by_name(owner, name, viewer)
+    renamed = False
+    if repo is None:
+        repo = await repos.by_old_name(owner, name, viewer)
+        renamed = repo is not None
+    role = role_for(repo, user, caps) if repo is not None else None
+    if repo is None or role is None:
+        raise NotFound("repository not found")
     repo["role"] = role
+    return repo, renamed
+
+
+def checked(repo: dict[str, Any], caps: Caps | None, action: str, need: str) -> dict[str, Any]:
+    """repo, once the credential may take action on it and the role reaches need (else 403)."""
+    decision = decide(caps, action, repo["id"], f"{repo['owner_username']}/{repo['name']}")
+    if not decision.ok:
+        raise Forbidden(decision.reason)
+    if not allows(repo["role"], need):
+        raise Forbidden(f"{need} access to this repository is required")
     return repo
 
 

@@ -101,6 +101,7 @@ def repo(base_url: str, row: dict[str, Any], viewer: dict[str, Any] | None) -> d
         ),
         "url": SiteUrl.of(base_url).repo(row["owner_username"], row["name"]),
         "cloneUrl": f"{base_url}/{row['owner_username']}/{row['name']}.git",
+        "sshUrl": SiteUrl.of(base_url).ssh_clone(row["owner_username"], row["name"]),
     }
     if viewer is not None and "role" in row:
         data["permission"] = row["role"]
