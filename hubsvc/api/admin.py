@@ -37,7 +37,7 @@ def _admin_json(request: web.Request, user: dict) -> dict:
 
 async def _target(request: web.Request) -> dict:
     user = await request.app[STORE].users.by_username(request.match_info["username"])
-    if user is None:
+    if user is None or user["is_org"]:  # an organization is no account to sign in to
         raise NotFound("user not found")
     if user["is_ghost"]:
         raise Conflict("the ghost account holds deleted users' work and cannot be changed")
