@@ -18,6 +18,7 @@ from aiohttp_session.cookie_storage import EncryptedCookieStorage
 
 from .api import account as account_api
 from .api import admin as admin_api
+from .api import audit as audit_api
 from .api import auth as auth_api
 from .api import chat as chat_api
 from .api import chat_notices as chat_notices_api
@@ -35,6 +36,7 @@ from .api import pulls as pulls_api
 from .api import repos as repos_api
 from .api import reviews as reviews_api
 from .api import search as search_api
+from .api import sessions as sessions_api
 from .api import smart_http
 from .api import ssh_keys as ssh_keys_api
 from .api import statuses as statuses_api
@@ -195,8 +197,8 @@ async def _prune_events(app: web.Application) -> None:
 
 
 async def _upkeep(app: web.Application) -> None:
-    """Prune finished deliveries, stale chat notices, expired sessions and the heartbeats
-    of gone processes; optimize."""
+    """Prune finished deliveries, stale chat notices, expired sessions, the heartbeats of
+    gone processes and the security log past [security] log_days; optimize."""
     days = app[CONFIG]["events"]["retention_days"]
     store = app[STORE]
     before = iso(time.time() - days * 86400)
@@ -204,6 +206,7 @@ async def _upkeep(app: web.Application) -> None:
     await store.upkeep.prune_chat_notices(before)
     await store.upkeep.prune_sessions(int(time.time()))
     await store.leases.prune(time.time() - 86400)
+    await store.audit.prune(iso(time.time() - app[CONFIG]["security"]["log_days"] * 86400))
     await store.upkeep.optimize()
 
 
@@ -382,6 +385,8 @@ def create_app(config: Config) -> web.Application:
         account_api,
         passkeys_api,
         two_factor_api,
+        sessions_api,
+        audit_api,
         ssh_keys_api,
         users_api,
         admin_api,

@@ -40,7 +40,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "database": {"url": "", "write_timeout_ms": 5000, "read_timeout_ms": 2000, "pool_size": 10},
     "redis": {"url": "", "prefix": "hubsvc"},
     "storage": {"data_dir": "./data"},
-    "security": {"secret_key": "", "session_days": 30, "admins": [], "bcrypt_rounds": 12},
+    "security": {
+        "secret_key": "",
+        "session_days": 30,
+        "admins": [],
+        "bcrypt_rounds": 12,
+        "log_days": 400,  # how long the security log keeps an entry
+    },
     "auth": {"open_signup": True},
     "rate_limit": {
         "enabled": True,
@@ -142,6 +148,7 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
         "must be an integer from 1 to 600000",
     ),
     ("security", "session_days"): (_positive, "must be a positive integer"),
+    ("security", "log_days"): (_positive, "must be a positive integer"),
     ("security", "bcrypt_rounds"): (
         lambda v: isinstance(v, int) and 4 <= v <= 16,
         "must be an integer from 4 to 16",

@@ -51,6 +51,7 @@ ACTIONS: dict[str, str | None] = {
     "user.settings": "user:read",  # e-mail, preferences, the tokens' list: never the bot
     "user.write": "user:write",
     "user.tokens": "user:write",
+    "user.sessions": "user:write",  # ending sign-in sessions
     "user.keys": "user:write",  # adding an SSH key to the account: a credential, as a token
     "user.two-factor": "user:write",  # enrolling and removing second factors
     "chat.verify": "user:write",
@@ -81,13 +82,15 @@ BOT_ACTIONS = frozenset(
     }
 )
 # Actions a stored credential a script holds may never take: minting tokens, adding
-# SSH keys, confirming a chat link and adding or removing a second factor need the
-# person, in a session (or their sign-in token).
-PERSON_ONLY = frozenset({"user.tokens", "user.keys", "chat.verify", "user.two-factor"})
+# SSH keys, ending sessions, confirming a chat link and adding or removing a second
+# factor need the person, in a session (or their sign-in token).
+PERSON_ONLY = frozenset(
+    {"user.tokens", "user.keys", "user.sessions", "chat.verify", "user.two-factor"}
+)
 # Actions that make something outside any named repository: never for a limited token.
 PERSON_ONLY_REFUSAL = (
-    "a signed-in session is needed for this (creating tokens, adding SSH keys, verifying a "
-    "chat link, second factors), "
+    "a signed-in session is needed for this (creating tokens, adding SSH keys, ending "
+    "sessions, verifying a chat link, second factors), "
     "not a personal access token, a git password or the bot key"
 )
 CREATES = frozenset({"repo.create", "repo.fork"})

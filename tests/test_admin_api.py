@@ -229,3 +229,18 @@ async def test_migration_upgrades_a_database_whose_user_is_named_ghost(tmp_path)
         assert len(rows) == 1 and rows[0][0].startswith("ghost-")
     finally:
         await store.close()
+
+
+async def test_an_organization_is_no_account_the_admin_user_routes_act_on(client):
+    # Found by the fuzz run: an organization took a deleted user's name, and PATCH
+    # /api/admin/users/<it> answered its row (e-mail "") as an account.
+    admin = await sign_up(client, "boss")
+    made = await client.post("/api/orgs", json={"name": "acme"}, headers=admin.headers)
+    assert made.status == 201, await made.text()
+    for method, body in (("PATCH", {"disabled": True}), ("PATCH", {}), ("DELETE", None)):
+        resp = await client.request(
+            method, "/api/admin/users/acme", json=body, headers=admin.headers
+        )
+        assert resp.status == 404, (method, await resp.text())
+        assert (await resp.json())["error"] == "user not found"
+    assert (await client.get("/api/orgs/acme", headers=admin.headers)).status == 200

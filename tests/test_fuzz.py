@@ -100,7 +100,7 @@ def _seed_data(server: ServerProcess, work: Path) -> dict:
     """Accounts, repositories, an issue, a pull request, a chat link and a delivery."""
     _, token = _sign_up(server, "fuzz")  # the first account: an administrator
     api = Api(server, token)
-    peer, _ = _sign_up(server, "peer")
+    peer, peer_token = _sign_up(server, "peer")
     _sign_up(server, "doomed-user")  # what the account administration operations act on
     for name in ("demo", "scratch", "scratch-edit"):
         api(
@@ -185,6 +185,7 @@ def _seed_data(server: ServerProcess, work: Path) -> dict:
         "token": token,
         "sign_out_token": signed_in["token"],
         "scratch_token": scratch["id"],
+        "peer_token": peer_token,
         "peer": peer["username"],
         "oid": oid,
         "issue": issue["number"],
@@ -268,6 +269,11 @@ def _config(ids: dict, headers: dict | None = None, stateful: bool = False) -> s
             {"enabled": False}
             if stateful
             else {"headers": {"Authorization": f"Bearer {ids['sign_out_token']}"}},
+        ),
+        # Ending sessions acts as peer: the fuzzer's own session must outlive it.
+        (
+            {"include-path-regex": r"^/api/users/me/sessions"},
+            {"headers": {"Authorization": f"Bearer {ids['peer_token']}"}},
         ),
     ]
     if headers is None:

@@ -16,6 +16,7 @@ from schemas.users import (
 from ..errors import BadRequest, Forbidden, NotFound, Unprocessable
 from ..keys import CONFIG, STORE
 from ..policy import requires
+from ..services import audit
 from ..services.revoke import credentials_ended
 from ..store.users import MAX_PERSONAL_TOKENS, NEVER
 from ..timeutil import iso
@@ -77,7 +78,9 @@ async def change_password(request: web.Request) -> web.Response:
     rounds = request.app[CONFIG]["security"]["bcrypt_rounds"]
     new_hash = await hash_password(data["newPassword"], rounds)
     keep = require_identity(request).token_digest
-    await request.app[STORE].users.set_password(user["id"], new_hash, keep=keep)
+    await request.app[STORE].users.set_password(
+        user["id"], new_hash, keep=keep, audit=audit.entry(request, "user.password", user=user)
+    )
     credentials_ended(request.app, user["id"], keep=keep)
     return web.Response(status=204)
 
@@ -92,6 +95,11 @@ def _token_json(row: dict) -> dict:
         "scopes": row["scopes"],
         "repositories": row["repositories"],
     }
+
+
+def _token_data(row: dict) -> dict:
+    """What the security log keeps of a new token (never its secret)."""
+    return {"token": str(row["id"]), "name": row["name"], "scopes": row["scopes"]}
 
 
 @routes.get("/api/users/me/tokens")
@@ -158,7 +166,19 @@ async def create_token(request: web.Request) -> web.Response:
         repo_ids = [await _readable_repo_id(request, full) for full in data["repositories"]]
     secret = new_personal_token()
     row = await request.app[STORE].users.add_personal_token(
-        user["id"], data["name"], token_digest(secret), expires, data["scopes"], repo_ids
+        user["id"],
+        data["name"],
+        token_digest(secret),
+        expires,
+        data["scopes"],
+        repo_ids,
+        audit=lambda row: audit.entry(request, "token.created", user=user, data=_token_data(row)),
+    )
+    await audit.notify_user(
+        request.app,
+        user,
+        "A personal access token was created",
+        f'A personal access token named "{row["name"]}" was created for your account.',
     )
     return json_response({"token": _token_json(row), "secret": secret}, status=201)
 
@@ -178,7 +198,10 @@ async def delete_token(request: web.Request) -> web.Response:
     raw = request.match_info["id"]
     if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
         raise NotFound("token not found")
-    digest = await request.app[STORE].users.delete_personal_token(user["id"], int(raw))
+    entry = audit.entry(request, "token.deleted", user=user, data={"token": str(int(raw))})
+    digest = await request.app[STORE].users.delete_personal_token(
+        user["id"], int(raw), audit=audit.when(entry)
+    )
     if digest is None:
         raise NotFound("token not found")
     credentials_ended(request.app, user["id"], {digest})

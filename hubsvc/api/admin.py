@@ -16,6 +16,7 @@ from ..errors import Conflict, NotFound
 from ..git.files import REPO_FILES
 from ..keys import CONFIG, STORE
 from ..policy import requires
+from ..services import audit
 from ..services.revoke import credentials_ended, user_changed
 from ..web import present
 from ..web.auth import hash_password, require_admin
@@ -76,8 +77,14 @@ async def create_user(request: web.Request) -> web.Response:
     data = await read_json(request, AdminUserCreateSchema())
     rounds = request.app[CONFIG]["security"]["bcrypt_rounds"]
     password_hash = await hash_password(data.pop("password"), rounds)
+    is_admin = data.pop("isAdmin")
     user = await request.app[STORE].users.create(
-        password_hash=password_hash, is_admin=data.pop("isAdmin"), **data
+        password_hash=password_hash,
+        is_admin=is_admin,
+        **data,
+        audit=lambda user: audit.entry(
+            request, "admin.user.created", user=user, data={"isAdmin": user["is_admin"]}
+        ),
     )
     return json_response({"user": _admin_json(request, user)}, status=201)
 
@@ -99,8 +106,17 @@ async def patch_user(request: web.Request) -> web.Response:
     require_admin(request)
     data = await read_json(request, AdminUserPatchSchema())
     target = await _target(request)
+    change = {
+        key: data[key]
+        for key, was in (("isAdmin", target["is_admin"]), ("disabled", target["disabled"]))
+        if key in data and data[key] != was
+    }
+    entry = audit.entry(request, "admin.user.changed", user=target, data=change)
     user = await request.app[STORE].users.set_flags(
-        target["id"], is_admin=data.get("isAdmin"), disabled=data.get("disabled")
+        target["id"],
+        is_admin=data.get("isAdmin"),
+        disabled=data.get("disabled"),
+        audit=entry if change else None,
     )
     if user["disabled"]:
         credentials_ended(request.app, target["id"])
@@ -126,7 +142,9 @@ async def patch_user(request: web.Request) -> web.Response:
 async def delete_user(request: web.Request) -> web.Response:
     require_admin(request)
     target = await _target(request)
-    repo_ids = await request.app[STORE].users.delete(target["id"])
+    repo_ids = await request.app[STORE].users.delete(
+        target["id"], audit=audit.entry(request, "admin.user.deleted", user=target)
+    )
     credentials_ended(request.app, target["id"])
     files = request.app[REPO_FILES]
     for repo_id in repo_ids:

@@ -11,7 +11,7 @@ from schemas.users import AuthResultSchema, SignInSchema, SignUpSchema
 from ..errors import BadRequest, Forbidden, Unauthorized
 from ..keys import CONFIG, STORE
 from ..policy import requires
-from ..services import two_factor
+from ..services import audit, two_factor
 from ..services.revoke import credentials_ended
 from ..web.auth import (
     check_password,
@@ -47,7 +47,7 @@ async def sign_up(request: web.Request) -> web.Response:
     data = await read_json(request, SignUpSchema())
     password_hash = await hash_password(data.pop("password"), config["security"]["bcrypt_rounds"])
     user = await request.app[STORE].users.create(password_hash=password_hash, **data)
-    return await two_factor.finish_sign_in(request, user, 201)
+    return await two_factor.finish_sign_in(request, user, 201, created=True)
 
 
 @routes.post("/auth/sign-in")
@@ -81,9 +81,14 @@ async def sign_in(request: web.Request) -> web.Response:
             return too_many(request, wait)
     rounds = request.app[CONFIG]["security"]["bcrypt_rounds"]
     ok = await check_password(data["password"], user["password_hash"] if user else None, rounds)
-    if not ok or user is None:
-        raise Unauthorized("invalid credentials")
-    if user["disabled"]:
+    if not ok or user is None or user["disabled"]:
+        # The account's owner sees attempts on it; one on no account, administrators only.
+        reason = "disabled" if ok and user is not None else "credentials"
+        await audit.record(
+            request, "auth.sign-in-failed", actor=None, user=user, data={"reason": reason}
+        )
+        if not ok or user is None:
+            raise Unauthorized("invalid credentials")
         raise Forbidden("this account is disabled")
     methods = await two_factor.methods(request.app, user)
     if methods:
@@ -119,9 +124,19 @@ async def sign_in_second_factor(request: web.Request) -> web.Response:
     refused = await two_factor.spend_attempt(request, user)
     if refused is not None:
         return refused
-    if await two_factor.check_code(app, user["id"], data["code"]) is None:
+    used = await two_factor.check_code(app, user["id"], data["code"])
+    if used is None:
         await two_factor.fail_challenge(app, data["challenge"])
+        await audit.record(request, "auth.2fa-failed", actor=None, user=user)
         raise Unauthorized("invalid two-factor code")
+    await audit.record(request, "auth.2fa", actor=user, user=user, data={"method": used})
+    if used == "recovery":
+        await audit.notify_user(
+            app,
+            user,
+            "a recovery code was used",
+            "One of your recovery codes was used to sign in; it cannot be used again.",
+        )
     # The code is spent; now the challenge, which only one request can take.
     if await two_factor.take_challenge(app, data["challenge"]) is None:
         raise Unauthorized("the sign-in challenge is unknown, used or expired: sign in again")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -22,6 +23,7 @@ from ..keys import STORE
 from ..notify.netcheck import Refused, check_url
 from ..notify.webhook import HOOKS
 from ..policy import requires
+from ..services import audit
 from ..timeutil import iso
 from ..web.auth import require_user
 from ..web.openapi import doc
@@ -85,6 +87,12 @@ def _id(request: web.Request, key: str) -> int:
     if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
         raise NotFound("not found")
     return int(raw)
+
+
+def _hook_data(hook: dict[str, Any]) -> dict[str, Any]:
+    """What the security log keeps of a hook: its id and host, never its path (a chat
+    webhook's URL holds its token) or secret."""
+    return {"hook": str(hook["id"]), "host": urlsplit(hook["url"]).hostname or ""}
 
 
 async def _hook(request: web.Request) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -166,6 +174,9 @@ async def create_hook(request: web.Request) -> web.Response:
         secret=data.get("secret"),
         active=data.get("active", True),
         created_by=require_user(request)["id"],
+        audit=lambda hook: audit.entry(
+            request, "repo.hook.created", repo=repo, data=_hook_data(hook)
+        ),
     )
     if hook["active"]:
         request.app[HOOKS].run_hook(hook["id"], repo["id"])
@@ -206,7 +217,17 @@ async def update_hook(request: web.Request) -> web.Response:
     data = _clean(await read_json(request, HookUpdateSchema()))
     if "url" in data:
         await _check_destination(request, data["url"])
-    hook = await request.app[STORE].hooks.update(hook["id"], data)
+    changed = sorted(k for k in data if k != "secret") + (["secret"] if "secret" in data else [])
+    hook = await request.app[STORE].hooks.update(
+        hook["id"],
+        data,
+        audit=lambda row: (
+            row
+            and audit.entry(
+                request, "repo.hook.changed", repo=repo, data={**_hook_data(row), "fields": changed}
+            )
+        ),
+    )
     if hook is None:
         raise NotFound("hook not found")
     if hook["active"]:
@@ -226,9 +247,12 @@ async def update_hook(request: web.Request) -> web.Response:
 )
 @requires("repo.admin")
 async def delete_hook(request: web.Request) -> web.Response:
-    _, hook = await _hook(request)
+    repo, hook = await _hook(request)
     request.app[HOOKS].stop_hook(hook["id"])
-    await request.app[STORE].hooks.delete(hook["id"])
+    await request.app[STORE].hooks.delete(
+        hook["id"],
+        audit=audit.entry(request, "repo.hook.deleted", repo=repo, data=_hook_data(hook)),
+    )
     return web.Response(status=204)
 
 

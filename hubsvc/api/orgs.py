@@ -30,6 +30,7 @@ from ..errors import Forbidden, NotFound
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB
 from ..policy import requires
+from ..services import audit
 from ..services.lost_forks import DELETED_FORKS_HEADER, delete_lost_forks, noted
 from ..web import present
 from ..web.auth import current_user, require_user
@@ -206,7 +207,18 @@ async def put_member(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     data = await read_json(request, MembershipSchema())
     target = await _person(request)
-    added = await request.app[STORE].orgs.set_member(org["id"], target["id"], data["role"])
+    added = await request.app[STORE].orgs.set_member(
+        org["id"],
+        target["id"],
+        data["role"],
+        audit=lambda added: audit.entry(
+            request,
+            "org.member.added" if added else "org.member.role",
+            user=target,
+            owner=org,
+            data={"role": data["role"]},
+        ),
+    )
     member = present.org_member(request.app[CONFIG].base_url, {**target, "role": data["role"]})
     return json_response({"member": member}, status=201 if added else 200)
 
@@ -231,7 +243,10 @@ async def delete_member(request: web.Request) -> web.Response:
     target = await _person(request)
     if target["id"] != user["id"] and org["role"] != "owner":
         raise Forbidden("only the organization's owners may remove others")
-    if not await request.app[STORE].orgs.remove_member(org["id"], target["id"]):
+    entry = audit.entry(request, "org.member.removed", user=target, owner=org)
+    if not await request.app[STORE].orgs.remove_member(
+        org["id"], target["id"], audit=audit.when(entry)
+    ):
         raise NotFound("not a member of the organization")
     await recheck_org(request, org)
     deleted = await delete_lost_forks(request.app, org["id"], target["id"])
@@ -272,7 +287,16 @@ async def create_team(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     data = await read_json(request, TeamCreateSchema())
     row = await request.app[STORE].orgs.create_team(
-        org["id"], data["name"], data["description"], data["permission"]
+        org["id"],
+        data["name"],
+        data["description"],
+        data["permission"],
+        audit=audit.entry(
+            request,
+            "org.team.created",
+            owner=org,
+            data={"team": data["name"], "permission": data["permission"]},
+        ),
     )
     return json_response({"team": present.team(org["username"], row)}, status=201)
 
@@ -305,7 +329,13 @@ async def patch_team(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     team = await _team(request, org)
     data = await read_json(request, TeamUpdateSchema())
-    row = await request.app[STORE].orgs.update_team(team["id"], data)
+    row = await request.app[STORE].orgs.update_team(
+        team["id"],
+        data,
+        audit=audit.entry(
+            request, "org.team.changed", owner=org, data={"team": team["name"], **data}
+        ),
+    )
     return json_response({"team": present.team(org["username"], row)})
 
 
@@ -320,7 +350,10 @@ async def patch_team(request: web.Request) -> web.Response:
 async def delete_team(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     team = await _team(request, org)
-    await request.app[STORE].orgs.delete_team(team["id"])
+    await request.app[STORE].orgs.delete_team(
+        team["id"],
+        audit=audit.entry(request, "org.team.deleted", owner=org, data={"team": team["name"]}),
+    )
     await recheck_org(request, org)
     return web.Response(status=204)
 
@@ -359,7 +392,12 @@ async def put_team_member(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     team = await _team(request, org)
     target = await _person(request)
-    added = await request.app[STORE].orgs.add_team_member(team, target["id"])
+    entry = audit.entry(
+        request, "org.team.member.added", user=target, owner=org, data={"team": team["name"]}
+    )
+    added = await request.app[STORE].orgs.add_team_member(
+        team, target["id"], audit=audit.when(entry)
+    )
     return web.Response(status=201 if added else 200)
 
 
@@ -375,7 +413,12 @@ async def delete_team_member(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     team = await _team(request, org)
     target = await _person(request)
-    if not await request.app[STORE].orgs.remove_team_member(team["id"], target["id"]):
+    entry = audit.entry(
+        request, "org.team.member.removed", user=target, owner=org, data={"team": team["name"]}
+    )
+    if not await request.app[STORE].orgs.remove_team_member(
+        team["id"], target["id"], audit=audit.when(entry)
+    ):
         raise NotFound("not on this team")
     await recheck_org(request, org)
     return web.Response(status=204)
@@ -427,7 +470,15 @@ async def put_team_repo(request: web.Request) -> web.Response:
     data = await read_json(request, TeamRepoSchema())
     repo = await _org_repo(request, org)
     permission = data.get("permission")
-    added = await request.app[STORE].orgs.set_team_repo(team["id"], repo["id"], permission)
+    entry = audit.entry(
+        request,
+        "org.team.repository",
+        repo=repo,
+        data={"team": team["name"], "permission": permission or team["permission"]},
+    )
+    added = await request.app[STORE].orgs.set_team_repo(
+        team["id"], repo["id"], permission, audit=entry
+    )
     body = present.team_repo(
         org["username"],
         {
@@ -451,7 +502,12 @@ async def delete_team_repo(request: web.Request) -> web.Response:
     org = await load_org(request, "owner")
     team = await _team(request, org)
     repo = await _org_repo(request, org)
-    if not await request.app[STORE].orgs.remove_team_repo(team["id"], repo["id"]):
+    entry = audit.entry(
+        request, "org.team.repository.removed", repo=repo, data={"team": team["name"]}
+    )
+    if not await request.app[STORE].orgs.remove_team_repo(
+        team["id"], repo["id"], audit=audit.when(entry)
+    ):
         raise NotFound("the team does not have this repository")
     await recheck_org(request, org)
     return web.Response(status=204)

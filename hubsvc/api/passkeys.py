@@ -18,7 +18,7 @@ from schemas.users import AuthResultSchema
 from ..errors import Conflict, NotFound, Unauthorized
 from ..keys import CONFIG, STORE
 from ..policy import requires
-from ..services import passkeys, two_factor
+from ..services import audit, passkeys, two_factor
 from ..web.auth import BASIC_CACHE, require_user
 from ..web.openapi import doc
 from ..web.rest import json_response, read_json
@@ -79,6 +79,7 @@ async def register_finish(request: web.Request) -> web.Response:
     )
     # Git's Basic passwords this process verified stop working at once (second factor on).
     request.app[BASIC_CACHE].forget_user(user["id"])
+    await audit.record(request, "2fa.webauthn.added", user=user, data={"id": str(passkey["id"])})
     return json_response({"webauthn": passkeys.passkey_json(passkey)}, status=201)
 
 
@@ -118,6 +119,7 @@ async def remove_passkey(request: web.Request) -> web.Response:
         raise NotFound("passkey not found")
     if not await request.app[STORE].passkeys.delete(user["id"], int(raw)):
         raise NotFound("passkey not found")
+    await audit.record(request, "2fa.webauthn.removed", user=user, data={"id": raw})
     return web.Response(status=204)
 
 

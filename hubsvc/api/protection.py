@@ -15,6 +15,7 @@ from schemas.protection import (
 from ..errors import BadRequest, NotFound
 from ..keys import STORE
 from ..policy import requires
+from ..services import audit
 from ..web.auth import require_user
 from ..web.openapi import doc
 from ..web.permissions import load_repo
@@ -88,6 +89,7 @@ async def put_protection(request: web.Request) -> web.Response:
             "allow_force_pushes": data["allowForcePushes"],
             "allow_deletions": data["allowDeletions"],
         },
+        audit=audit.entry(request, "repo.protection.set", repo=repo, data={"pattern": pattern}),
     )
     return json_response({"protection": protection_json(rule)})
 
@@ -122,6 +124,8 @@ async def get_protection(request: web.Request) -> web.Response:
 async def delete_protection(request: web.Request) -> web.Response:
     require_user(request)
     repo = await load_repo(request, "admin")
-    if not await request.app[STORE].protection.delete(repo["id"], _pattern(request)):
+    pattern = _pattern(request)
+    entry = audit.entry(request, "repo.protection.removed", repo=repo, data={"pattern": pattern})
+    if not await request.app[STORE].protection.delete(repo["id"], pattern, audit=audit.when(entry)):
         raise NotFound("branch not protected")
     return web.Response(status=204)

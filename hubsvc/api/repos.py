@@ -25,6 +25,7 @@ from ..git.files import REPO_FILES
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB
 from ..policy import requires
+from ..services import audit
 from ..services.lost_forks import DELETED_FORKS_HEADER, delete_lost_forks, noted
 from ..services.publish import event, publish
 from ..web import present
@@ -220,15 +221,27 @@ async def patch_repo(request: web.Request) -> web.Response:
         await request.app[REPO_FILES].run(
             repo["id"], lambda g: g.set_default_branch(data["defaultBranch"])
         )
+    entry = None
+    if data.get("visibility", repo["visibility"]) != repo["visibility"]:
+        entry = audit.entry(
+            request,
+            "repo.visibility",
+            repo=repo,
+            data={"from": repo["visibility"], "to": data["visibility"]},
+        )
     if data.get("visibility") == "public" and repo["visibility"] != "public":
         # What was pushed and deleted while private must not become readable by oid:
         # the objects no ref reaches go before anyone else may read the repository.
         files = request.app[REPO_FILES]
         async with files.quiet(repo["id"]):
             await files.prune_unreachable(repo["id"])
-            row = await request.app[STORE].repos.update(repo["id"], data, _viewer_id(request))
+            row = await request.app[STORE].repos.update(
+                repo["id"], data, _viewer_id(request), audit=entry
+            )
     else:
-        row = await request.app[STORE].repos.update(repo["id"], data, _viewer_id(request))
+        row = await request.app[STORE].repos.update(
+            repo["id"], data, _viewer_id(request), audit=entry
+        )
     if data.get("visibility") == "private" and repo["visibility"] != "private":
         await _recheck(request, row)
     row["role"] = repo["role"]
@@ -307,7 +320,16 @@ async def put_collaborator(request: web.Request) -> web.Response:
     if target["id"] == repo["owner_id"]:
         raise BadRequest("username: the owner is not a collaborator")
     added = await request.app[STORE].repos.set_collaborator(
-        repo["id"], target["id"], data["permission"]
+        repo["id"],
+        target["id"],
+        data["permission"],
+        audit=lambda added: audit.entry(
+            request,
+            "repo.collaborator.added" if added else "repo.collaborator.permission",
+            user=target,
+            repo=repo,
+            data={"permission": data["permission"]},
+        ),
     )
     user = present.member(
         request.app[CONFIG].base_url, {**target, "permission": data["permission"]}
@@ -330,7 +352,10 @@ async def delete_collaborator(request: web.Request) -> web.Response:
     require_user(request)
     repo = await load_repo(request, "owner")
     target = await _target_user(request)
-    if not await request.app[STORE].repos.remove_collaborator(repo["id"], target["id"]):
+    entry = audit.entry(request, "repo.collaborator.removed", user=target, repo=repo)
+    if not await request.app[STORE].repos.remove_collaborator(
+        repo["id"], target["id"], audit=audit.when(entry)
+    ):
         raise NotFound("not a collaborator")
     await _recheck(request, repo)
     deleted = await delete_lost_forks(request.app, repo["owner_id"], target["id"])

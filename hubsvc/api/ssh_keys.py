@@ -19,7 +19,7 @@ from schemas.keys import (
 from ..errors import ApiError, Conflict, NotFound, Unprocessable
 from ..keys import STORE
 from ..policy import requires
-from ..services import ssh_keys
+from ..services import audit, ssh_keys
 from ..sshkeys import KeyProblem, PublicKey, parse_public_key
 from ..store.keys import MAX_KEYS, KeyTaken, TooManyKeys
 from ..web.auth import current_user, require_user
@@ -131,6 +131,9 @@ async def add_my_key(request: web.Request) -> web.Response:
         raise await _taken(request, taken.holder) from None
     except TooManyKeys:
         raise Conflict(f"an account holds at most {MAX_KEYS} keys") from None
+    await audit.record(
+        request, "ssh.key.added", user=user, data={"fingerprint": row["fingerprint"]}
+    )
     return json_response({"key": key_json(row)}, status=201)
 
 
@@ -146,8 +149,12 @@ async def add_my_key(request: web.Request) -> web.Response:
 @requires("user.write")
 async def delete_my_key(request: web.Request) -> web.Response:
     user = require_user(request)
-    if await ssh_keys.remove_user_key(request.app, user, _key_id(request)) is None:
+    row = await ssh_keys.remove_user_key(request.app, user, _key_id(request))
+    if row is None:
         raise NotFound("key not found")
+    await audit.record(
+        request, "ssh.key.removed", user=user, data={"fingerprint": row["fingerprint"]}
+    )
     return web.Response(status=204)
 
 
@@ -207,6 +214,12 @@ async def add_deploy_key(request: web.Request) -> web.Response:
     title = data["title"] or ssh_keys.default_title(key)
     try:
         row = await ssh_keys.add_deploy_key(request.app, repo, title, key, data["readOnly"])
+        await audit.record(
+            request,
+            "repo.deploy-key.added",
+            repo=repo,
+            data={"fingerprint": row["fingerprint"], "readOnly": bool(row["read_only"])},
+        )
     except KeyTaken as taken:
         raise await _taken(request, taken.holder) from None
     except TooManyKeys:
@@ -226,6 +239,11 @@ async def add_deploy_key(request: web.Request) -> web.Response:
 async def delete_deploy_key(request: web.Request) -> web.Response:
     require_user(request)
     repo = await load_repo(request, "admin")
-    if await ssh_keys.remove_deploy_key(request.app, repo, _key_id(request)) is None:
+    row = await ssh_keys.remove_deploy_key(request.app, repo, _key_id(request))
+    if row is not None:
+        await audit.record(
+            request, "repo.deploy-key.removed", repo=repo, data={"fingerprint": row["fingerprint"]}
+        )
+    if row is None:
         raise NotFound("key not found")
     return web.Response(status=204)

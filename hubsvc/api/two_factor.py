@@ -15,7 +15,7 @@ from schemas.two_factor import (
 from ..errors import Conflict, Forbidden, Unprocessable
 from ..keys import STORE
 from ..policy import requires
-from ..services import two_factor
+from ..services import audit, two_factor
 from ..services.passkeys import passkey_json
 from ..web.auth import require_user
 from ..web.openapi import doc
@@ -83,6 +83,7 @@ async def confirm_totp(request: web.Request) -> web.Response:
     codes = await two_factor.confirm(request.app, user, "".join(data["code"].split()))
     if codes is None:
         raise Unprocessable("code: not a current code of the new secret")
+    await audit.record(request, "2fa.totp.enabled", user=user)
     return json_response({"recoveryCodes": codes})
 
 
@@ -107,7 +108,15 @@ async def remove_totp(request: web.Request) -> web.Response:
     refused = await confirm_password(request, user, data["currentPassword"])
     if refused is not None:
         return refused
-    if await two_factor.check_code(request.app, user["id"], data["code"]) is None:
+    used = await two_factor.check_code(request.app, user["id"], data["code"])
+    if used is None:
         raise Forbidden("code: not a current code or an unused recovery code")
     await request.app[STORE].two_factor.turn_off(user["id"])
+    await audit.record(request, "2fa.totp.disabled", user=user, data={"with": used})
+    await audit.notify_user(
+        request.app,
+        user,
+        "two-factor authentication was turned off",
+        "The authenticator app (TOTP) was removed from your account.",
+    )
     return web.Response(status=204)

@@ -21,6 +21,7 @@ from ..errors import BadRequest, NotFound, PayloadTooLarge, Unprocessable
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB
 from ..policy import requires
+from ..services import audit
 from ..services.revoke import user_changed
 from ..web import present
 from ..web.auth import current_user, is_admin, require_user
@@ -128,7 +129,10 @@ async def patch_settings(request: web.Request) -> web.Response:
             return refused
     if "preferences" in data:
         data["preferences"] = _merge_preferences(user, data["preferences"])
-    updated = await request.app[STORE].users.update(user["id"], data)
+    entry = None
+    if "email" in data and data["email"] != user["email"]:
+        entry = audit.entry(request, "user.email", user=user)  # the addresses are not logged
+    updated = await request.app[STORE].users.update(user["id"], data, audit=entry)
     _forget_cached(request, user["id"])
     _apply_preferences(request, updated)
     return json_response({"settings": present.settings(updated)})

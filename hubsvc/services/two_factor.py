@@ -19,6 +19,7 @@ import pyotp
 from aiohttp import web
 from cryptography.fernet import Fernet, InvalidToken
 
+from ..clients import client_ip
 from ..config import Config
 from ..errors import Forbidden
 from ..keys import CONFIG, STORE
@@ -27,6 +28,7 @@ from ..web.auth import BASIC_CACHE, is_admin, issue_token
 from ..web.present import user_public
 from ..web.ratelimit import SIGN_IN_LIMITER, sign_in_key, too_many
 from ..web.rest import json_response
+from . import audit
 
 CHALLENGE_SECONDS = 300
 ISSUER = "hubsvc"
@@ -223,10 +225,25 @@ def auth_answer(
 
 
 async def finish_sign_in(
-    request: web.Request, user: dict[str, Any], status: int = 200
+    request: web.Request, user: dict[str, Any], status: int = 200, created: bool = False
 ) -> web.Response:
     """Sign user in: a token, the session cookie, and the answer a sign-in gives."""
     if user["disabled"]:
         raise Forbidden("this account is disabled")
-    token, expires = await issue_token(request, user)
+    if created:
+        entry = audit.entry(request, "account.created", actor=user, user=user)
+        token, expires = await issue_token(request, user, audit=entry)
+        return auth_answer(request, user, token, expires, status)
+    earlier, seen_here = await request.app[STORE].audit.sign_in_addresses(
+        user["id"], client_ip(request)
+    )
+    # The security log's entry is written with the session, naming it.
+    token, expires = await issue_token(
+        request,
+        user,
+        audit=lambda session_id: audit.entry(
+            request, "auth.sign-in", actor=user, user=user, data={"session": str(session_id)}
+        ),
+    )
+    await audit.sign_in_notice(request, user, first=not earlier, seen_here=seen_here)
     return auth_answer(request, user, token, expires, status)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .audit import AuditStore
 from .chat import ChatStore
 from .chat_notices import ChatNoticeStore
 from .engines import open_database
@@ -55,6 +56,7 @@ class Store:
         self.mail = MailStore(self.db)
         self.upkeep = UpkeepStore(self.db)
         self.leases = LeaseStore(self.db)
+        self.audit = AuditStore(self.db)
         self.keys = KeyStore(self.db)
         self.two_factor = TwoFactorStore(self.db, grants_changed=self.repos.forget_audience)
         # A passkey is a second factor too: adding or removing one tells the same listeners.

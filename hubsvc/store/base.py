@@ -11,6 +11,7 @@ from typing import Any, Protocol, cast, overload
 
 from .engines import AnyDatabase, Row
 from .log import append_events
+from .seclog import AuditArg, append_entries, entries_of
 
 
 class StoreMethod(Protocol):
@@ -38,19 +39,26 @@ def writes(fn: Callable[..., Any]) -> StoreMethod:
 
     With `emit=`, a function of the result giving the events the change makes, those
     events are appended to the log in the same transaction: the change and its events
-    commit together or not at all. Listeners hear of them after the commit.
+    commit together or not at all. Listeners hear of them after the commit. `audit=`
+    does the same for the security log: entries (`seclog.Entry`), or a function of the
+    result giving them.
     """
 
     @functools.wraps(fn)
     async def method(
-        self: Table, *args: Any, emit: Callable[[Any], list] | None = None, **kwargs: Any
+        self: Table,
+        *args: Any,
+        emit: Callable[[Any], list] | None = None,
+        audit: AuditArg = None,
+        **kwargs: Any,
     ) -> Any:
-        if emit is None:
+        if emit is None and audit is None:
             return await self.db.write(functools.partial(fn, self), *args, **kwargs)
 
         def with_events(conn: Any, *a: Any, **kw: Any) -> tuple[Any, list]:
             result = fn(self, conn, *a, **kw)
-            return result, append_events(conn, emit(result))
+            append_entries(conn, entries_of(audit, result))
+            return result, append_events(conn, emit(result) if emit is not None else [])
 
         result, events = await self.db.write(with_events, *args, **kwargs)
         self.db.committed(events)

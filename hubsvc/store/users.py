@@ -387,12 +387,54 @@ class UserStore(Table):
     # Tokens: only their SHA-256 digest is stored.
 
     @writes
-    def add_token(self, conn, user_id: int, digest: bytes, expires_at: int) -> None:
-        """Record a new token digest (prune_tokens removes the expired ones)."""
-        conn.execute(
-            "INSERT INTO tokens (hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
-            (digest, user_id, now_iso(), expires_at),
-        )
+    def add_token(
+        self,
+        conn,
+        user_id: int,
+        digest: bytes,
+        expires_at: int,
+        ip: str | None = None,
+        user_agent: str | None = None,
+    ) -> int:
+        """Record a new sign-in token digest and where it came from; its session id."""
+        now = now_iso()
+        return conn.execute(
+            "INSERT INTO tokens (hash, user_id, created_at, expires_at, last_seen_at, ip,"
+            " user_agent) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (digest, user_id, now, expires_at, now, ip, (user_agent or "")[:500] or None),
+        ).fetchone()[0]
+
+    @reads
+    def sessions(self, conn, user_id: int) -> list[dict[str, Any]]:
+        """A user's live sign-in tokens (sessions), newest first, with their digests."""
+        rows = conn.execute(
+            "SELECT id, hash, created_at, last_seen_at, ip, user_agent FROM tokens"
+            " WHERE user_id = ? AND expires_at > ? ORDER BY id DESC",
+            (user_id, int(time.time())),
+        ).fetchall()
+        return [{**dict(row), "hash": bytes(row["hash"])} for row in rows]
+
+    @writes
+    def end_session(self, conn, user_id: int, session_id: int) -> bytes | None:
+        """Delete one of the user's sign-in tokens; its digest, or None (not theirs)."""
+        row = conn.execute(
+            "DELETE FROM tokens WHERE id = ? AND user_id = ? RETURNING hash", (session_id, user_id)
+        ).fetchone()
+        return bytes(row[0]) if row else None
+
+    @writes
+    def end_other_sessions(self, conn, user_id: int, keep: bytes | None) -> set[bytes]:
+        """Delete every sign-in token of the user but keep; their digests."""
+        rows = conn.execute(
+            "DELETE FROM tokens WHERE user_id = ? AND (? IS NULL OR hash <> ?) RETURNING hash",
+            (user_id, keep, keep),
+        ).fetchall()
+        return {bytes(row[0]) for row in rows}
+
+    @writes
+    def touch_token(self, conn, digest: bytes) -> None:
+        """Record that a sign-in token (a session) was used now."""
+        conn.execute("UPDATE tokens SET last_seen_at = ? WHERE hash = ?", (now_iso(), digest))
 
     @writes
     def prune_tokens(self, conn, now: int | None = None) -> int:

@@ -18,6 +18,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from aiohttp_session import get_session
 
+from ..clients import client_ip
 from ..errors import BadRequest, Forbidden, Unauthorized
 from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
@@ -184,13 +185,12 @@ async def user_for_token(app: web.Application, token: str) -> TokenHit | None:
             return None
         cache.put(digest, *found)
         hit = found
-    if personal:
-        await _touch(app, digest)
+    await _touch(app, digest, personal)
     return TokenHit(hit[0], digest, hit[2] if len(hit) > 2 else None)
 
 
-async def _touch(app: web.Application, digest: bytes) -> None:
-    """Record a personal access token's use, at most once a minute per token."""
+async def _touch(app: web.Application, digest: bytes, personal: bool) -> None:
+    """Record a token's use (lastUsedAt, a session's lastSeenAt), at most once a minute each."""
     touched = app[PAT_TOUCHED]
     now = time.monotonic()
     if now - touched.get(digest, -PAT_TOUCH_SECONDS) < PAT_TOUCH_SECONDS:
@@ -198,15 +198,29 @@ async def _touch(app: web.Application, digest: bytes) -> None:
     if len(touched) > 10000:
         touched.clear()
     touched[digest] = now
-    await app[STORE].users.touch_personal_token(digest)
+    users = app[STORE].users
+    await (users.touch_personal_token(digest) if personal else users.touch_token(digest))
 
 
-async def issue_token(request: web.Request, user: dict[str, Any]) -> tuple[str, int]:
-    """Create a token for user, put it in the session cookie, return it with its expiry."""
+async def issue_token(
+    request: web.Request, user: dict[str, Any], audit: Any = None
+) -> tuple[str, int]:
+    """Create a token for user, put it in the session cookie, return it with its expiry;
+    audit: the security log's entry, written with the token."""
     config = request.app[CONFIG]
     token = new_token()
     expires = int(time.time()) + config["security"]["session_days"] * 86400
-    await request.app[STORE].users.add_token(user["id"], token_digest(token), expires)
+    digest = token_digest(token)
+    await request.app[STORE].users.add_token(
+        user["id"],
+        digest,
+        expires,
+        client_ip(request) or None,
+        request.headers.get("User-Agent"),
+        audit=audit,
+    )
+    # Its first use need not write lastSeenAt again: the row was written now.
+    request.app[PAT_TOUCHED][digest] = time.monotonic()
     session = await get_session(request)
     session["token"] = token
     return token, expires
