@@ -14,6 +14,7 @@ from .dashboard import (  # noqa: F401 (server and browser are fixtures)
     PASSWORD,
     browser,
     server,
+    shoot,
     sign_in,
     wait_for,
     wait_text,
@@ -44,6 +45,7 @@ def test_enrol_sign_in_with_a_code_and_turn_off_on_the_page(server, browser):
     assert svg == drawn(uri)
     loaded = "return arguments[0].complete && arguments[0].naturalWidth"
     WebDriverWait(browser, 10).until(lambda b: b.execute_script(loaded, qr) > 0)
+    shoot(browser, "totp-setup")
 
     # A wrong code is said so and the secret stays pending; a right one shows ten codes.
     wrong = "000000" if totp.now() != "000000" else "111111"
@@ -57,6 +59,7 @@ def test_enrol_sign_in_with_a_code_and_turn_off_on_the_page(server, browser):
     wait_for(browser, "#recovery-codes")
     codes = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#recovery-codes li")]
     assert len(codes) == 10 and len(set(codes)) == 10, codes
+    shoot(browser, "totp-recovery-codes")
     browser.find_element(By.ID, "totp-done").click()
     wait_text(browser, "#totp-on", "10 recovery codes left")
     state = server.request("GET", "/api/users/me/2fa", None, auth)[1]
