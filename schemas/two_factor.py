@@ -17,6 +17,12 @@ class TotpEnrolmentSchema(Base):
         required=True,
         metadata={"description": "otpauth://totp/hubsvc:<user>?secret=…&issuer=hubsvc"},
     )
+    qrSvg = Str(
+        required=True,
+        metadata={
+            "description": "uri as a QR code: an SVG document (image/svg+xml), drawn by segno"
+        },
+    )
 
 
 class CodeSchema(Base):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import time
 
 import pyotp
+import segno
 
 from hubsvc.app import create_app
 from hubsvc.keys import STORE
@@ -24,6 +26,13 @@ from .test_ws import connect, next_of, nothing_for
 def code_of(secret: str, offset: int = 0) -> str:
     """The authenticator's code now (offset: steps later or earlier)."""
     return pyotp.TOTP(secret).at(time.time() + 30 * offset)
+
+
+def drawn(uri: str) -> str:
+    """segno's SVG document of uri, drawn here as the server is meant to."""
+    out = io.BytesIO()
+    segno.make(uri, error="m").save(out, kind="svg", xmldecl=False, scale=4)
+    return out.getvalue().decode()
 
 
 async def enrol(client, user) -> tuple[str, list[str]]:
@@ -74,6 +83,15 @@ async def test_enrol_and_sign_in_with_totp(client, alice):
     assert resp.status == 200
     # The session cookie came with it, as a sign-in's does.
     assert client.session.cookie_jar.filter_cookies(client.make_url("/"))
+
+
+async def test_enrolment_answers_the_uri_as_a_qr_code(client, alice):
+    resp = await client.post("/api/users/me/2fa/totp", headers=alice.headers)
+    body = await resp.json()
+    # segno's drawing of exactly this URI: what an authenticator app's camera reads.
+    assert body["qrSvg"] == drawn(body["uri"])
+    assert body["qrSvg"].startswith('<svg xmlns="http://www.w3.org/2000/svg"')
+    assert "<script" not in body["qrSvg"]
 
 
 async def second_step(client, challenge: str, code: str):

@@ -47,7 +47,7 @@ async def get_state(request: web.Request) -> web.Response:
 
 @routes.post(BASE + "/totp")
 @doc(
-    "Start TOTP enrolment: a new secret and its otpauth:// URI, shown this once",
+    "Start TOTP enrolment: a new secret, its otpauth:// URI and that URI's QR code, once",
     responses={201: TotpEnrolmentSchema},
     errors=(401, 403, 409),
     tag="users",

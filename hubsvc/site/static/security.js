@@ -1,6 +1,7 @@
-// The second step of a sign-in (a code or a passkey) and the passkeys' settings card.
+// The second step of a sign-in (a code or a passkey) and the second factors' settings page.
 import { api, get, post } from "./api.js";
 import { h, mount, timeEl } from "./dom.js";
+import { totpCard } from "./totp.js";
 import { registerPasskey, signInWithPasskey, supported } from "./webauthn.js";
 
 function problem(err) {
@@ -115,9 +116,10 @@ function passkeyRow(p, refresh) {
   return row;
 }
 
-// #/security: the signed-in user's passkeys, one more to add, each to remove.
+// #/security: the authenticator app on or off; the signed-in user's passkeys, one more to add, each to remove.
 export async function showSecurity(note = "") {
-  const list = (await get("/api/users/me/2fa/webauthn")).webauthn;
+  const state = await get("/api/users/me/2fa");
+  const list = state.webauthn;
   const message = h("p", { id: "security-message", class: "error", role: "alert" }, note);
   const name = h("input", { id: "passkey-name", name: "passkey-name", placeholder: "Passkey", maxlength: 100 });
   const add = h("button", { id: "add-passkey", type: "submit" }, "Add a passkey");
@@ -140,6 +142,7 @@ export async function showSecurity(note = "") {
     await showSecurity();
   });
   mount(
+    totpCard(state, () => showSecurity().catch(() => {})),
     h(
       "section",
       { class: "card", id: "security" },
