@@ -23,7 +23,7 @@ from schemas.issues import (
     PullWithCommentsSchema,
 )
 
-from ..errors import ApiError, BadRequest, Conflict, Forbidden, NotFound
+from ..errors import ApiError, BadRequest, Conflict, Forbidden, NotFound, Unprocessable
 from ..git.files import REPO_FILES
 from ..git.objects import RANGE_COMMITS, RANGE_FILES
 from ..git.ranges import TEXT_CHUNK
@@ -93,7 +93,12 @@ async def _head_repo(request: web.Request, base: dict, ref: dict | None) -> dict
         and ref["name"].lower() == base["name"].lower()
     ):
         return base
-    head = await load_repo(request, "read", owner=ref["owner"], name=ref["name"])
+    try:
+        head = await load_repo(request, "read", owner=ref["owner"], name=ref["name"])
+    except NotFound:
+        # The path's repository exists: a body naming one that doesn't (or that the caller
+        # may not read: the same words) is a bad field, as GitHub's 422, not a missing page.
+        raise Unprocessable("headRepository: no such repository") from None
     if head["parent_id"] != base["id"]:
         raise BadRequest("headRepository: must be a fork of this repository")
     if head["visibility"] == "private" and base["visibility"] == "public":
