@@ -229,6 +229,7 @@ class Config:
     """Validated settings, read as config.section['key']."""
 
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _site: tuple[tuple, SiteUrl] | None = field(default=None, repr=False, compare=False)
 
     def __getitem__(self, section: str) -> dict[str, Any]:
         return self.values[section]
@@ -241,11 +242,24 @@ class Config:
     def base_url(self) -> SiteUrl:
         """The public URL of the API, carrying web_url for the links it builds."""
         server, ssh = self.values["server"], self.values["ssh"]
-        base = server["base_url"] or f"http://{server['host']}:{server['port']}"
-        ssh_host = ssh["host"] or urlsplit(base).hostname or server["host"]
-        return SiteUrl(
-            base, server["web_url"], ssh_base(ssh_host, ssh["port"]) if ssh["port"] else ""
+        key = (
+            server["base_url"],
+            server["host"],
+            server["port"],
+            server["web_url"],
+            ssh["host"],
+            ssh["port"],
         )
+        # Read several times per request (every link of an answer): built once per
+        # setting, not with a URL parse each time (perf measure's repository GET).
+        if self._site is None or self._site[0] != key:
+            base = server["base_url"] or f"http://{server['host']}:{server['port']}"
+            ssh_host = ssh["host"] or urlsplit(base).hostname or server["host"]
+            site = SiteUrl(
+                base, server["web_url"], ssh_base(ssh_host, ssh["port"]) if ssh["port"] else ""
+            )
+            self._site = (key, site)
+        return self._site[1]
 
 
 def _coerce_env(raw: str, default: Any, name: str) -> Any:
