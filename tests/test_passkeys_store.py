@@ -7,7 +7,6 @@ here the challenges' single use, their binding and the counter's compare-and-set
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -17,6 +16,7 @@ from hubsvc.store import Store
 from hubsvc.store.passkeys import MAX_OPEN
 
 from .conftest import make_config
+from .test_two_factor import code_of
 
 
 async def _user(store: Store, name: str) -> int:
@@ -180,7 +180,7 @@ async def test_sign_in_endpoints_refuse_without_a_live_password_step(client):
     # A password step of an account with TOTP and no passkey: no options to give.
     resp = await client.post("/api/users/me/2fa/totp", headers=auth)
     secret = (await resp.json())["secret"]
-    code = pyotp.TOTP(secret).at(time.time() - 30)
+    code = code_of(secret, -1)
     resp = await client.post("/api/users/me/2fa/totp/confirm", json={"code": code}, headers=auth)
     assert resp.status == 200
     resp = await client.post("/auth/sign-in", json={"username": "alice", "password": "12345678"})
