@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextvars
 import json
 import logging
 import time as _time
@@ -13,8 +12,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
 from ..clients import client_ip
-
-request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+from ..requestid import request_id_var
 
 
 class RequestIdFilter(logging.Filter):
