@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from ..git.slots import held_slot
 from ..keys import CONFIG, STORE
 from ..metrics import git_operation
 from ..policy import Caps
+from ..requestid import request_id_var
 from ..services.push_policy import DEPLOYKEY, READ_ONLY_KEY, SSHKEY, Pusher
 from ..services.push_timing import PushClock
 from ..services.receiving import receiving
@@ -75,6 +77,9 @@ async def serve(
     touch: Callable[[], None],
 ) -> None:
     """Answer one session: git's commands run, everything else refused with a line."""
+    # An id per session, as HTTP gives one per request: its log lines, the push's hook
+    # decision and the hook deliveries of its events all carry it.
+    request_id_var.set(f"{random.getrandbits(64):016x}")
     try:
         status = await _serve(app, process, principal, client, touch)
     except Refusal as exc:

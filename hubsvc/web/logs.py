@@ -12,6 +12,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
 from ..clients import client_ip
+from ..keys import AUTH
 from ..requestid import request_id_var
 
 
@@ -84,6 +85,21 @@ def _client(request: web.BaseRequest) -> str | None:
         return request.remote
 
 
+def _who_and_route(request: web.BaseRequest) -> tuple[str | None, str | None]:
+    """The signed-in user's name and the route template a request matched (None: none)."""
+    if not isinstance(request, web.Request):
+        return None, None
+    identity = request.get(AUTH)
+    try:
+        resource = request.match_info.route.resource
+    except (AttributeError, AssertionError):  # refused before routing
+        resource = None
+    return (
+        identity.user.get("username") if identity is not None else None,
+        resource.canonical if resource is not None else None,
+    )
+
+
 class AccessLogger(AbstractAccessLogger):
     """One line per request; the query string is left out because it may carry a token."""
 
@@ -100,6 +116,9 @@ class AccessLogger(AbstractAccessLogger):
             "request_id": response.headers.get("X-Request-Id", "-"),
         }
         if self.json_lines:
+            # What an operator searches by: who, and the route (one value per endpoint,
+            # where the path holds names and numbers).
+            entry["user"], entry["route"] = _who_and_route(request)
             self.logger.info("%(method)s %(path)s %(status)s", entry, extra={"fields": entry})
             return
         # The same %-format the LogRecord path uses, applied at once.
