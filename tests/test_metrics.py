@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
+import time
 import urllib.error
 import urllib.request
 
 import aiohttp
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from .server import ServerProcess, free_port, seed_owner
@@ -186,9 +189,67 @@ def test_metrics_after_real_traffic_and_refused_without_the_secret(tmp_path):
         assert server.stop() == 0
 
 
-def test_without_a_token_metrics_is_not_on_the_api_port(tmp_path):
+async def test_without_a_token_metrics_is_not_on_the_api_port(client, alice):
     """No [metrics] token (the default): 404 on the API's port, whoever asks."""
-    with ServerProcess(tmp_path / "data") as server:
+    for who in ({}, alice.headers, {"Authorization": "Bearer "}):
+        resp = await client.get("/metrics", headers=who)
+        assert resp.status == 404, await resp.text()
+        assert (await resp.json()) == {"error": "not found"}
+
+
+def test_postgres_and_redis_link_state_lag_and_pool(tmp_path, postgres_url):
+    """On PostgreSQL with a Redis of the test's own: the pool, the consumers' lag, and
+    hubsvc_redis_up turning 0 once that Redis is stopped (the process keeps answering)."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs redis-server on PATH for a Redis the test may stop")
+    redis_port = free_port()
+    redis = subprocess.Popen(
+        ["redis-server", "--port", str(redis_port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    server = None
+    try:
+        import redis as redis_client
+
+        link = redis_client.Redis(port=redis_port)
+        for _ in range(100):
+            try:
+                link.ping()
+                break
+            except redis_client.ConnectionError:
+                time.sleep(0.05)
+        link.close()
+        server = ServerProcess(
+            tmp_path / "data",
+            {
+                "metrics": {"token": SECRET},
+                "database": {"url": postgres_url, "pool_size": 4},
+                "redis": {"url": f"redis://127.0.0.1:{redis_port}/0"},
+            },
+        ).start()
         headers, _ = seed_owner(server)
-        for who in ({}, headers, {"Authorization": "Bearer "}):
-            assert fetch(server.url + "/metrics", who)[0] == 404
+        status, _ = server.request(
+            "POST", "/api/repositories/owner/proj/issues", {"title": "t"}, headers
+        )
+        assert status == 201
+        up = scrape(server.url + "/metrics")
+        assert value(up, "hubsvc_redis_up", "hubsvc_redis_up") == 1
+        assert value(up, "hubsvc_db_connections_max", "hubsvc_db_connections_max") == 4
+        assert value(up, "hubsvc_db_connections_in_use", "hubsvc_db_connections_in_use") >= 0
+        assert value(up, "hubsvc_event_log_head", "hubsvc_event_log_head") >= 1
+        consumers = {s.labels["consumer"] for s in up["hubsvc_consumer_lag_events"]}
+        assert {"email-notify", "chat-notify", "pull-sync", "hooks"} <= consumers
+        transactions = "hubsvc_db_transaction_duration_seconds"
+        assert value(up, transactions, transactions + "_count", kind="write") > 0
+        redis.terminate()
+        redis.wait(10)
+        down = scrape(server.url + "/metrics")
+        assert value(down, "hubsvc_redis_up", "hubsvc_redis_up") == 0
+        assert value(down, "hubsvc_database_up", "hubsvc_database_up") == 1
+    finally:
+        if server is not None:
+            server.stop()
+        if redis.poll() is None:
+            redis.kill()
+            redis.wait(10)
