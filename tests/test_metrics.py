@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -16,7 +17,10 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from .server import ServerProcess, free_port, seed_owner
+from hubsvc.app import create_app
+
+from .conftest import make_config
+from .server import ROOT, ServerProcess, free_port, seed_owner
 
 SECRET = "metrics-secret-0123456789"
 GIT_ENV = {
@@ -253,3 +257,50 @@ def test_postgres_and_redis_link_state_lag_and_pool(tmp_path, postgres_url):
         if redis.poll() is None:
             redis.kill()
             redis.wait(10)
+
+
+def promtool() -> str:
+    """promtool (Debian's prometheus package): a skip in one line, a failure under .ci/run."""
+    found = shutil.which("promtool")
+    if found is None:
+        if os.environ.get("HUBSVC_TEST_PROMTOOL"):
+            pytest.fail("HUBSVC_TEST_PROMTOOL is set but promtool is not on PATH")
+        pytest.skip("needs promtool (apt-get install prometheus)")
+    return found
+
+
+def test_readme_scrape_config_and_alerts_pass_promtool(tmp_path):
+    """README's scrape config and alert rules as Prometheus reads them; the alerts fire on
+    series that should fire them (tests/promtool/alerts_test.yml)."""
+    tool = promtool()
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("\n## Operating\n") : readme.index("\n## The API at a glance\n")]
+    config, rules = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    token = tmp_path / "token"
+    token.write_text(SECRET)
+    (tmp_path / "prometheus.yml").write_text(
+        config.replace("/etc/prometheus/hubsvc-metrics-token", str(token))
+    )
+    (tmp_path / "rules.yml").write_text(rules)
+    shutil.copy(ROOT / "tests" / "promtool" / "alerts_test.yml", tmp_path / "alerts_test.yml")
+    for args in (
+        ["check", "config", "prometheus.yml"],
+        ["check", "rules", "rules.yml"],
+        ["test", "rules", "alerts_test.yml"],
+    ):
+        done = subprocess.run([tool, *args], cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+
+
+async def test_the_exposition_passes_promtool_lint(tmp_path, aiohttp_client):
+    """What /metrics answers follows Prometheus's naming rules (promtool check metrics)."""
+    tool = promtool()
+    app = create_app(make_config(tmp_path, metrics__token=SECRET))
+    client = await aiohttp_client(app)
+    await client.get("/api/users/nobody")
+    resp = await client.get("/metrics", headers={"Authorization": f"Bearer {SECRET}"})
+    assert resp.status == 200
+    text = await resp.text()
+    assert "hubsvc_http_request_duration_seconds_bucket" in text
+    done = subprocess.run([tool, "check", "metrics"], input=text, capture_output=True, text=True)
+    assert done.returncode == 0 and not done.stdout.strip(), (done.stdout, done.stderr)
