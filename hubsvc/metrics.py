@@ -3,13 +3,14 @@
 One registry per process (not prometheus-client's global one): every layer below the
 API counts into it, and `GET /metrics` adds what is read at scrape time (the event
 log, the queues, the pool, the lease; api/metrics.py). Counting stays cheap on the hot
-paths: label children are looked up once and kept, and the WebSocket fan-out counts
-into a plain integer read at scrape time.
+paths: requests and WebSocket messages count into plain Python numbers (the event
+loop's one thread), turned into metric families at scrape time.
 """
 
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,8 +23,9 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
 )
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 # No *_created series beside every counter and histogram: they double the output and
 # Prometheus's rate() needs none of them.
@@ -34,14 +36,6 @@ ProcessCollector(registry=REGISTRY)
 PlatformCollector(registry=REGISTRY)
 GCCollector(registry=REGISTRY)
 
-HTTP_SECONDS = Histogram(
-    "hubsvc_http_request_duration_seconds",
-    "Requests by method, route template (never the raw path) and status: its _count is "
-    "the request count; a WebSocket's lasts as long as the socket (status 101)",
-    ("method", "route", "status"),
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0),
-    registry=REGISTRY,
-)
 GIT_OPERATIONS = Counter(
     "hubsvc_git_operations_total",
     "git operations run by service (git-upload-pack, git-receive-pack, git-upload-archive), "
@@ -98,18 +92,57 @@ class _Tallies(Collector):
 REGISTRY.register(_Tallies())
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-_children: dict[tuple[str, str, int], Any] = {}
+HTTP_BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0)
+_LE = [floatToGoString(b) for b in HTTP_BOUNDS] + ["+Inf"]
 
 
-def observe_request(method: str, route: str, status: int, seconds: float) -> None:
-    """Count one answered request (a child per label set, kept: labels() costs more)."""
-    key = (method, route, status)
-    child = _children.get(key)
-    if child is None:
-        if method not in _METHODS:
-            method = "other"  # any token is a method to HTTP: no label per made-up one
-        child = _children[key] = HTTP_SECONDS.labels(method, route, str(status))
-    child.observe(seconds)
+class _Series:
+    __slots__ = ("counts", "total")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(HTTP_BOUNDS) + 1)  # per bucket, not yet cumulative
+        self.total = 0.0
+
+
+class _Requests(Collector):
+    """The request histogram, kept as plain lists by the event loop's one thread.
+
+    Every request passes here: prometheus-client's Histogram takes a lock per bucket
+    and per sum (3.4 µs a request measured here), these two increments well under one.
+    """
+
+    def __init__(self) -> None:
+        self.series: dict[tuple[str, str, int], _Series] = {}
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        key = (method, route, status)
+        series = self.series.get(key)
+        if series is None:
+            if method not in _METHODS:
+                key = ("other", route, status)  # any token is a method: no series per one
+            series = self.series.get(key) or self.series.setdefault(key, _Series())
+        series.counts[bisect_left(HTTP_BOUNDS, seconds)] += 1
+        series.total += seconds
+
+    def collect(self) -> Iterable[Any]:
+        family = HistogramMetricFamily(
+            "hubsvc_http_request_duration_seconds",
+            "Requests by method, route template (never the raw path) and status: its "
+            "_count is the request count; a WebSocket's lasts as long as the socket (101)",
+            labels=["method", "route", "status"],
+        )
+        for (method, route, status), series in sorted(self.series.items()):
+            buckets, seen = [], 0
+            for le, count in zip(_LE, series.counts, strict=True):
+                seen += count
+                buckets.append((le, seen))
+            family.add_metric([method, route, str(status)], buckets, series.total)
+        yield family
+
+
+REQUESTS = _Requests()
+REGISTRY.register(REQUESTS)
+observe_request = REQUESTS.observe  # (method, route template, status, seconds)
 
 
 def git_operation(
