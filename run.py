@@ -49,13 +49,16 @@ def main(argv: list[str] | None = None) -> int:
                 "storage.data_dir": args.data_dir,
             },
         )
-        setup_logging(json_lines=config["server"]["access_log_json"])
+        setup_logging(json_lines=config.json_logs)
         # Checked before anything is said or migrated: a busy port was a traceback
         # after "listening" (and after the database had been opened).
         check_listen(config["server"]["host"], config["server"]["port"])
         ssh = config["ssh"]
         if ssh["port"] and not ssh["reuse_port"]:
             check_listen(config["server"]["host"], ssh["port"], "[ssh] port; 0 turns SSH off")
+        metrics = config["metrics"]
+        if metrics["port"]:
+            check_listen(metrics["host"], metrics["port"], "[metrics] port; 0: no listener")
         check_data_dir(config.data_dir)
         claim_data_dir(config.data_dir, several=bool(config["redis"]["url"]))
         claim_database(config["database"]["url"], several=bool(config["redis"]["url"]))
@@ -85,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             host=server["host"],
             port=server["port"],
             print=listening,
-            access_log_class=JsonAccessLogger if server["access_log_json"] else AccessLogger,
+            access_log_class=JsonAccessLogger if config.json_logs else AccessLogger,
             shutdown_timeout=10,
             loop=loop,
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import re
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,6 +28,7 @@ from .api import git as git_api
 from .api import hooks as hooks_api
 from .api import issues as issues_api
 from .api import meta as meta_api
+from .api import metrics as metrics_api
 from .api import orgs as orgs_api
 from .api import passkeys as passkeys_api
 from .api import protection as protection_api
@@ -51,6 +51,7 @@ from .git.files import REPO_FILES, RepoFiles
 from .git.hook_socket import HOOK_SOCKET, HookSocket
 from .git.slots import make_slots
 from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
+from .metrics import observe_request
 from .notify.chat_dm import CHAT_NOTICES, Doorbell, chat_dm_ctx, wake_polls
 from .notify.email import email_ctx
 from .notify.hub import HUB, Hub, close_sockets, hub_ctx
@@ -58,6 +59,8 @@ from .notify.leader import LEADER, Job, Leader
 from .notify.mail import MAILER, Mailer, mail_ctx
 from .notify.webhook import HOOKS, WEBHOOK, HookWorkers, WebhookSender, hooks_ctx, webhook_ctx
 from .policy import action_of
+from .requestid import request_id_var
+from .requestid import valid as valid_request_id
 from .services.crossing import cluster_ctx, join_cluster
 from .services.maintenance import maintenance_ctx
 from .services.pulls import MERGE_LOCKS, pull_sync_ctx
@@ -78,7 +81,6 @@ from .web.auth import (
 )
 from .web.deadlines import body_deadline
 from .web.errors import error_middleware
-from .web.logs import request_id_var
 from .web.ratelimit import (
     GIT_LIMITER,
     LIMITER,
@@ -89,33 +91,50 @@ from .web.ratelimit import (
 )
 
 log = logging.getLogger("hubsvc")
-_REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
 @web.middleware
 async def request_context(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Give every request an id, kept for the logs and sent back as X-Request-Id."""
+    """Give every request an id (logs, X-Request-Id) and count it in the metrics."""
     incoming = request.headers.get("X-Request-Id", "")
     # An id only has to tell requests apart, not be unguessable: getrandbits costs a
     # fraction of uuid4's os.urandom system call, which showed in the profile.
-    rid = (
-        incoming
-        if incoming and _REQUEST_ID_RE.match(incoming)
-        else f"{random.getrandbits(64):016x}"
-    )
+    rid = incoming if valid_request_id(incoming) else f"{random.getrandbits(64):016x}"
     request[REQUEST_ID] = rid
     request_id_var.set(rid)
     paced_seconds.set(0.0)  # a keep-alive connection's requests share one task's context
-    if request.path == "/health" and _bare_probe(request):
-        # A monitor's poll carries nothing the later middlewares act on (no credentials,
-        # cookie or body, and /health is never rate limited): the handler answers alone,
-        # which the profile showed saves about a tenth of its time. Should it fail, the
-        # whole chain answers again, for the one error middleware's answer.
-        try:
-            return await meta_api.health(request)
-        except Exception:
-            return await handler(request)
-    return await handler(request)
+    started = time.perf_counter()
+    status = 500
+    try:
+        if request.path == "/health" and _bare_probe(request):
+            # A monitor's poll carries nothing the later middlewares act on (no
+            # credentials, cookie or body, and /health is never rate limited): the handler
+            # answers alone, which the profile showed saves about a tenth of its time.
+            # Should it fail, the whole chain answers again, for the one error
+            # middleware's answer.
+            try:
+                response = await meta_api.health(request)
+            except Exception:
+                response = await handler(request)
+        else:
+            response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:  # an answer raised past the error middleware
+        status = exc.status
+        raise
+    except asyncio.CancelledError:
+        status = 499  # the client hung up (as nginx logs it)
+        raise
+    finally:
+        # By route template, never the raw path: one series per route, not per URL.
+        resource = request.match_info.route.resource
+        observe_request(
+            request.method,
+            resource.canonical if resource is not None else "unmatched",
+            status,
+            time.perf_counter() - started,
+        )
 
 
 def _bare_probe(request: web.Request) -> bool:
@@ -337,6 +356,7 @@ def create_app(config: Config) -> web.Application:
     app[MAILER] = Mailer(app)
     app[HUB] = Hub(app)
     app[CHAT_NOTICES] = Doorbell()
+    app[metrics_api.METRICS] = metrics_api.AppCollector(app)
     make_slots(app)
     limits = config["rate_limit"]
     if limits["enabled"]:
@@ -369,6 +389,7 @@ def create_app(config: Config) -> web.Application:
             hub_ctx,
             push_journal_ctx,
             maintenance_ctx,
+            metrics_api.metrics_ctx,
             _leader_ctx,
             # Stops first: its sessions end before the jobs they started are drained.
             ssh_ctx,
@@ -379,6 +400,7 @@ def create_app(config: Config) -> web.Application:
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
     for module in (
         meta_api,
+        metrics_api,
         docs_api,
         events_api,
         auth_api,

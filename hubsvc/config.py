@@ -96,6 +96,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "reuse_port": False,
     },
     "events": {"retention_days": 30},
+    # GET /metrics (Prometheus): on its own listener (port 0: none) and/or on the API's
+    # port with `Authorization: Bearer <token>` (token "": not there, 404 to everyone).
+    "metrics": {"host": "127.0.0.1", "port": 0, "token": ""},
+    # "text" (today's lines) or "json": one object per line, access lines with the route.
+    "log": {"format": "text"},
     "cors": {"origins": []},
     "limits": {"avatar_bytes": 1048576, "push_bytes": 1073741824, "json_depth": 64},
     # The companion chat bot (python run.py bot); the service itself reads none of it.
@@ -188,6 +193,15 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("webhooks", "disable_after_hours"): (lambda v: v > 0, "must be a positive number"),
     ("websocket", "max_per_ip"): (_positive, "must be a positive integer"),
     ("events", "retention_days"): (_positive, "must be a positive integer"),
+    ("metrics", "port"): (
+        lambda v: 0 <= v <= 65535,
+        "must be an integer from 0 (no listener of its own) to 65535",
+    ),
+    ("metrics", "token"): (
+        lambda v: v == "" or len(v) >= 16,
+        "must be empty (not on the API's port) or at least 16 characters",
+    ),
+    ("log", "format"): (lambda v: v in ("text", "json"), 'must be "text" or "json"'),
     ("database", "read_timeout_ms"): (_positive, "must be a positive integer"),
     ("database", "url"): (
         lambda v: v == "" or v.startswith(("postgresql://", "postgres://")),
@@ -237,6 +251,11 @@ class Config:
     @property
     def data_dir(self) -> Path:
         return Path(self.values["storage"]["data_dir"])
+
+    @property
+    def json_logs(self) -> bool:
+        """Log lines as JSON objects: [log] format = "json" (or the older access_log_json)."""
+        return self.values["log"]["format"] == "json" or self.values["server"]["access_log_json"]
 
     @property
     def base_url(self) -> SiteUrl:

@@ -57,6 +57,8 @@ ACTIONS: dict[str, str | None] = {
     "chat.verify": "user:write",
     "chat.unlink": "user:write",  # by the bot key or the linked user (the handler checks)
     "admin": "admin",
+    # GET /metrics: the [metrics] token only, never a user's credential (web.auth).
+    "metrics": None,
 }
 AREAS = ("repo", "issues", "statuses", "org", "user")
 SCOPES = tuple(f"{area}:{level}" for area in AREAS for level in ("read", "write")) + ("admin",)
@@ -94,6 +96,10 @@ PERSON_ONLY_REFUSAL = (
     "not a personal access token, a git password or the bot key"
 )
 CREATES = frozenset({"repo.create", "repo.fork"})
+# Actions no user's credential takes: their own secret, checked before any credential is
+# read (web.auth), opens them; to everyone else they do not exist.
+SECRET_ONLY = frozenset({"metrics"})
+NOT_FOUND = "not found"
 # What reading an event of each type needs (feed, search, sockets, replay).
 EVENT_ACTIONS = {
     "issue": "issues.read",
@@ -156,6 +162,8 @@ def _scope_word(caps: Caps) -> str:
 def decide_action(caps: Caps | None, action: str, *, is_admin: bool = False) -> Decision:
     """May a credential take this action at all, before any resource is looked at."""
     scope = ACTIONS[action]
+    if action in SECRET_ONLY:
+        return Decision(False, 404, NOT_FOUND)
     if action == "admin" and not is_admin:
         return Decision(False, 403, "administrator only")
     if caps is None:
@@ -248,13 +256,19 @@ def table(routes: list[tuple[str, str, str]]) -> str:
         if action not in by_action:
             continue
         scope = ACTIONS[action]
-        pat = "never" if action in PERSON_ONLY else (f"`{scope}`" if scope else "nothing")
+        pat = (
+            "never"
+            if action in PERSON_ONLY | SECRET_ONLY
+            else (f"`{scope}`" if scope else "nothing")
+        )
         if action in CREATES:
             pat += ", and no repository list"
         cells = [f"`{action}`", pat]
         for kind, _ in _KIND_LABELS:
             if action == "bot.key":
                 cells.append("only with `X-Chat-Bot-Key`")
+            elif action in SECRET_ONLY:
+                cells.append("no (only `[metrics] token`)")
             else:
                 allowed = decide_action(Caps(kind), action, is_admin=True).ok
                 cells.append(

@@ -23,6 +23,8 @@ FLOORS: list[tuple[int, tuple[str, ...]]] = [
             "hubsvc.tasks",
             "hubsvc.clients",
             "hubsvc.cluster",
+            "hubsvc.metrics",
+            "hubsvc.requestid",
         ),
     ),
     (1, ("hubsvc.events", "hubsvc.git")),

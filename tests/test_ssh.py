@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from .server import ServerProcess, free_port, several, stop_all
+from .test_metrics import SECRET as METRICS_SECRET
+from .test_metrics import scrape, value
 
 
 @pytest.fixture(autouse=True)
@@ -135,7 +137,7 @@ def open_site(root: Path, settings: dict | None = None) -> Iterator[Site]:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Iterator[Site]:
-    with open_site(tmp_path_factory.mktemp("ssh")) as built:
+    with open_site(tmp_path_factory.mktemp("ssh"), {"metrics": {"token": METRICS_SECRET}}) as built:
         yield built
 
 
@@ -254,6 +256,30 @@ def test_clone_and_push_public_and_private_over_both_url_forms(site, tmp_path):
     again = site.git(key, "clone", "-q", site.url("alice", "priv"), str(tmp_path / "again"))
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "again" / ".git").is_dir()
+
+
+def test_git_over_ssh_is_counted_in_the_metrics(site, tmp_path):
+    """Each of git's three commands over SSH: counted by service, with bytes and duration."""
+    key, _ = add_key(site, "alice", "alice-metrics")
+    before = scrape(site.server.url + "/metrics")
+    work = tmp_path / "pub"
+    assert site.git(key, "clone", "-q", site.url("alice", "pub"), str(work)).returncode == 0
+    assert commit_and_push(site, key, work, "counted").returncode == 0
+    archive = site.git(
+        key, "archive", "--format=tar", f"--remote={site.url('alice', 'pub')}", "main", cwd=work
+    )
+    assert archive.returncode == 0, archive.stderr
+    after = scrape(site.server.url + "/metrics")
+    ops, moved = "hubsvc_git_operations", "hubsvc_git_bytes"
+    for service in ("git-upload-pack", "git-receive-pack", "git-upload-archive"):
+        labels = {"service": service, "transport": "ssh"}
+        grew = value(after, ops, ops + "_total", outcome="ok", **labels)
+        assert grew == value(before, ops, ops + "_total", outcome="ok", **labels) + 1, service
+        for direction in ("received", "sent"):
+            sent = value(after, moved, moved + "_total", direction=direction, **labels)
+            assert sent > value(before, moved, moved + "_total", direction=direction, **labels)
+        duration = "hubsvc_git_operation_duration_seconds"
+        assert value(after, duration, duration + "_count", **labels) >= 1
 
 
 def test_a_strangers_key_is_refused(site, tmp_path):

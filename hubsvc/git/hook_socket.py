@@ -23,6 +23,8 @@ from pathlib import Path
 
 from aiohttp import web
 
+from .. import requestid
+
 log = logging.getLogger("hubsvc.git.hooks")
 
 RefUpdate = tuple[str, str, str]  # (old, new, ref), as git hands them to its hooks
@@ -113,6 +115,9 @@ class HookSocket:
         if decide is None:
             return ["hubsvc: this push is not known to the server"]
         env = dict(line.partition("=")[::2] for line in variables)
+        rid = env.pop(requestid.ENV, "")
+        if requestid.valid(rid):
+            requestid.request_id_var.set(rid)  # this answer's task: its lines name the push
         updates = []
         for line in filter(None, body.splitlines()):  # none: the start-up trial
             old, _, rest = line.partition(" ")
@@ -120,7 +125,15 @@ class HookSocket:
             if not (_is_oid(old) and _is_oid(new) and ref):
                 return ["hubsvc: malformed ref update from the hook"]
             updates.append((old, new, ref))
-        return await decide(updates, env)
+        problems = await decide(updates, env)
+        if updates:  # not the start-up trial
+            log.info(
+                "pre-receive: %s ref update(s) %s%s",
+                len(updates),
+                "refused: " if problems else "accepted",
+                "; ".join(problems)[:500],
+            )
+        return problems
 
     async def trial(self, hooks: Path) -> None:
         """Run the pre-receive hook as git would, with no update: it must reach this socket.

@@ -7,8 +7,8 @@ the pusher as `remote: …`. Exit 0 lets the push on, 1 refuses it whole; no ans
 refuses it too. It imports only what starts fast (`_socket`, not `socket` and its
 enums, no json: 11 ms against 27 here), since every push waits for it.
 
-The question, in lines: the secret, then NAME=value of the quarantine's variables, an
-empty line, then git's "old new ref" lines. The answer: "ok" or "refused", then the
+The question, in lines: the secret, then NAME=value of the quarantine's variables and
+of the push's request id, an empty line, then git's "old new ref" lines. The answer: "ok" or "refused", then the
 lines to print.
 """
 
@@ -19,6 +19,9 @@ import sys
 # Where receive-pack keeps the pushed objects until the hook says yes: the server reads
 # them there (a force-push check needs the new commits).
 QUARANTINE = ("GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_QUARANTINE_PATH")
+# The id of the request that runs the push (requestid.ENV): the server's lines about its
+# decision carry it, whichever task answers the socket.
+REQUEST_ID = "HUBSVC_REQUEST_ID"
 
 
 def main() -> int:
@@ -28,7 +31,9 @@ def main() -> int:
     if not path or not secret:
         print("hubsvc: this push did not come through the server: refused")
         return 1
-    env = "".join(f"{name}={os.environ[name]}\n" for name in QUARANTINE if name in os.environ)
+    env = "".join(
+        f"{name}={os.environ[name]}\n" for name in (*QUARANTINE, REQUEST_ID) if name in os.environ
+    )
     question = f"{secret}\n{env}\n".encode() + sys.stdin.buffer.read()
     chunks = []
     try:

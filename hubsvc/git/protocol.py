@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import re
+import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 from aiohttp import web
 
 from ..errors import ApiError, BadRequest, BodyTimeout, PayloadTooLarge
+from ..metrics import git_operation
 from . import pipes
 from .pktline import Framer, error_packet, pkt_line
 
@@ -162,11 +164,25 @@ async def stream_blob(
     return resp
 
 
+class Moved:
+    """Bytes of one git operation, each way (metrics)."""
+
+    __slots__ = ("received", "sent")
+
+    def __init__(self) -> None:
+        self.received = self.sent = 0
+
+
 async def _pump(
-    stdout: asyncio.StreamReader, resp: web.StreamResponse, framer: Framer | None = None
+    stdout: asyncio.StreamReader,
+    resp: web.StreamResponse,
+    framer: Framer | None = None,
+    moved: Moved | None = None,
 ) -> None:
     while chunk := await stdout.read(CHUNK):
         await resp.write(chunk)
+        if moved is not None:
+            moved.sent += len(chunk)
         if framer is not None:
             framer.feed(chunk)
 
@@ -217,6 +233,7 @@ async def _feed(
     stdin: asyncio.StreamWriter,
     limit: int | None,
     head: bytearray | None = None,
+    moved: Moved | None = None,
 ) -> int:
     """Copy the request body into the process, counting bytes against the limit."""
     total = 0
@@ -225,6 +242,8 @@ async def _feed(
             if head is not None and len(head) < HEAD_KEPT:
                 head += chunk[: HEAD_KEPT - len(head)]  # where the client names its capabilities
             total += len(chunk)
+            if moved is not None:
+                moved.received += len(chunk)
             if limit is not None and total > limit:
                 raise _too_large(limit)
             stdin.write(chunk)
@@ -249,6 +268,29 @@ async def serve_rpc(
     env: dict[str, str] | None = None,
     timeout: float | None = None,
     mark: Callable[[str], None] | None = None,
+) -> tuple[web.StreamResponse, int]:
+    """_serve_rpc, counted in the git metrics (service, bytes each way, duration)."""
+    started, moved, code = time.monotonic(), Moved(), -1
+    try:
+        resp, code = await _serve_rpc(
+            request, service, path, limit, before_eof, hooks, env, timeout, mark, moved
+        )
+        return resp, code
+    finally:
+        git_operation(service, "http", started, moved.received, moved.sent, code == 0)
+
+
+async def _serve_rpc(
+    request: web.Request,
+    service: str,
+    path: Path,
+    limit: int | None,
+    before_eof: Callable[[], Awaitable[None]] | None,
+    hooks: Path | None,
+    env: dict[str, str] | None,
+    timeout: float | None,
+    mark: Callable[[str], None] | None,
+    moved: Moved,
 ) -> tuple[web.StreamResponse, int]:
     """POST git-upload-pack / git-receive-pack: stream body in and answer out.
 
@@ -277,7 +319,7 @@ async def serve_rpc(
     )
     assert proc.stdout is not None and proc.stdin is not None  # both are PIPEs
     head, framer = bytearray(), Framer()
-    feeder = asyncio.ensure_future(_feed(request, proc.stdin, limit, head))
+    feeder = asyncio.ensure_future(_feed(request, proc.stdin, limit, head, moved))
     if mark is not None:
         mark("spawn")
         feeder.add_done_callback(lambda _: mark("body"))
@@ -300,8 +342,9 @@ async def serve_rpc(
             await resp.prepare(request)
             if first:
                 await resp.write(first)
+                moved.sent += len(first)
                 framer.feed(first)
-                await _pump(proc.stdout, resp, framer)
+                await _pump(proc.stdout, resp, framer, moved)
             await feeder
             code, last_error = await _finish(proc, service)
             if mark is not None:

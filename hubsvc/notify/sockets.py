@@ -8,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ..metrics import WS_MESSAGES
 from ..policy import Caps
 
 # Messages a client may have waiting before it counts as fallen behind and is dropped.
@@ -117,6 +118,8 @@ class Client:
         `frame` is the message's whole frame, `text` its text (None for a control frame,
         written as is even on a compressed socket).
         """
+        if text is not None:
+            WS_MESSAGES.n += 1  # a message, not a control frame
         backlog = self.backlog
         item: bytes | str = text if self.compress and text is not None else frame
         if backlog is not None:

@@ -20,6 +20,8 @@ from aiohttp import web
 from .. import __version__
 from ..events.shape import Event
 from ..keys import BUS, CONFIG, STORE
+from ..requestid import current as current_request_id
+from ..requestid import request_id_var
 from ..store.leases import LeaseLost
 from ..store.queue import backoff
 from .leader import LEADER, LEASE, Job
@@ -481,7 +483,16 @@ class HookWorkers:
         }
         if hook["secret"]:
             headers["X-Hub-Signature-256"] = sign(hook["secret"], body)
-        attempt = await post(self.session, hook["url"], body, headers, self.timeout, self.rules)
+        rid = row.get("request_id")
+        if rid:
+            # The request that made the event (a push on any process): the receiver and
+            # this process's log lines of the attempt name it, so one push can be followed.
+            headers["X-Hubsvc-Request-Id"] = rid
+        said = request_id_var.set(rid or request_id_var.get())
+        try:
+            attempt = await post(self.session, hook["url"], body, headers, self.timeout, self.rules)
+        finally:
+            request_id_var.reset(said)
         outcome, retry_at, error = judge(
             attempt, row["attempts"] + 1, self.base_delay, self.max_delay
         )
@@ -499,7 +510,10 @@ class HookWorkers:
         """Send a ping now and record it as a delivery of the hook."""
         store, holder = self.app[STORE].hooks, self.app[LEADER].holder
         row = await store.add_ping(
-            hook["id"], json.dumps(render(None, hook["format"], self.app[CONFIG].base_url)), holder
+            hook["id"],
+            json.dumps(render(None, hook["format"], self.app[CONFIG].base_url)),
+            holder,
+            current_request_id(),
         )
         result = await self.send(hook, row)
         if result["outcome"] == "pending":

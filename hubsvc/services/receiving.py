@@ -20,6 +20,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from .. import requestid
 from ..git.files import REPO_FILES
 from ..git.hook_socket import HOOK_SOCKET
 from ..git.push_hooks import parse_push_counts, parse_ref_updates, quarantined_is_ancestor
@@ -108,6 +109,9 @@ async def receiving(
         "HUBSVC_PUSH_COUNTS": str(counts_file),
         "HUBSVC_MAX_OBJECT_BYTES": str(app[CONFIG]["git"]["max_object_bytes"]),
     }
+    rid = requestid.current()
+    if rid is not None:  # the pre-receive hook hands it back with its question
+        env[requestid.ENV] = rid
     path = files.path(repo["id"])
 
     async def decide(updates: list[tuple[str, str, str]], quarantine: dict[str, str]) -> list[str]:

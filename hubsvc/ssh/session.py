@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -14,10 +16,12 @@ from aiohttp import web
 from ..errors import ApiError, Forbidden, NotFound, Unavailable
 from ..git import pipes
 from ..git.files import REPO_FILES
-from ..git.protocol import git_command, git_env
+from ..git.protocol import Moved, git_command, git_env
 from ..git.slots import held_slot
 from ..keys import CONFIG, STORE
+from ..metrics import git_operation
 from ..policy import Caps
+from ..requestid import request_id_var
 from ..services.push_policy import DEPLOYKEY, READ_ONLY_KEY, SSHKEY, Pusher
 from ..services.push_timing import PushClock
 from ..services.receiving import receiving
@@ -73,6 +77,9 @@ async def serve(
     touch: Callable[[], None],
 ) -> None:
     """Answer one session: git's commands run, everything else refused with a line."""
+    # An id per session, as HTTP gives one per request: its log lines, the push's hook
+    # decision and the hook deliveries of its events all carry it.
+    request_id_var.set(f"{random.getrandbits(64):016x}")
     try:
         status = await _serve(app, process, principal, client, touch)
     except Refusal as exc:
@@ -114,16 +121,21 @@ async def _serve(
         allowed, _, _ = await limiter.spend(bucket)
         if not allowed:
             raise Refusal("ERROR: too many git operations, try again in a minute")
+    started, moved, code = time.monotonic(), Moved(), -1
     try:
         with held_slot(app, client):
             if command.service != "git-receive-pack":
                 cmd = git_command(
                     command.service, app[REPO_FILES].path(repo["id"]), stateless=False
                 )
-                return await _run(app, process, cmd, {}, None, touch)
-            return await _push(app, process, principal, repo, touch)
+                code = await _run(app, process, cmd, {}, None, touch, moved)
+            else:
+                code = await _push(app, process, principal, repo, touch, moved)
+            return code
     except Unavailable as exc:
         raise Refusal(f"ERROR: {exc}") from None
+    finally:
+        git_operation(command.service, "ssh", started, moved.received, moved.sent, code == 0)
 
 
 async def _repository(app: web.Application, principal: Principal, command: Command) -> dict:
@@ -153,6 +165,7 @@ async def _push(
     principal: Principal,
     repo: dict,
     touch: Callable[[], None],
+    moved: Moved,
 ) -> int:
     """git receive-pack under the push's bookkeeping, as smart HTTP runs it."""
     clock = PushClock()
@@ -163,7 +176,7 @@ async def _push(
     ):
         cmd = git_command("git-receive-pack", push.path, hooks=push.hooks, stateless=False)
         limit = app[CONFIG]["limits"]["push_bytes"]
-        code = await _run(app, process, cmd, push.env, limit, touch)
+        code = await _run(app, process, cmd, push.env, limit, touch, moved)
         # Recorded before the channel closes: git on the client returns only then.
         await push.record()
         return code
@@ -176,13 +189,14 @@ async def _run(
     extra: dict[str, str],
     limit: int | None,
     touch: Callable[[], None],
+    moved: Moved,
 ) -> int:
     """git with the channel as its stdin, stdout and stderr; killed at the timeout or limit."""
     protocol = str((process.env or {}).get("GIT_PROTOCOL", ""))
     proc = await pipes.start(cmd, git_env(protocol, extra), stdin=True)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     timeout = app[CONFIG]["git"]["timeout_seconds"]
-    feeder = asyncio.ensure_future(_feed(process, proc.stdin, limit, touch))
+    feeder = asyncio.ensure_future(_feed(process, proc.stdin, limit, touch, moved))
     # Over the limit: git dies before the pack is all in, so no ref can move.
     feeder.add_done_callback(
         lambda f: proc.kill() if not f.cancelled() and f.exception() is not None else None
@@ -190,7 +204,7 @@ async def _run(
     try:
         async with asyncio.timeout(timeout):
             await asyncio.gather(
-                _copy(proc.stdout, process.stdout, touch),
+                _copy(proc.stdout, process.stdout, touch, moved),
                 _copy(proc.stderr, process.stderr, touch),
             )
             code = await proc.wait()
@@ -217,6 +231,7 @@ async def _feed(
     stdin: asyncio.StreamWriter,
     limit: int | None,
     touch: Callable[[], None],
+    moved: Moved,
 ) -> None:
     """The client's bytes into git, counted against the push limit."""
     total = 0
@@ -224,6 +239,7 @@ async def _feed(
         while data := await process.stdin.read(CHUNK):
             touch()
             total += len(data)
+            moved.received += len(data)
             if limit is not None and total > limit:
                 raise _TooLarge(
                     f"push is larger than {limit} bytes (the server's limits.push_bytes)"
@@ -238,9 +254,14 @@ async def _feed(
 
 
 async def _copy(
-    source: asyncio.StreamReader, sink: asyncssh.SSHWriter, touch: Callable[[], None]
+    source: asyncio.StreamReader,
+    sink: asyncssh.SSHWriter,
+    touch: Callable[[], None],
+    moved: Moved | None = None,
 ) -> None:
     while chunk := await source.read(CHUNK):
         touch()
+        if moved is not None:
+            moved.sent += len(chunk)
         sink.write(chunk)
         await sink.drain()

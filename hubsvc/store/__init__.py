@@ -10,6 +10,7 @@ from .chat_notices import ChatNoticeStore
 from .engines import open_database
 from .engines.sqlite import READ_TIMEOUT_MS
 from .events import EventStore
+from .gauges import GaugeStore
 from .hooks import HookStore
 from .issues import IssueStore
 from .keys import KeyStore
@@ -60,6 +61,7 @@ class Store:
         self.keys = KeyStore(self.db)
         self.two_factor = TwoFactorStore(self.db, grants_changed=self.repos.forget_audience)
         # A passkey is a second factor too: adding or removing one tells the same listeners.
+        self.gauges = GaugeStore(self.db)
         self.passkeys = PasskeyStore(self.db, changed=self.two_factor.factors_changed)
 
     async def open(self) -> None:

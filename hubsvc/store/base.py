@@ -9,6 +9,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol, cast, overload
 
+from ..requestid import current as current_request_id
 from .engines import AnyDatabase, Row
 from .log import append_events
 from .seclog import AuditArg, append_entries, entries_of
@@ -54,11 +55,12 @@ def writes(fn: Callable[..., Any]) -> StoreMethod:
     ) -> Any:
         if emit is None and audit is None:
             return await self.db.write(functools.partial(fn, self), *args, **kwargs)
+        rid = current_request_id()  # read here: the transaction runs on another thread
 
         def with_events(conn: Any, *a: Any, **kw: Any) -> tuple[Any, list]:
             result = fn(self, conn, *a, **kw)
             append_entries(conn, entries_of(audit, result))
-            return result, append_events(conn, emit(result) if emit is not None else [])
+            return result, append_events(conn, emit(result) if emit is not None else [], rid)
 
         result, events = await self.db.write(with_events, *args, **kwargs)
         self.db.committed(events)

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from ..events.shape import Event
+from ..requestid import current as current_request_id
 from .access import READ_THEN, VISIBLE, Readable, narrowed
 from .base import Table, reads, writes
 from .engines import Row
@@ -32,7 +33,7 @@ class EventStore(Table):
 
     async def append(self, events: list[Event]) -> list[Event]:
         """Events that are a change of their own (an inbound webhook, a fork made on disk)."""
-        written = await self.db.write(append_events, events)
+        written = await self.db.write(append_events, events, current_request_id())
         self.db.committed(written)
         if written:
             await self.db.paced()

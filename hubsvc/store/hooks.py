@@ -209,12 +209,14 @@ class HookStore(Table):
             (hook["repo_id"], cursor, limit),
         ).fetchall()
         now, created = time.time(), now_iso()
+        # The request that made each event goes with its delivery (X-Hubsvc-Request-Id).
+        made_by = {int(row["id"]): row["request_id"] for row in rows}
         for event in rows_to_events(rows):
             if matches(hook, event):
                 conn.execute(
                     "INSERT INTO hook_deliveries (hook_id, event_id, guid, event_type,"
-                    " action, payload, next_attempt_at, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    " action, payload, next_attempt_at, created_at, request_id)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     (
                         hook_id,
                         int(event.id),
@@ -224,6 +226,7 @@ class HookStore(Table):
                         render(hook, event),
                         now,
                         created,
+                        made_by.get(int(event.id)),
                     ),
                 )
         # Fewer than asked: every event of this repository up to the head has been seen.
@@ -331,14 +334,16 @@ class HookStore(Table):
         return reason
 
     @writes
-    def add_ping(self, conn, hook_id: int, payload: str, holder: str) -> dict[str, Any]:
+    def add_ping(
+        self, conn, hook_id: int, payload: str, holder: str, request_id: str | None = None
+    ) -> dict[str, Any]:
         """A ping delivery row, claimed by holder, which attempts it at once."""
         return dict(
             conn.execute(
                 "INSERT INTO hook_deliveries (hook_id, guid, event_type, payload,"
-                " next_attempt_at, created_at, claimed_by) VALUES (?, ?, 'ping', ?, ?, ?, ?)"
-                " RETURNING *",
-                (hook_id, str(uuid.uuid4()), payload, time.time(), now_iso(), holder),
+                " next_attempt_at, created_at, claimed_by, request_id)"
+                " VALUES (?, ?, 'ping', ?, ?, ?, ?, ?) RETURNING *",
+                (hook_id, str(uuid.uuid4()), payload, time.time(), now_iso(), holder, request_id),
             ).fetchone()
         )
 

@@ -9,8 +9,11 @@ from ..events.shape import Event
 from .engines import Conn, reserve_event_ids
 
 
-def append_events(conn: Conn, events: list[Event]) -> list[Event]:
+def append_events(conn: Conn, events: list[Event], request_id: str | None = None) -> list[Event]:
     """Insert events inside the caller's transaction; returns them with their log ids.
+
+    request_id names the request that made them (kept for the hook deliveries made of
+    them, which another process may send).
 
     The ids are taken here, last in the transaction, under a lock held until it commits
     (SQLite's write lock and a counter row; PostgreSQL's advisory lock and a sequence):
@@ -42,16 +45,17 @@ def append_events(conn: Conn, events: list[Event]) -> list[Event]:
                 json.dumps(payload, separators=(",", ":")),
                 event.createdAt,
                 int(public),
+                request_id,
             )
         )
     first = reserve_event_ids(conn, len(rows))
     conn.executemany(
-        "INSERT INTO events (id, type, action, repo_id, actor_id, payload, created_at, public)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO events (id, type, action, repo_id, actor_id, payload, created_at, public,"
+        " request_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(first + i, *row) for i, row in enumerate(rows)],
     )
     return [
-        dataclasses.replace(event, id=str(first + i), public=bool(row[-1]))
+        dataclasses.replace(event, id=str(first + i), public=bool(row[-2]))
         for i, (event, row) in enumerate(zip(events, rows, strict=True))
     ]
 

@@ -19,12 +19,21 @@ from aiohttp.typedefs import Handler
 from aiohttp_session import get_session
 
 from ..clients import client_ip
-from ..errors import BadRequest, Forbidden, Unauthorized
+from ..errors import BadRequest, Forbidden, NotFound, Unauthorized
 from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
 from ..policy import Caps, action_of, decide_action
 
 WS_PATH = "/ws"
+METRICS_PATH = "/metrics"
+
+
+def metrics_secret_ok(request: web.BaseRequest, token: str) -> bool:
+    """Whether the request carries `Authorization: Bearer <[metrics] token>` (none set: never)."""
+    header = request.headers.get("Authorization", "")
+    return bool(token) and hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
+
+
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # bcrypt reads only the first 72 bytes (bcrypt 5 refuses longer ones outright), so a
 # longer password would be silently cut, or crash: it is refused up front everywhere.
@@ -248,6 +257,13 @@ def allowed_origin(request: web.Request) -> bool:
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Resolve a bearer token, the session cookie or the chat bot key; bad ones are 401."""
+    if request.path == METRICS_PATH:
+        # Its own secret, never a user's credential: without it the route is not there
+        # for anyone, administrators included (policy.SECRET_ONLY).
+        if not metrics_secret_ok(request, request.app[CONFIG]["metrics"]["token"]):
+            raise NotFound("not found")
+        request[AUTH] = None
+        return await handler(request)
     header = request.headers.get("Authorization", "")
     identity = None
     bearer = header[7:].strip() if header[:7].lower() == "bearer " else None
@@ -314,6 +330,8 @@ def authorize(request: web.Request, identity: Identity | None) -> None:
     admin = identity is not None and is_admin(request, identity.user)
     decision = decide_action(caps_of(identity), action, is_admin=admin)
     if not decision.ok:
+        if decision.status == 404:
+            raise NotFound(decision.reason)
         raise Forbidden(decision.reason)
 
 

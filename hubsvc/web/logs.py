@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextvars
 import json
 import logging
 import time as _time
@@ -13,8 +12,8 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
 from ..clients import client_ip
-
-request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+from ..keys import AUTH
+from ..requestid import request_id_var
 
 
 class RequestIdFilter(logging.Filter):
@@ -86,6 +85,21 @@ def _client(request: web.BaseRequest) -> str | None:
         return request.remote
 
 
+def _who_and_route(request: web.BaseRequest) -> tuple[str | None, str | None]:
+    """The signed-in user's name and the route template a request matched (None: none)."""
+    if not isinstance(request, web.Request):
+        return None, None
+    identity = request.get(AUTH)
+    try:
+        resource = request.match_info.route.resource
+    except (AttributeError, AssertionError):  # refused before routing
+        resource = None
+    return (
+        identity.user.get("username") if identity is not None else None,
+        resource.canonical if resource is not None else None,
+    )
+
+
 class AccessLogger(AbstractAccessLogger):
     """One line per request; the query string is left out because it may carry a token."""
 
@@ -102,6 +116,9 @@ class AccessLogger(AbstractAccessLogger):
             "request_id": response.headers.get("X-Request-Id", "-"),
         }
         if self.json_lines:
+            # What an operator searches by: who, and the route (one value per endpoint,
+            # where the path holds names and numbers).
+            entry["user"], entry["route"] = _who_and_route(request)
             self.logger.info("%(method)s %(path)s %(status)s", entry, extra={"fields": entry})
             return
         # The same %-format the LogRecord path uses, applied at once.

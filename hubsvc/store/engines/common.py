@@ -46,6 +46,12 @@ class DatabaseBase(abc.ABC):
         self.last_write: tuple[str, float] = ("ok", 0.0)
         self._probe: tuple[str, float] | None = None
         self._probe_lock = asyncio.Lock()
+        # Transactions asked for and not yet ended (metrics: the pool's use).
+        self.in_use = 0
+
+    def pool_use(self) -> tuple[int, int, int]:
+        """(connections in use, connections at most, transactions waiting for one)."""
+        return self.in_use, 1, 0
 
     @abc.abstractmethod
     async def _write(self, fn: Callable[..., Any], args: Any, kwargs: Any, deadline: float) -> Any:

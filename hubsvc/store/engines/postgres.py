@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ...errors import DatabaseBusy, DiskFull
+from ...metrics import DB_READ, DB_WRITE
 from .common import DatabaseBase
 from .sqlite import READ_TIMEOUT_MS, SQL_DIR, ReadTimeout
 
@@ -453,12 +454,18 @@ class PostgresDatabase(DatabaseBase):
             if left <= 0:
                 raise DatabaseBusy(waited=self.write_timeout)
             try:
-                with self._pool.connection(timeout=left) as raw:
-                    raw.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
-                    ms = max(1, int((deadline - time.monotonic()) * 1000))
-                    raw.execute(f"SET LOCAL lock_timeout = {ms}")
-                    result = fn(Connection(raw), *args, **kwargs)
-                    # the pool's context commits on a clean exit, rolls back otherwise
+                started = 0.0
+                try:
+                    with self._pool.connection(timeout=left) as raw:
+                        started = time.perf_counter()  # from the connection's lending on
+                        raw.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+                        ms = max(1, int((deadline - time.monotonic()) * 1000))
+                        raw.execute(f"SET LOCAL lock_timeout = {ms}")
+                        result = fn(Connection(raw), *args, **kwargs)
+                        # the pool's context commits on a clean exit, rolls back otherwise
+                finally:
+                    if started:
+                        DB_WRITE.observe(time.perf_counter() - started)
                 return result
             except Exception as exc:
                 if _retryable(exc) and time.monotonic() < deadline:
@@ -499,11 +506,26 @@ class PostgresDatabase(DatabaseBase):
         from psycopg import errors
 
         with self._pool.connection() as raw:
+            started = time.perf_counter()
             raw.execute(f"SET LOCAL statement_timeout = {int(self.read_timeout_ms)}")
             try:
                 return fn(Connection(raw), *args)
             except errors.QueryCanceled:
                 raise ReadTimeout(self.read_timeout_ms) from None
+            finally:
+                DB_READ.observe(time.perf_counter() - started)
+
+    def pool_use(self) -> tuple[int, int, int]:
+        """(connections lent out, pool_size, transactions waiting for a connection)."""
+        if self._pool is None:
+            return 0, self.pool_size, 0
+        stats = self._pool.get_stats()
+        size = stats.get("pool_size", 0)
+        return (
+            size - stats.get("pool_available", 0),
+            self.pool_size,
+            stats.get("requests_waiting", 0),
+        )
 
     async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run fn(conn, ...) in a read transaction, stopped past read_timeout_ms."""

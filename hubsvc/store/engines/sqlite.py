@@ -19,6 +19,7 @@ import aiosqlite
 
 from ...datadir import FILE_MODE, private_file
 from ...errors import DatabaseBusy, DiskFull, Unavailable
+from ...metrics import DB_READ, DB_WRITE
 from .common import DatabaseBase
 
 log = logging.getLogger("hubsvc.store")
@@ -74,13 +75,17 @@ def _transaction(
     if left <= 0:
         raise sqlite3.OperationalError("database is locked (write deadline passed in the queue)")
     conn.execute(f"PRAGMA busy_timeout = {max(1, int(left * 1000))}")
+    started = time.perf_counter()
     conn.execute("BEGIN IMMEDIATE")
     try:
-        result = fn(conn, *args, **kwargs)
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+        try:
+            result = fn(conn, *args, **kwargs)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    finally:
+        DB_WRITE.observe(time.perf_counter() - started)
     return result
 
 
@@ -108,7 +113,8 @@ def _read_with_deadline(
     conn: sqlite3.Connection, fn: Callable[..., T], timeout_ms: int, *args: Any
 ) -> T:
     """fn(conn, *args), interrupted with ReadTimeout once it runs past timeout_ms."""
-    deadline = time.monotonic() + timeout_ms / 1000
+    started = time.monotonic()
+    deadline = started + timeout_ms / 1000
     conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
     try:
         return fn(conn, *args)
@@ -118,6 +124,7 @@ def _read_with_deadline(
         raise
     finally:
         conn.set_progress_handler(None, 0)
+        DB_READ.observe(time.monotonic() - started)
 
 
 # The first line of a migration that rebuilds a table others' foreign keys name.
@@ -343,6 +350,7 @@ class Database(DatabaseBase):
 
     async def _write(self, fn: Callable[..., T], args: Any, kwargs: Any, deadline: float) -> T:
         assert self._writer is not None, "database is not open"
+        self.in_use += 1
         try:
             result = await self._call(self._writer, _transaction, fn, args, kwargs, deadline)
         except sqlite3.Error as exc:
@@ -360,14 +368,27 @@ class Database(DatabaseBase):
             return result
         finally:
             self.generation += 1
+            self.in_use -= 1
 
     async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run fn(conn, ...) on a read connection."""
         assert self._readers, "database is not open"
         conn = self._readers[next(self._next_reader)]
-        return await self._call(
-            conn, _read_with_deadline, functools.partial(fn, **kwargs), self.read_timeout_ms, *args
-        )
+        self.in_use += 1
+        try:
+            return await self._call(
+                conn,
+                _read_with_deadline,
+                functools.partial(fn, **kwargs),
+                self.read_timeout_ms,
+                *args,
+            )
+        finally:
+            self.in_use -= 1
+
+    def pool_use(self) -> tuple[int, int, int]:
+        """(transactions running or queued, connections, waiting): the writer and readers."""
+        return self.in_use, self._reader_count + 1, 0
 
 
 # -- the database file as a whole: backups, checks, and whether a server has it open --
