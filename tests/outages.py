@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -76,23 +77,18 @@ def _pg_bin(name: str) -> str:
 class PrivatePostgres:
     """A PostgreSQL cluster of its own (initdb, pg_ctl) on a free port, trust auth."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self) -> None:
         self.initdb, self.pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
-        self.folder = folder
-        self.data = folder / "pgdata"
+        # A folder of its own under /tmp, not pytest's (0700 and root's when run as root).
+        self.folder = Path(tempfile.mkdtemp(prefix="hubsvc-pg-"))
+        self.data = self.folder / "pgdata"
         self.port = free_port()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         # initdb refuses to run as root: run it (and the server) as postgres there.
         self.as_user: list[str] = []
         if os.geteuid() == 0:
             self.as_user = ["runuser", "-u", "postgres", "--"]
-            folder.mkdir(parents=True, exist_ok=True)
-            shutil.chown(folder, "postgres")
-            folder.chmod(0o755)
-            for parent in folder.parents:  # the server must reach its folder
-                if parent == Path("/") or parent.stat().st_mode & 0o001:
-                    continue
-                parent.chmod(parent.stat().st_mode | 0o001)
+            shutil.chown(self.folder, "postgres")
 
     def _run(self, *args: str) -> None:
         done = subprocess.run(
@@ -126,8 +122,12 @@ class PrivatePostgres:
         self._ctl("restart", "-m", "fast")
 
     def stop(self) -> None:
-        if (self.data / "postmaster.pid").exists():
-            self._ctl("stop", "-m", "immediate")
+        """Stop it and remove its folder."""
+        try:
+            if (self.data / "postmaster.pid").exists():
+                self._ctl("stop", "-m", "immediate")
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class CuttableLink:
