@@ -216,7 +216,7 @@ async def test_redis_stopped_and_started_again_under_three_processes(
             f" events on other processes' sockets while down: {len(during)} arrivals,"
             f" max {max(during):.2f} s (head poll {HEAD_POLL_SECONDS:.0f} s), after:"
             f" max {max(after) * 1000:.0f} ms; nothing lost or repeated"
-            f" (back_at {back_at - down_at:.1f} s)"
+            f" (Redis was down {back_at - down_at:.1f} s in all)"
         )
 
 

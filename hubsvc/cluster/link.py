@@ -185,7 +185,7 @@ class Cluster:
         """Send what is queued, then close the connection."""
         self._put(("", ""))  # the sender ends here, after what is queued
         sender = self._tasks[1] if len(self._tasks) > 1 else None
-        if sender is not None:
+        if sender is not None and self.up:  # while down, nothing would go out anyway
             try:
                 await asyncio.wait_for(asyncio.shield(sender), 2)
             except (TimeoutError, Exception):

@@ -303,9 +303,12 @@ def unreachable(exc: BaseException) -> bool:
     import psycopg
     from psycopg import errors
 
-    if isinstance(exc, errors.LockNotAvailable | errors.QueryCanceled):
-        return False
-    return isinstance(exc, errors.AdminShutdown | psycopg.OperationalError)
+    gone = errors.AdminShutdown | errors.CrashShutdown | errors.CannotConnectNow
+    if isinstance(exc, gone | errors.ConnectionException):
+        return True
+    # The client's own error for a connection lost or refused carries no SQLSTATE; the
+    # server's (a full disk, a serialization failure: OperationalError too) always one.
+    return isinstance(exc, psycopg.OperationalError) and exc.sqlstate is None
 
 
 def _retryable(exc: BaseException) -> bool:
