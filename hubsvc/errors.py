@@ -77,6 +77,16 @@ class DatabaseBusy(ApiError):
         self.headers["Retry-After"] = str(self.retry_after)
 
 
+class DatabaseUnreachable(DatabaseBusy):
+    """The database server cannot be reached (restarting, gone): 503, to be retried."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__()
+        self.message = "the database cannot be reached, try again"
+        self.args = (self.message,)
+        self.detail = detail
+
+
 class BodyTimeout(TimeoutError):
     """The client sent nothing of a request body for too long (set on the body stream)."""
 

@@ -14,7 +14,7 @@ from marshmallow import fields
 from schemas.common import Base
 
 from .. import __version__
-from ..keys import CONFIG, STATE, STORE
+from ..keys import CLUSTER, CONFIG, STATE, STORE
 from ..policy import requires
 from ..web.errors import fault_counts
 from ..web.openapi import build_spec, doc
@@ -50,6 +50,12 @@ class HealthSchema(Base):
     database = fields.String(
         required=True, metadata={"enum": ["ok", "busy", "full", "error", "unavailable"]}
     )
+    redis = fields.String(
+        metadata={
+            "enum": ["ok", "unavailable"],
+            "description": "the link to Redis; only with [redis] url",
+        }
+    )
     disk = fields.Nested(DiskSchema, required=True)
     faults = fields.Nested(FaultsSchema, required=True)
     warnings = fields.List(fields.String(), required=True)
@@ -80,7 +86,10 @@ async def _disk_usage(app: web.Application) -> Any:
     "for the lock and gave up), `full` (the disk is full), `error`, or "
     "`unavailable` (shutting down, or the database does not answer). Anything "
     "but `ok` answers 503 with `status` `degraded` (`unavailable` while "
-    "shutting down). `disk` is the free space under the data folder; below "
+    "shutting down). `redis` (with [redis] url) is `unavailable` while Redis does not "
+    "answer: `status` is `degraded` but the answer stays 200, since the process still "
+    "serves (limits per process, events from the log's head every 5 s). "
+    "`disk` is the free space under the data folder; below "
     "server.min_free_mb it is `low` and a warning, still 200 while writes work. "
     "`faults` counts the 507 and busy-503 answers and the clients that hung up.",
 )
@@ -108,9 +117,20 @@ async def health(request: web.Request) -> web.Response:
             log.warning("disk low: %s", warnings[0])
         else:
             log.info("disk space under the data folder is back above server.min_free_mb")
+    cluster = app.get(CLUSTER)
+    redis_up = cluster is None or cluster.up
+    if not redis_up:
+        assert cluster is not None
+        warnings.append(
+            f"Redis has not answered for {time.time() - (cluster.down_since or time.time()):.0f} s: "
+            "rate limits are per process, events from other processes arrive within 5 s, "
+            "and messages to them are queued"
+        )
     counts = fault_counts(app)
     status = (
-        "ok" if database == "ok" else ("unavailable" if database == "unavailable" else "degraded")
+        ("ok" if redis_up else "degraded")
+        if database == "ok"
+        else ("unavailable" if database == "unavailable" else "degraded")
     )
     body = {
         "status": status,
@@ -122,6 +142,7 @@ async def health(request: web.Request) -> web.Response:
             "minFreeBytes": min_free,
             "low": low,
         },
+        **({} if cluster is None else {"redis": "ok" if redis_up else "unavailable"}),
         "faults": {
             "diskFull": counts["full"],
             "databaseBusy": counts["busy"],
@@ -129,7 +150,9 @@ async def health(request: web.Request) -> web.Response:
         },
         "warnings": warnings,
     }
-    return json_response(body, status=200 if status == "ok" else 503)
+    # Redis away alone is 200: every process says so at once, and a load balancer that
+    # took them all out of service would turn a degraded service into none.
+    return json_response(body, status=200 if database == "ok" else 503)
 
 
 class HostKeysSchema(Base):

@@ -38,8 +38,9 @@ class RedisBucket:
     a limit per process for a while is better than refusing every request.
     """
 
-    def __init__(self, redis: Any, name: str, local: Any) -> None:
+    def __init__(self, redis: Any, name: str, local: Any, link: Any = None) -> None:
         self.redis = redis
+        self.link = link  # the Cluster: while its link is down, Redis is not asked
         self.name = name  # the key prefix of this limiter's buckets
         self.local = local  # a TokenBucket of the same capacity and rate
         self.capacity = local.capacity
@@ -49,7 +50,7 @@ class RedisBucket:
 
     async def spend(self, key: str) -> tuple[bool, float, float]:
         """Spend a token: (allowed, tokens left, seconds until one is available)."""
-        if time.monotonic() - self._failed_at < 5:
+        if time.monotonic() - self._failed_at < 5 or (self.link is not None and not self.link.up):
             return self.local.take(key)
         try:
             allowed, left = await self._script(

@@ -88,7 +88,8 @@ class Hub:
 
         The ticket (None with one process) goes on the Client, so remove() releases it.
         """
-        if self.shared is not None:
+        cluster = self.app.get(CLUSTER)
+        if self.shared is not None and (cluster is None or cluster.up):
             try:
                 ticket = await self.shared.admit(ip, limit)
             except Exception as exc:

@@ -21,6 +21,9 @@ from .revoke import credentials_ended, user_changed
 log = logging.getLogger("hubsvc.cluster")
 # A pulse lost on the way (Redis restarting) is made good by reading the log's head.
 POLL_SECONDS = 5.0
+# While the link is down nobody hears of revocations: caches of who may read what are
+# dropped this often, so a change made on another process shows here within about it.
+STALE_SECONDS = 1.0
 SHARED_COUNTS = web.AppKey("shared_counts", SharedCounts)
 
 
@@ -31,7 +34,7 @@ def join_cluster(app: web.Application) -> None:
     app[CLUSTER] = cluster
     for key, name in ((LIMITER, "api"), (SIGN_IN_LIMITER, "sign-in"), (GIT_LIMITER, "git")):
         if key in app:
-            app[key] = RedisBucket(cluster.redis, cluster.key("rate", name), app[key])
+            app[key] = RedisBucket(cluster.redis, cluster.key("rate", name), app[key], cluster)
     app[SHARED_COUNTS] = SharedCounts(cluster.redis, cluster.key("ws"), cluster.process_id)
     cluster.on("pulse", lambda m: _pulse(app, m))
     cluster.on("credentials", lambda m: _credentials(app, m))
@@ -42,6 +45,9 @@ def join_cluster(app: web.Application) -> None:
         lambda m: app[STORE].repos.forget_audience(None if m["repo"] is None else int(m["repo"])),
     )
     cluster.on("recheck", lambda m: _recheck(app, m))
+    # Sent instead of the messages a process queued past its limit while Redis was away.
+    cluster.on("missed", lambda m: _missed(app))
+    cluster.on_down.append(lambda: _forget(app))
     cluster.on_reconnect.append(lambda: _missed(app))
 
 
@@ -80,13 +86,41 @@ async def _recheck(app: web.Application, message: dict[str, Any]) -> None:
     await app[HUB].recheck(repo_id, message["repository"], tell=False)
 
 
-async def _missed(app: web.Application) -> None:
-    """After Redis came back: whatever was said meanwhile is lost, so drop every cache."""
+def _forget(app: web.Application) -> None:
+    """Drop every cache another process's message would have corrected."""
     store = app[STORE]
     store.db.generation += 1
     store.repos.forget_audience()
     app[TOKEN_CACHE].clear()
+
+
+async def _missed(app: web.Application) -> None:
+    """After Redis came back: whatever was said meanwhile is lost, so drop every cache."""
+    _forget(app)
+    store, hub = app[STORE], app[HUB]
     app[BUS].heard(await store.events.last_id())
+    # A recheck told while this process was not listening is lost too: its sockets'
+    # subscriptions are checked here, so a reader who lost a repository hears so.
+    for repo_id in list(hub.by_repo):
+        repo = await store.repos.by_id(repo_id)
+        if repo is not None:
+            repository = {"owner": repo["owner_username"], "name": repo["name"]}
+            await hub.recheck(repo_id, repository, tell=False)
+
+
+async def _while_down(app: web.Application) -> None:
+    """While the link is down, treat caches of who may read what as STALE_SECONDS old."""
+    cluster = app[CLUSTER]
+    while True:
+        await asyncio.sleep(STALE_SECONDS)
+        if cluster.up:
+            continue
+        _forget(app)
+        try:
+            # Open sockets never ask again: those of a token deleted elsewhere close now.
+            await app[HUB].sweep()
+        except Exception:
+            log.exception("checking open sockets' tokens failed")
 
 
 async def _poll(app: web.Application) -> None:
@@ -117,9 +151,11 @@ async def cluster_ctx(app: web.Application) -> AsyncIterator[None]:
     counts.start()
     # Commits made between this process reading the head and subscribing.
     bus.heard(await store.events.last_id())
-    poller = asyncio.get_running_loop().create_task(_poll(app))
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(_poll(app)), loop.create_task(_while_down(app))]
     yield
-    poller.cancel()
+    for task in tasks:
+        task.cancel()
     store.db.write_listeners.remove(cluster.pulse)
     await counts.stop()
     await cluster.stop()

@@ -12,7 +12,14 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from marshmallow import ValidationError
 
-from ..errors import ApiError, BodyTimeout, DatabaseBusy, DiskFull, validation_message
+from ..errors import (
+    ApiError,
+    BodyTimeout,
+    DatabaseBusy,
+    DatabaseUnreachable,
+    DiskFull,
+    validation_message,
+)
 from ..git.pktline import error_packet
 from ..keys import REQUEST_ID, STATE
 from ..store.engines import fault_of
@@ -192,6 +199,13 @@ def _fault_response(request: web.Request, exc: Exception) -> web.Response:
             rid,
         )
         error: ApiError = exc if isinstance(exc, DiskFull) else DiskFull(str(exc))
+    elif isinstance(exc, DatabaseUnreachable):
+        log.warning(
+            "database unreachable: %s; answered 503, the pool reconnects by itself [request %s]",
+            exc.detail,
+            rid,
+        )
+        error = exc
     else:
         waited = getattr(exc, "waited", 0.0)
         log.warning(

@@ -12,6 +12,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
 from ..clients import client_ip
+from ..errors import DatabaseBusy
 from ..keys import AUTH
 from ..requestid import request_id_var
 
@@ -21,6 +22,21 @@ class RequestIdFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id_var.get()
+        return True
+
+
+class FaultFilter(logging.Filter):
+    """A background task's trace of a database restarting or busy, as one warning line."""
+
+    # Every loop that logs its failure with a trace would print one per restart of the
+    # database: what the operator needs is the one line saying what happened.
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, DatabaseBusy):
+            record.msg, record.args = f"{record.getMessage()}: {exc}", None
+            record.exc_info = record.exc_text = None
+            if record.levelno > logging.WARNING:
+                record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
 
 
@@ -51,6 +67,7 @@ def setup_logging(level: int = logging.INFO, json_lines: bool = False) -> None:
     global _plain_handler
     handler = logging.StreamHandler()
     handler.addFilter(RequestIdFilter())
+    handler.addFilter(FaultFilter())
     handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter(PLAIN))
     root = logging.getLogger()
     root.handlers[:] = [handler]

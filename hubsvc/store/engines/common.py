@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ...errors import DatabaseBusy, DiskFull
+from ...errors import DatabaseBusy, DatabaseUnreachable, DiskFull
 
 log = logging.getLogger("hubsvc.store")
 
@@ -73,7 +73,7 @@ class DatabaseBase(abc.ABC):
             await pacer()
 
     async def write_state(self) -> str:
-        """Whether a write can succeed now: "ok", "busy", "full" or "error" (cached briefly)."""
+        """Whether a write can succeed: "ok", "busy", "full", "unavailable" or "error" (cached)."""
         probe = self._probe
         if probe is None or time.monotonic() - probe[1] >= self.PROBE_SECONDS:
             await self._probe_now()
@@ -95,6 +95,8 @@ class DatabaseBase(abc.ABC):
                     # A probe waits at most a second: /health must answer while writes queue.
                     await self._write(_probe_write, (), {}, now + min(self.write_timeout, 1.0))
                     state = "ok"
+                except DatabaseUnreachable:
+                    state = "unavailable"
                 except (DatabaseBusy, DiskFull) as exc:
                     state = "busy" if isinstance(exc, DatabaseBusy) else "full"
                 except Exception:

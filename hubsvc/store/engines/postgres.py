@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ...errors import DatabaseBusy, DiskFull
+from ...errors import DatabaseBusy, DatabaseUnreachable, DiskFull
 from ...metrics import DB_READ, DB_WRITE
 from .common import DatabaseBase
 from .sqlite import READ_TIMEOUT_MS, SQL_DIR, ReadTimeout
@@ -299,6 +299,19 @@ def fault_of(exc: BaseException) -> str | None:
     return "busy" if isinstance(exc, PoolTimeout) else None
 
 
+def unreachable(exc: BaseException) -> bool:
+    """Whether exc says the server is gone (restarting, down, the connection cut)."""
+    import psycopg
+    from psycopg import errors
+
+    gone = errors.AdminShutdown | errors.CrashShutdown | errors.CannotConnectNow
+    if isinstance(exc, gone | errors.ConnectionException):
+        return True
+    # The client's own error for a connection lost or refused carries no SQLSTATE; the
+    # server's (a full disk, a serialization failure: OperationalError too) always one.
+    return isinstance(exc, psycopg.OperationalError) and exc.sqlstate is None
+
+
 def _retryable(exc: BaseException) -> bool:
     from psycopg import errors
 
@@ -400,6 +413,7 @@ class PostgresDatabase(DatabaseBase):
         self.write_timeout = write_timeout_ms / 1000
         self._pool: Any = None
         self._threads: ThreadPoolExecutor | None = None
+        self._checking = False
 
     def _configure(self, conn: Any) -> None:
         psycopg = _driver()
@@ -476,6 +490,24 @@ class PostgresDatabase(DatabaseBase):
                     continue
                 raise
 
+    def _lost(self, exc: BaseException) -> DatabaseUnreachable:
+        """The server went away: the error to raise; the pool's dead connections go now."""
+        # Else each idle connection the restart killed would fail one more request.
+        if not self._checking and self._pool is not None and self._threads is not None:
+            self._checking = True
+            pool = self._pool
+
+            def check() -> None:
+                try:
+                    pool.check()
+                except Exception as err:  # the server is still down: the next failure retries
+                    log.warning("checking the database pool's connections failed: %s", err)
+                finally:
+                    self._checking = False
+
+            self._threads.submit(check)
+        return DatabaseUnreachable(str(exc).strip() or type(exc).__name__)
+
     async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run fn(conn, ...) in one transaction, retried whole on a serialization failure."""
         return await self._write(fn, args, kwargs, time.monotonic() + self.write_timeout)
@@ -485,10 +517,13 @@ class PostgresDatabase(DatabaseBase):
             result = await self._run(self._transaction, fn, args, kwargs, deadline)
         except Exception as exc:
             fault = fault_of(exc)
+            gone = unreachable(exc)
             if fault is not None or isinstance(exc, DatabaseBusy | DiskFull):
-                self.last_write = (fault or "busy", time.monotonic())
+                self.last_write = ("unavailable" if gone else fault or "busy", time.monotonic())
             if isinstance(exc, DatabaseBusy | DiskFull):
                 raise
+            if gone:
+                raise self._lost(exc) from exc
             if fault == "busy":
                 raise DatabaseBusy(waited=self.write_timeout) from exc
             if fault == "full":
@@ -529,5 +564,10 @@ class PostgresDatabase(DatabaseBase):
 
     async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run fn(conn, ...) in a read transaction, stopped past read_timeout_ms."""
-        result: T = await self._run(self._read, functools.partial(fn, **kwargs), args)
+        try:
+            result: T = await self._run(self._read, functools.partial(fn, **kwargs), args)
+        except Exception as exc:
+            if unreachable(exc):
+                raise self._lost(exc) from exc
+            raise
         return result
