@@ -14,6 +14,7 @@ from .hooks import HookStore
 from .issues import IssueStore
 from .keys import KeyStore
 from .leases import LeaseStore
+from .merges import MergeStore
 from .orgs import OrgStore
 from .outbox import MailStore, OutboxStore
 from .passkeys import PasskeyStore
@@ -44,6 +45,7 @@ class Store:
         self.repos = RepoStore(self.db)
         self.orgs = OrgStore(self.db, grants_changed=self.repos.forget_audience)
         self.issues = IssueStore(self.db)
+        self.merges = MergeStore(self.db)
         self.search = SearchStore(self.db)
         self.chat = ChatStore(self.db)
         self.chat_notices = ChatNoticeStore(self.db)
