@@ -60,9 +60,9 @@ from .notify.webhook import HOOKS, WEBHOOK, HookWorkers, WebhookSender, hooks_ct
 from .policy import action_of
 from .services.crossing import cluster_ctx, join_cluster
 from .services.maintenance import maintenance_ctx
-from .services.merge_journal import merge_journal_ctx
 from .services.pulls import MERGE_LOCKS, pull_sync_ctx
 from .services.pushes import push_journal_ctx
+from .services.recovery import recovery_ctx
 from .site import pages as site_pages
 from .ssh.server import SSH, SshService, ssh_ctx
 from .store import Store
@@ -369,7 +369,7 @@ def create_app(config: Config) -> web.Application:
             chat_dm_ctx,
             hub_ctx,
             push_journal_ctx,
-            merge_journal_ctx,
+            recovery_ctx,
             maintenance_ctx,
             _leader_ctx,
             # Stops first: its sessions end before the jobs they started are drained.

@@ -255,3 +255,98 @@ def test_a_merge_killed_on_one_process_is_finished_by_the_other(tmp_path):
         if first.proc is not None and first.proc.poll() is None:
             first.stop()
         next(databases, None)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def _kill_tree(pid: int) -> None:
+    """A crash: the process and everything under it die at once."""
+    for kid in _children(pid):
+        _kill_tree(kid)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_a_fork_killed_between_its_row_and_its_folder_is_removed_at_the_next_start(tmp_path):
+    # The fork's `git clone` reads the source's refs; a FIFO in place of the source's
+    # packed-refs holds it there, after the row is committed and before the folder is
+    # whole. The server and its git are then SIGKILLed together.
+    data = tmp_path / "data"
+    with ServerProcess(data) as first:  # stopped once the push's upkeep is done
+        headers, url = seed_owner(first)
+        work = tmp_path / "w"
+        _git("init", "-q", "-b", "main", str(work))
+        _git("commit", "-q", "--allow-empty", "-m", "one", cwd=work)
+        _git("push", "-q", url, "main", cwd=work)
+        bob = {"Authorization": "Bearer " + first.sign_up("bob", "12345678")["token"]}
+    server = ServerProcess(data, first.settings).start()
+    try:
+        bare = _bare(data)
+        packed = bare / "packed-refs"
+        kept = packed.read_bytes() if packed.exists() else None
+        packed.unlink(missing_ok=True)
+        os.mkfifo(packed)
+        answers: list = []
+
+        def ask() -> None:
+            try:
+                answers.append(server.request("POST", API + "/fork", {"name": "copy"}, bob))
+            except OSError as err:
+                answers.append(err)
+
+        asking = threading.Thread(target=ask)
+        asking.start()
+        _until(
+            lambda: server.request("GET", "/api/repositories/bob/copy", headers=bob)[0] == 200,
+            "the fork's row",
+        )
+        assert server.proc is not None
+        _kill_tree(server.proc.pid)
+        server.stop(signal.SIGKILL)
+        asking.join(30)
+    finally:
+        if server.proc is not None and server.proc.poll() is None:
+            server.stop()
+    packed.unlink()
+    if kept is not None:
+        packed.write_bytes(kept)
+    assert answers and not isinstance(answers[0], tuple), answers  # no 201 was sent
+    folders = sorted(p.name for p in (data / "repositories").glob("*/*.git"))
+    print(f"\nafter SIGKILL: the fork's row committed, no 201 sent; folders {folders}")
+
+    with ServerProcess(data, server.settings) as again:
+        gone = again.request("GET", "/api/repositories/bob/copy", headers=bob)[0]
+        left = sorted(p.name for p in (data / "repositories").glob("*/*.git"))
+        print(f"after restart: GET bob/copy {gone}, folders {left}")
+        assert gone == 404 and left == [bare.name]
+        # The name is free and a retry makes exactly the fork asked for.
+        status, body = again.request("POST", API + "/fork", {"name": "copy"}, bob)
+        assert status == 201, body
+        clone = subprocess.run(
+            [
+                "git",
+                "clone",
+                "-q",
+                again.url.replace("http://", "http://bob:12345678@") + "/bob/copy.git",
+                str(tmp_path / "c"),
+            ],
+            env={**os.environ, **ENV},
+            capture_output=True,
+            text=True,
+        )
+        assert clone.returncode == 0, clone.stderr
+        assert _git("log", "--format=%s", cwd=tmp_path / "c") == "one"
+        print(f"retry: 201, clone of the fork works (git exit {clone.returncode})")

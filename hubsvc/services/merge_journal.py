@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
@@ -12,13 +11,11 @@ from aiohttp import web
 from ..errors import Conflict
 from ..git.files import REPO_FILES
 from ..keys import CONFIG, STORE
-from ..notify.leader import LEADER
 from ..web import present
 from .publish import make_event
 from .pushes import push_data
 
 log = logging.getLogger("hubsvc.pulls")
-SETTLE_SECONDS = 5.0  # how often the lease holder looks for merges dead processes left
 
 
 async def finish_merge(
@@ -117,16 +114,3 @@ async def reconcile_merges(app: web.Application) -> tuple[int, int]:
         else:
             undone += 1
     return finished, undone
-
-
-async def merge_journal_ctx(app: web.Application) -> AsyncIterator[None]:
-    """On the lease holder: settle merges dead processes left, at start and every
-    SETTLE_SECONDS."""
-
-    async def settle_now() -> None:
-        await app[LEADER].forget_dead()  # a process of this host that exited is gone now
-        await reconcile_merges(app)
-
-    leader = app[LEADER]
-    leader.add(leader.every("merge journal", SETTLE_SECONDS, settle_now, first_inline=True))
-    yield
