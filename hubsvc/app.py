@@ -65,6 +65,7 @@ from .services.crossing import cluster_ctx, join_cluster
 from .services.maintenance import maintenance_ctx
 from .services.pulls import MERGE_LOCKS, pull_sync_ctx
 from .services.pushes import push_journal_ctx
+from .services.recovery import recovery_ctx
 from .site import pages as site_pages
 from .ssh.server import SSH, SshService, ssh_ctx
 from .store import Store
@@ -388,6 +389,7 @@ def create_app(config: Config) -> web.Application:
             chat_dm_ctx,
             hub_ctx,
             push_journal_ctx,
+            recovery_ctx,
             maintenance_ctx,
             metrics_api.metrics_ctx,
             _leader_ctx,

@@ -20,10 +20,11 @@ from schemas.repos import (
     UserListSchema,
 )
 
-from ..errors import BadRequest, Forbidden, NotFound, Unprocessable
+from ..errors import BadRequest, Forbidden, NotFound, Unavailable, Unprocessable
 from ..git.files import REPO_FILES
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB
+from ..notify.leader import LEADER
 from ..policy import requires
 from ..services import audit
 from ..services.lost_forks import DELETED_FORKS_HEADER, delete_lost_forks, noted
@@ -51,11 +52,19 @@ def _viewer_id(request: web.Request) -> int:
 async def _create_on_disk(
     request: web.Request, row: dict, make: Callable[[], Awaitable[None]]
 ) -> dict:
-    """Run the disk step of a create; if it fails the row goes too, so nothing dangles."""
+    """Run the disk step of a create; if it fails the row goes too, so nothing dangles.
+
+    The row was written marked as in creation by this process: if the process dies
+    before the mark ends here, recovery removes the row and any folder (services.recovery),
+    since no 201 was sent.
+    """
+    store = request.app[STORE]
     try:
         await make()
+        if not await store.creations.done(row["id"]):
+            raise Unavailable("the repository could not be created; try again")
     except BaseException:
-        await request.app[STORE].repos.delete(row["id"])
+        await store.repos.delete(row["id"])
         await request.app[REPO_FILES].remove(row["id"])
         raise
     return row
@@ -104,6 +113,7 @@ async def create_repo(request: web.Request) -> web.Response:
         default_branch=data["defaultBranch"],
         admin_id=user["id"] if creator_admin else None,
         viewer=user["id"],
+        holder=request.app[LEADER].holder,
     )
 
     async def make() -> None:
@@ -405,6 +415,7 @@ async def fork_repo(request: web.Request) -> web.Response:
     row = await store.repos.create(
         admin_id=user["id"] if creator_admin else None,
         viewer=user["id"],
+        holder=request.app[LEADER].holder,
         owner_id=owner_id,
         name=data.get("name") or source["name"],
         description=data.get("description", source["description"]),

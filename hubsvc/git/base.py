@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import functools
+import io
+import os
 import re
 import threading
 import time
@@ -37,7 +40,18 @@ def _configure(repo: Repo) -> None:
     config.set((b"http",), b"receivepack", True)
     config.set((b"receive",), b"denyNonFastForwards", False)
     config.set((b"core",), b"logallrefupdates", False)
-    config.write_to_path()
+    # Written with plain files, not dulwich's GitFile: on a full disk that one fails
+    # again in its finalizer and prints a traceback to stderr after the 507 is sent.
+    text = io.BytesIO()
+    config.write_to_file(text)
+    target = Path(repo.controldir()) / "config"
+    lock = target.with_name("config.lock")
+    try:
+        lock.write_bytes(text.getvalue())
+        os.replace(lock, target)
+    except BaseException:
+        lock.unlink(missing_ok=True)
+        raise
 
 
 class RepoBase:
@@ -70,7 +84,24 @@ class RepoBase:
         path.mkdir(parents=True, exist_ok=True)
         if any(path.iterdir()):
             raise FileExistsError(f"{path} is not empty")
-        repo = Repo.init_bare(str(path), default_branch=head[len(_HEADS) :])
+        # git's own init, not dulwich's: on a full disk dulwich's lock files fail again in
+        # their finalizers and print tracebacks after the 507 went out.
+        try:
+            _run_git(
+                None,
+                "init",
+                "--bare",
+                "--quiet",
+                "--template=",
+                "--initial-branch=" + head[len(_HEADS) :].decode(),
+                "--",
+                str(path),
+            )
+        except GitError as exc:
+            if "No space left" in str(exc):
+                raise OSError(errno.ENOSPC, str(exc)) from exc
+            raise
+        repo = Repo(str(path))
         try:
             _configure(repo)
         finally:

@@ -246,8 +246,13 @@ async def _feed(
                 moved.received += len(chunk)
             if limit is not None and total > limit:
                 raise _too_large(limit)
-            stdin.write(chunk)
-            await stdin.drain()
+            try:
+                stdin.write(chunk)
+                await stdin.drain()
+            except (BrokenPipeError, ConnectionResetError):
+                # git stopped reading: it failed (a full disk while unpacking) and says
+                # why on its output, which goes to the client as git's own error.
+                break
     finally:
         if not stdin.is_closing():
             stdin.close()

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from ..errors import DatabaseBusy, DiskFull
 from ..events.shape import Event
 from ..keys import BUS, STORE
 from ..store import Store
@@ -150,7 +151,9 @@ class Leader:
                 await fn()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a busy or full database: try again next round
+            except (DiskFull, DatabaseBusy) as exc:  # one line: the operator frees space
+                log.error("%s failed: %s; trying again in %g s", name, exc.message, seconds)
+            except Exception:  # try again next round
                 log.exception("%s failed", name)
 
         async def loop(wait: float) -> None:
@@ -224,6 +227,9 @@ class Leader:
                 if not got and await self._holder_died():
                     now = time.time()
                     got = await self.store.leases.beat(self.holder, LEASE, now, self.ttl)
+            except (DiskFull, DatabaseBusy) as exc:
+                log.error("renewing the jobs lease failed: %s", exc.message)
+                got = None
             except Exception:
                 log.exception("renewing the jobs lease failed")
                 got = None

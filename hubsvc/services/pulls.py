@@ -14,12 +14,10 @@ from aiohttp import web
 from ..errors import ApiError, Conflict
 from ..events.shape import Event
 from ..git.files import REPO_FILES, RepoFiles
-from ..keys import CONFIG, STORE
+from ..keys import STORE
 from ..notify.leader import LEADER, consumer
-from ..web import present
+from .merge_journal import finish_merge, settle
 from .protection import merge_problems
-from .publish import make_event
-from .pushes import push_data
 
 log = logging.getLogger("hubsvc.pulls")
 ZERO = "0" * 40
@@ -135,41 +133,31 @@ async def merge(
     """
     store = app[STORE]
     # The claim is taken in the database, so exactly one merge (or a close) wins even
-    # when several processes serve the same pull request.
-    if not await store.issues.claim_merge(pull["id"]):
+    # when several processes serve the same pull request. It is journalled with this
+    # process's name: if the process dies, whichever process recovers it finishes the
+    # merge or undoes it (merge_journal.settle).
+    if not await store.merges.claim(pull["id"], repo["id"], user["id"], method, app[LEADER].holder):
         raise Conflict("pull request is not open, or another merge of it is under way")
     try:
         new, heads = await _merge_checked(app, repo, pull, user, method, message, sha)
     except BaseException:
-        await asyncio.shield(store.issues.release_merge(pull["id"]))
+        # Undone, unless the base branch moved all the same (then finished).
+        journal = await asyncio.shield(store.merges.get(pull["id"]))
+        if journal is not None:
+            await asyncio.shield(settle(app, journal))
         raise
-    ref = f"refs/heads/{pull['base']}"
     assert heads.base is not None and heads.head is not None  # else 409 above
-    push = await app[REPO_FILES].run(repo["id"], push_data, ref, heads.base, new, [])
-    base_url = app[CONFIG].base_url
-    row = await store.issues.mark_merged(
-        pull["id"],
-        user["id"],
-        new,
-        heads.head,
-        heads.base,
-        emit=lambda row: [
-            make_event(
-                app,
-                repo,
-                "pull_request",
-                {
-                    "action": "merged",
-                    "pullRequest": present.pull(base_url, repo, row),
-                    "method": method,
-                },
-                user,
-            ),
-            make_event(app, repo, "push", push, user),
-        ],
-    )
-    await store.repos.touch(repo["id"])
-    return row
+    try:
+        return await asyncio.shield(
+            finish_merge(
+                app, repo, pull["id"], pull["base"], user, method, new, heads.head, heads.base
+            )
+        )
+    except Conflict:
+        # Settled by a process that took this one for dead: merged by it, as the branch moved.
+        row = await store.issues.get(repo["id"], pull["number"], True)
+        assert row is not None
+        return row
 
 
 async def _merge_checked(
@@ -244,6 +232,9 @@ async def _write_merge(
             parents = [base]
             text = message or f"{pull['title']} (#{pull['number']})\n\n{pull['body']}".rstrip()
         new = await files.run(repo_id, lambda g: g.commit_tree(tree, parents, text, name, email))
+    # Journalled before the branch moves: a kill from here on is finished by recovery
+    # when the branch moved, and undone when it did not.
+    await app[STORE].merges.moving(pull["id"], base, head, new)
     if not await files.run(repo_id, lambda g: g.update_branch(pull["base"], new, base)):
         raise Conflict("the base branch moved while merging; try again")
     return new

@@ -7,6 +7,7 @@ from pathlib import Path
 from .audit import AuditStore
 from .chat import ChatStore
 from .chat_notices import ChatNoticeStore
+from .creations import CreationStore
 from .engines import open_database
 from .engines.sqlite import READ_TIMEOUT_MS
 from .events import EventStore
@@ -15,6 +16,7 @@ from .hooks import HookStore
 from .issues import IssueStore
 from .keys import KeyStore
 from .leases import LeaseStore
+from .merges import MergeStore
 from .orgs import OrgStore
 from .outbox import MailStore, OutboxStore
 from .passkeys import PasskeyStore
@@ -45,6 +47,8 @@ class Store:
         self.repos = RepoStore(self.db)
         self.orgs = OrgStore(self.db, grants_changed=self.repos.forget_audience)
         self.issues = IssueStore(self.db)
+        self.merges = MergeStore(self.db)
+        self.creations = CreationStore(self.db)
         self.search = SearchStore(self.db)
         self.chat = ChatStore(self.db)
         self.chat_notices = ChatNoticeStore(self.db)

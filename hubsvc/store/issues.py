@@ -88,6 +88,12 @@ def _with_assignees(conn: Conn, rows: list[Row]) -> list[dict[str, Any]]:
     return issues
 
 
+def issue_row(conn: Conn, issue_id: int) -> dict[str, Any]:
+    """One issue or pull request by id, as the API presents it (inside a transaction)."""
+    rows = conn.execute(ISSUE_SELECT + " WHERE i.id = ?", (issue_id,)).fetchall()
+    return _with_assignees(conn, rows)[0]
+
+
 def _set_assignees(conn: Conn, issue_id: int, user_ids: list[int]) -> None:
     conn.execute("DELETE FROM issue_assignees WHERE issue_id = ?", (issue_id,))
     conn.executemany(
@@ -163,8 +169,7 @@ class IssueStore(Table):
         return self._one(conn, issue_id)
 
     def _one(self, conn, issue_id: int) -> dict[str, Any]:
-        rows = conn.execute(ISSUE_SELECT + " WHERE i.id = ?", (issue_id,)).fetchall()
-        return _with_assignees(conn, rows)[0]
+        return issue_row(conn, issue_id)
 
     @reads
     def assignable(self, conn, repo_id: int, user_ids: list[int]) -> set[int]:
@@ -399,37 +404,3 @@ class IssueStore(Table):
         return bool(
             row and row["merging_since"] and row["merging_since"] > time.time() - MERGE_CLAIM_STALE
         )
-
-    @writes
-    def claim_merge(self, conn, issue_id: int) -> bool:
-        """Hold an open, unmerged pull request for one merge; False when another holds it."""
-        cur = conn.execute(
-            "UPDATE pulls SET merging_since = ? WHERE issue_id = ? AND merged = 0"
-            " AND (merging_since IS NULL OR merging_since <= ?)"
-            " AND EXISTS (SELECT 1 FROM issues WHERE id = ? AND state = 'open')",
-            (int(time.time()), issue_id, int(time.time()) - MERGE_CLAIM_STALE, issue_id),
-        )
-        return cur.rowcount == 1
-
-    @writes
-    def release_merge(self, conn, issue_id: int) -> None:
-        """Give up a merge claim (the merge failed before the base branch moved)."""
-        conn.execute("UPDATE pulls SET merging_since = NULL WHERE issue_id = ?", (issue_id,))
-
-    @writes
-    def mark_merged(
-        self, conn, issue_id: int, user_id: int, merge_commit: str, head_oid: str, base_oid: str
-    ) -> dict[str, Any]:
-        """Close a pull request as merged."""
-        now = now_iso()
-        conn.execute(
-            "UPDATE issues SET state = 'closed', closed_at = ?, updated_at = ? WHERE id = ?",
-            (now, now, issue_id),
-        )
-        conn.execute(
-            "UPDATE pulls SET merged = 1, merged_at = ?, merged_by = ?, merge_commit = ?,"
-            " head_oid = ?, base_oid = ?, mergeable = NULL, merging_since = NULL"
-            " WHERE issue_id = ?",
-            (now, user_id, merge_commit, head_oid, base_oid, issue_id),
-        )
-        return self._one(conn, issue_id)

@@ -133,11 +133,14 @@ class RepoStore(Table):
         private_lineage: bool = False,
         admin_id: int | None = None,
         viewer: int = 0,
+        holder: str | None = None,
     ) -> dict[str, Any]:
         """Insert a repository; 409 when the owner has one of that name.
 
         admin_id: a member who made an organization's repository: its admin while they
         stay a member (the grant ends with the membership, OrgStore.remove_member).
+        With holder, the row is marked as in creation by that process until
+        CreationStore.done (its folder made).
         """
         self._check_free(conn, owner_id, name)
         now = now_iso()
@@ -158,6 +161,11 @@ class RepoStore(Table):
                 now,
             ),
         ).fetchone()[0]
+        if holder is not None:
+            conn.execute(
+                "INSERT INTO repos_in_creation (repo_id, holder, started_at) VALUES (?, ?, ?)",
+                (repo_id, holder, now),
+            )
         if admin_id is not None:
             conn.execute(
                 "INSERT INTO collaborators"

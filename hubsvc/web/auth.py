@@ -19,7 +19,7 @@ from aiohttp.typedefs import Handler
 from aiohttp_session import get_session
 
 from ..clients import client_ip
-from ..errors import BadRequest, Forbidden, NotFound, Unauthorized
+from ..errors import BadRequest, DatabaseBusy, DiskFull, Forbidden, NotFound, Unauthorized
 from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
 from ..policy import Caps, action_of, decide_action
@@ -208,7 +208,12 @@ async def _touch(app: web.Application, digest: bytes, personal: bool) -> None:
         touched.clear()
     touched[digest] = now
     users = app[STORE].users
-    await (users.touch_personal_token(digest) if personal else users.touch_token(digest))
+    try:
+        await (users.touch_personal_token(digest) if personal else users.touch_token(digest))
+    except (DiskFull, DatabaseBusy):
+        # Bookkeeping only: a read must not fail on a full disk or a held write lock
+        # (a minute later the next use tries again).
+        pass
 
 
 async def issue_token(
