@@ -179,6 +179,9 @@ VALID[("POST", "/api/repositories/{owner}/{name}/keys")] = {
     "key": _SSH_KEY,
     "readOnly": True,
 }
+VALID[("PUT", "/api/notifications")] = {"lastReadAt": "2024-05-01T12:00:00Z"}
+VALID[("PUT", "/api/notifications/threads/{id}/subscription")] = {"ignored": False}
+VALID[("PUT", "/api/repositories/{owner}/{name}/issues/{number}/subscription")] = {"ignored": False}
 VALID[("POST", "/api/orgs")] = {"name": "neworg", "description": "d"}
 VALID[("PATCH", "/api/orgs/{org}")] = {
     "description": "d",
