@@ -178,11 +178,21 @@ def pull(base_url: str, repo_row: dict[str, Any], row: dict[str, Any]) -> dict[s
             "mergeCommit": row["merge_commit"],
             # The combined status of the head's latest commit statuses (null: none yet).
             "status": row.get("head_status"),
+            # Asked and not yet answered by a review (GitHub's requested_reviewers/teams).
+            "requestedReviewers": [
+                user_summary(base_url, u) for u in row.get("requested_reviewers") or []
+            ],
+            "requestedTeams": [team_summary(t) for t in row.get("requested_teams") or []],
         }
     )
     if "review_decision" in row:  # for the caller only: it depends on the rules now
         data["reviewDecision"] = row["review_decision"]
     return data
+
+
+def team_summary(row: dict[str, Any]) -> dict[str, Any]:
+    """A team where one is embedded: id, name, organization."""
+    return {"id": str(row["id"]), "name": row["name"], "organization": row["org"]}
 
 
 def comment(base_url: str, row: dict[str, Any]) -> dict[str, Any]:
