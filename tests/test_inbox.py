@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+import aiohttp
+
 from hubsvc.keys import BUS
 
+from . import test_cluster as cluster
 from .conftest import sign_up
+from .server import start_several, stop_all
 from .test_repos import create
 
 REPO = "/api/repositories/alice/proj"
@@ -147,24 +151,58 @@ async def _next_inbox(ws, timeout: float = 5.0) -> dict:
 
 
 async def test_inbox_message_reaches_own_sockets_only(client, alice, bob):
+    carol = await sign_up(client, "carol")
     await create(client, alice, "proj")
     alice_ws = await client.ws_connect(f"/ws?token={alice.token}")
     bob_ws = await client.ws_connect(f"/ws?token={bob.token}")
-    await client.post(f"{REPO}/issues", headers=bob.headers, json={"title": "Live"})
+    # carol's issue names bob: alice (watching her repository) and bob each get a thread.
+    await client.post(f"{REPO}/issues", headers=carol.headers, json={"title": "Live @bob"})
     message = await _next_inbox(alice_ws)
     assert message["unreadCount"] == 1
     assert message["thread"]["reason"] == "subscribed"
-    assert message["thread"]["subject"]["title"] == "Live"
-    # Reading it tells the sockets the count went down.
+    assert message["thread"]["subject"]["title"] == "Live @bob"
+    theirs = await _next_inbox(bob_ws)
+    assert theirs["thread"]["reason"] == "mention" and theirs["unreadCount"] == 1
+    # Reading it tells alice's sockets the count went down, and nobody else's.
     resp = await client.patch(
         f"/api/notifications/threads/{message['thread']['id']}", headers=alice.headers
     )
     assert resp.status == 200
     message = await _next_inbox(alice_ws)
     assert message["unreadCount"] == 0 and message["thread"]["unread"] is False
-    # bob's socket saw the repository event, never alice's inbox.
     await bob_ws.send_json({"type": "ping"})
     while (seen := await asyncio.wait_for(bob_ws.receive_json(), 5)).get("type") != "pong":
-        assert seen["type"] != "inbox"
+        assert seen["type"] != "inbox", seen
     await alice_ws.close()
     await bob_ws.close()
+
+
+async def test_inbox_messages_cross_processes(tmp_path, redis_url):
+    """Two processes on one Redis: the lease holder writes the thread, every process tells
+    its own sockets of the user; a thread read on one process is told on the other."""
+    servers = await asyncio.to_thread(start_several, tmp_path / "data", 2, redis_url, {})
+    try:
+        async with aiohttp.ClientSession() as session:
+            a, b = servers
+            owner = await cluster.sign_up(session, a, "owner")
+            other = await cluster.sign_up(session, b, "other")
+            status, _ = await cluster.call(
+                session, a, "POST", "/api/repositories", {"name": "proj"}, owner
+            )
+            assert status == 201
+            sockets = [await cluster.socket(session, s, owner) for s in (a, b)]
+            for server in (a, b):
+                await cluster.open_issue(session, server, other, f"from {server.url}")
+            for ws in sockets:
+                got = [(await cluster.next_of(ws, "inbox"))["unreadCount"] for _ in range(2)]
+                assert got == [1, 2]
+            status, body = await cluster.call(session, b, "GET", "/api/notifications", token=owner)
+            first = body["notifications"][0]["id"]
+            await cluster.call(
+                session, a, "PATCH", f"/api/notifications/threads/{first}", token=owner
+            )
+            for ws in sockets:
+                assert (await cluster.next_of(ws, "inbox"))["unreadCount"] == 1
+                await ws.close()
+    finally:
+        await asyncio.to_thread(stop_all, servers)
