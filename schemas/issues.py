@@ -49,6 +49,12 @@ class CommentSchema(Base):
     edited = Bool(metadata={"description": "true once the body was changed"})
 
 
+class TeamSummarySchema(Base):
+    id = Str(required=True)
+    name = Str(required=True)
+    organization = Str(required=True)
+
+
 class PullSchema(IssueSchema):
     head = Str(required=True)
     base = Str(required=True)
@@ -81,6 +87,16 @@ class PullSchema(IssueSchema):
     mergedAt = Str(allow_none=True, required=True)
     mergedBy = Nested(UserSummarySchema, allow_none=True, required=True)
     mergeCommit = Str(allow_none=True, required=True)
+    requestedReviewers = List(
+        Nested(UserSummarySchema),
+        required=True,
+        metadata={"description": "people asked to review who have not reviewed since"},
+    )
+    requestedTeams = List(
+        Nested(TeamSummarySchema),
+        required=True,
+        metadata={"description": "teams asked to review, until one of their members reviews"},
+    )
 
 
 class IssueEnvelopeSchema(Base):

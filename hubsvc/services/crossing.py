@@ -48,6 +48,11 @@ def join_cluster(app: web.Application) -> None:
     # Sent instead of the messages a process queued past its limit while Redis was away.
     cluster.on("missed", lambda m: _missed(app))
     cluster.on_down.append(lambda: _forget(app))
+
+    cluster.on(
+        "inbox",
+        lambda m: app[HUB].inbox(int(m["user"]), bool(m["public"]), m["message"], tell=False),
+    )
     cluster.on_reconnect.append(lambda: _missed(app))
 
 
