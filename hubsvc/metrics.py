@@ -9,6 +9,7 @@ loop's one thread), turned into metric families at scrape time.
 
 from __future__ import annotations
 
+import threading
 import time
 from bisect import bisect_left
 from collections.abc import Iterable
@@ -56,16 +57,6 @@ GIT_BYTES = Counter(
     ("service", "transport", "direction"),
     registry=REGISTRY,
 )
-DB_SECONDS = Histogram(
-    "hubsvc_db_transaction_duration_seconds",
-    "How long each read or write transaction held its database connection (its "
-    "statements, and on PostgreSQL the conflicts it retried), by kind",
-    ("kind",),
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
-    registry=REGISTRY,
-)
-DB_READ = DB_SECONDS.labels("read")
-DB_WRITE = DB_SECONDS.labels("write")
 
 
 class Tally:
@@ -93,15 +84,24 @@ REGISTRY.register(_Tallies())
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 HTTP_BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0)
-_LE = [floatToGoString(b) for b in HTTP_BOUNDS] + ["+Inf"]
 
 
 class _Series:
     __slots__ = ("counts", "total")
 
-    def __init__(self) -> None:
-        self.counts = [0] * (len(HTTP_BOUNDS) + 1)  # per bucket, not yet cumulative
+    def __init__(self, size: int = len(HTTP_BOUNDS) + 1) -> None:
+        self.counts = [0] * size  # per bucket, not yet cumulative
         self.total = 0.0
+
+
+def _buckets(bounds: tuple[float, ...], counts: list[int]) -> list[tuple[str, float]]:
+    """Cumulative (le, count) pairs, +Inf last, as a histogram family takes them."""
+    buckets: list[tuple[str, float]] = []
+    seen = 0
+    for le, count in zip([*map(floatToGoString, bounds), "+Inf"], counts, strict=True):
+        seen += count
+        buckets.append((str(le), float(seen)))
+    return buckets
 
 
 class _Requests(Collector):
@@ -132,17 +132,68 @@ class _Requests(Collector):
             labels=["method", "route", "status"],
         )
         for (method, route, status), series in sorted(self.series.items()):
-            buckets, seen = [], 0
-            for le, count in zip(_LE, series.counts, strict=True):
-                seen += count
-                buckets.append((le, seen))
-            family.add_metric([method, route, str(status)], buckets, series.total)
+            family.add_metric(
+                [method, route, str(status)], _buckets(HTTP_BOUNDS, series.counts), series.total
+            )
         yield family
 
 
 REQUESTS = _Requests()
 REGISTRY.register(REQUESTS)
 observe_request = REQUESTS.observe  # (method, route template, status, seconds)
+
+DB_BOUNDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class PerThread:
+    """Durations observed from several threads (the store's): each thread counts into
+    lists of its own, without a lock per observation, and a scrape adds them up."""
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self._local = threading.local()
+        self._parts: list[_Series] = []
+        self._lock = threading.Lock()
+
+    def observe(self, seconds: float) -> None:
+        try:
+            series = self._local.series
+        except AttributeError:
+            series = self._local.series = _Series(len(self.bounds) + 1)
+            with self._lock:
+                self._parts.append(series)
+        series.counts[bisect_left(self.bounds, seconds)] += 1
+        series.total += seconds
+
+    def merged(self) -> tuple[list[int], float]:
+        with self._lock:
+            parts = list(self._parts)
+        counts = [0] * (len(self.bounds) + 1)
+        for part in parts:
+            for i, count in enumerate(part.counts):
+                counts[i] += count
+        return counts, sum(part.total for part in parts)
+
+
+DB_READ = PerThread(DB_BOUNDS)
+DB_WRITE = PerThread(DB_BOUNDS)
+
+
+class _Transactions(Collector):
+    def collect(self) -> Iterable[Any]:
+        family = HistogramMetricFamily(
+            "hubsvc_db_transaction_duration_seconds",
+            "How long each read or write transaction held its database connection (its "
+            "statements, and on PostgreSQL the conflicts it retried), by kind",
+            labels=["kind"],
+        )
+        for kind, timings in (("read", DB_READ), ("write", DB_WRITE)):
+            counts, total = timings.merged()
+            family.add_metric([kind], _buckets(timings.bounds, counts), total)
+        yield family
+
+
+REGISTRY.register(_Transactions())
 
 
 def git_operation(
