@@ -496,3 +496,37 @@ async def test_postgresql_restarted_under_load(tmp_path, aiohttp_server, redis_u
             f" {total} issues, each once in the log, on the socket and at the hook"
             f" ({len(created)} answered 201)"
         )
+
+
+async def test_messages_queued_past_the_limit_become_one_drop_every_cache(tmp_path, monkeypatch):
+    from hubsvc.cluster import link as cluster_link
+
+    redis = PrivateRedis(tmp_path / "redis").start()
+    cut = CuttableLink(redis.port).start()
+    sender = cluster_link.Cluster(cut.url(), "q")
+    listener = cluster_link.Cluster(redis.url, "q")
+    heard: list[dict] = []
+    for kind in ("missed", "audience"):
+        listener.on(kind, heard.append)
+    try:
+        await sender.start()
+        await listener.start()
+        cut.cut()
+        await _wait_for(lambda: not sender.up, 10, "the sender sees its link down")
+        monkeypatch.setattr(cluster_link, "QUEUE_LIMIT", 3)
+        for n in range(5):
+            sender.tell("audience", repo=n)
+        cut.mend()
+        await _wait_for(lambda: len(heard) >= 3, 10, "the queue sent")
+        await asyncio.sleep(0.3)
+        # The first three were replaced by one "missed"; the two after it kept their order.
+        assert [(m["kind"], m.get("repo")) for m in heard] == [
+            ("missed", None),
+            ("audience", 3),
+            ("audience", 4),
+        ]
+    finally:
+        await sender.stop()
+        await listener.stop()
+        cut.stop()
+        redis.stop()

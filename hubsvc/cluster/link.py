@@ -23,7 +23,10 @@ CACHES = "caches"
 RECONNECT_SECONDS = 0.5
 # How often the link is pinged, and how long a ping may take before the link counts as
 # down: a Redis that stopped answering without closing its connections is noticed too.
+# (A stopped Redis closes them: that is noticed at once.) Generous, so that a busy
+# machine's slow answer is not taken for an outage.
 WATCH_SECONDS = 1.0
+PING_TIMEOUT = 3.0
 # Messages kept while the link is down. Past this many, they are replaced by one
 # "missed" message: the others drop every cache, as after an outage of their own.
 QUEUE_LIMIT = 10000
@@ -243,7 +246,7 @@ class Cluster:
             if not self.up:
                 continue  # the listener brings it back once it can subscribe again
             try:
-                await asyncio.wait_for(self.redis.ping(), WATCH_SECONDS)
+                await asyncio.wait_for(self.redis.ping(), PING_TIMEOUT)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
