@@ -357,9 +357,12 @@ def test_a_repository_whose_folder_is_gone_is_made_empty_at_start(tmp_path):
     # existed, or a folder lost on disk): its git routes answered 500. It may have
     # issues in use, so it is kept and made an empty repository.
     data = tmp_path / "data"
-    with ServerProcess(data) as first:
+    first = ServerProcess(data).start()
+    try:
         headers, url = seed_owner(first)
         assert first.request("POST", API + "/issues", {"title": "kept"}, headers)[0] == 201
+    finally:
+        first.stop(signal.SIGKILL)  # committed already; no need to wait for a clean stop
     bare = _bare(data)
     subprocess.run(["rm", "-rf", str(bare)], check=True)
     with ServerProcess(data, first.settings) as again:
