@@ -350,3 +350,34 @@ def test_a_fork_killed_between_its_row_and_its_folder_is_removed_at_the_next_sta
         assert clone.returncode == 0, clone.stderr
         assert _git("log", "--format=%s", cwd=tmp_path / "c") == "one"
         print(f"retry: 201, clone of the fork works (git exit {clone.returncode})")
+
+
+def test_a_repository_whose_folder_is_gone_is_made_empty_at_start(tmp_path):
+    # A row with no folder and no creation mark (a kill mid-create before the mark
+    # existed, or a folder lost on disk): its git routes answered 500. It may have
+    # issues in use, so it is kept and made an empty repository.
+    data = tmp_path / "data"
+    first = ServerProcess(data).start()
+    try:
+        headers, url = seed_owner(first)
+        assert first.request("POST", API + "/issues", {"title": "kept"}, headers)[0] == 201
+    finally:
+        first.stop(signal.SIGKILL)  # committed already; no need to wait for a clean stop
+    bare = _bare(data)
+    subprocess.run(["rm", "-rf", str(bare)], check=True)
+    with ServerProcess(data, first.settings) as again:
+        url = again.url.replace("http://", "http://owner:12345678@") + "/owner/proj.git"
+        work = tmp_path / "w"
+        _git("init", "-q", "-b", "main", str(work))
+        _git("commit", "-q", "--allow-empty", "-m", "one", cwd=work)
+        push = subprocess.run(
+            ["git", "push", "-q", url, "main"],
+            cwd=work,
+            env={**os.environ, **ENV},
+            capture_output=True,
+            text=True,
+        )
+        issue = again.request("GET", API + "/issues/1", headers=headers)[0]
+        print(f"\nfolder removed, restarted: push exit {push.returncode}, issue #1 {issue}")
+        assert push.returncode == 0, push.stderr
+        assert issue == 200 and bare.is_dir()

@@ -8,6 +8,7 @@ restart.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -48,6 +49,30 @@ async def remove_unfinished_repos(app: web.Application) -> int:
     return removed
 
 
+async def remake_lost_folders(app: web.Application) -> int:
+    """Make an empty folder for each repository whose row has none; how many.
+
+    A row with no folder and no creation mark predates the mark (a process killed
+    mid-create before it existed) or lost its folder on disk: its issues and pull
+    requests may be in use, so it is kept and made an empty repository, which is what
+    its git routes then serve (they answered 500 before).
+    """
+    files = app[REPO_FILES]
+    rows = await app[STORE].creations.made()
+    missing = await asyncio.to_thread(lambda: [r for r in rows if not files.path(r["id"]).exists()])
+    for row in missing:
+        try:
+            await files.create(row["id"], row["default_branch"])
+            if await app[STORE].repos.by_id(row["id"]) is None:  # deleted meanwhile
+                await files.remove(row["id"])
+                continue
+        except Exception:
+            log.exception("making a folder for repository %s failed", row["id"])
+            continue
+        log.warning("repository %s had no folder on disk: made it an empty repository", row["id"])
+    return len(missing)
+
+
 async def recover(app: web.Application) -> None:
     """Recover what processes that are gone left half done."""
     await app[LEADER].forget_dead()  # a process of this host that exited is gone now
@@ -58,5 +83,9 @@ async def recover(app: web.Application) -> None:
 async def recovery_ctx(app: web.Application) -> AsyncIterator[None]:
     """On the lease holder: recover at start and every RECOVER_SECONDS."""
     leader = app[LEADER]
+    # Once at start (and daily): a look at every repository's folder.
+    leader.add(
+        leader.every("lost folders", 86400, lambda: remake_lost_folders(app), first_inline=True)
+    )
     leader.add(leader.every("recovery", RECOVER_SECONDS, lambda: recover(app), first_inline=True))
     yield

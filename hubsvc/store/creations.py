@@ -32,3 +32,15 @@ class CreationStore(Table):
                 (now,),
             )
         ]
+
+    @reads
+    def made(self, conn) -> list[dict[str, Any]]:
+        """Every repository not in creation: id and default branch (their folders should exist)."""
+        return [
+            dict(r)
+            for r in conn.execute(
+                "SELECT r.id, r.default_branch FROM repositories r"
+                " WHERE NOT EXISTS (SELECT 1 FROM repos_in_creation c WHERE c.repo_id = r.id)"
+                " ORDER BY r.id"
+            )
+        ]
