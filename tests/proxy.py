@@ -71,3 +71,28 @@ class RoundRobinProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class SlowProxy(RoundRobinProxy):
+    """One backend, with what clients send passed on at `rate` bytes a second: a git push
+    through it stays in flight long enough to be signalled in the middle."""
+
+    def __init__(self, backend: int, rate: int) -> None:
+        super().__init__([backend])
+        self.backend, self.rate = backend, rate
+        self.sent_up = 0  # bytes passed from clients to the backend
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upward = writer.get_extra_info("peername")[1] == self.backend
+        step = max(1, self.rate // 20)
+        try:
+            while data := await reader.read(step if upward else 65536):
+                writer.write(data)
+                await writer.drain()
+                if upward:
+                    self.sent_up += len(data)
+                    await asyncio.sleep(len(data) / self.rate)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()

@@ -55,6 +55,8 @@ async def close_when_draining(request: web.Request, response: web.StreamResponse
     """on_response_prepare: while draining, each answer says `Connection: close`."""
     if draining(request.app):
         response.force_close()
+        # aiohttp wrote its headers before this hook: the header is set here too.
+        response.headers["Connection"] = "close"
 
 
 class _Handler(RequestHandler):
