@@ -18,7 +18,7 @@ import aiohttp
 from aiohttp import WSMsgType
 
 from .gitcli import git
-from .proxy import SlowProxy
+from .proxy import RoundRobinProxy
 from .server import ServerProcess, lease_holder, seed_owner, start_several, stop_all
 
 BODY = b'{"username": "owner", "password": "12345678"}'
@@ -80,7 +80,7 @@ async def test_sigterm_answers_what_is_in_flight_then_exits_0(tmp_path):
     await git("add", ".", cwd=work)
     await git("commit", "-qm", "big", cwd=work)
 
-    with SlowProxy(server.port, rate=500_000) as proxy:
+    with RoundRobinProxy([server.port], rate=500_000) as proxy:
         remote = proxy.url.replace("http://", "http://owner:12345678@") + "/owner/proj.git"
         push = asyncio.create_task(git("push", remote, "main", cwd=work, check=False))
         async with aiohttp.ClientSession() as session:
@@ -98,6 +98,7 @@ async def test_sigterm_answers_what_is_in_flight_then_exits_0(tmp_path):
             await _until(lambda: _refused(server.port), "still accepting")
             # ...but one kept alive is answered, and told it closes.
             assert await asyncio.to_thread(_get, kept, "/api/meta") == (200, "close")
+            kept.close()
             # The socket is closed going away, so its client resumes on another process.
             message = await ws.receive(timeout=30)
             assert message.type == WSMsgType.CLOSE and message.data == 1001

@@ -53,7 +53,8 @@ def draining(app: web.Application) -> bool:
 
 async def close_when_draining(request: web.Request, response: web.StreamResponse) -> None:
     """on_response_prepare: while draining, each answer says `Connection: close`."""
-    if draining(request.app):
+    # A WebSocket's 101 keeps its `Connection: upgrade`: the hub closes it with 1001.
+    if draining(request.app) and response.status != 101:
         response.force_close()
         # aiohttp wrote its headers before this hook: the header is set here too.
         response.headers["Connection"] = "close"
