@@ -10,6 +10,7 @@ backend accepted and then closed with a request unanswered is counted (`unanswer
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import threading
 from dataclasses import dataclass
@@ -71,6 +72,11 @@ class RoundRobinProxy:
             writer.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Cancelled by stop(): ended quietly (asyncio logs a cancelled handler as an error).
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._forward(reader, writer)
+
+    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         for _ in self.backends:
             port = next(self._next)
             try:

@@ -10,16 +10,19 @@ from __future__ import annotations
 import asyncio
 import http.client
 import os
+import shutil
 import signal
 import socket
 import time
 
 import aiohttp
+import pytest
 from aiohttp import WSMsgType
 
 from .gitcli import git
 from .proxy import RoundRobinProxy
 from .server import ServerProcess, lease_holder, seed_owner, start_several, stop_all
+from .test_ssh import add_key, hold, open_site, release
 
 BODY = b'{"username": "owner", "password": "12345678"}'
 
@@ -145,3 +148,26 @@ async def test_the_jobs_lease_moves_while_its_holder_drains(tmp_path, postgres_u
         assert "handed off the jobs lease" in a.logs()
     finally:
         await asyncio.to_thread(stop_all, [a, b])
+
+
+def test_an_ssh_session_under_way_finishes_and_new_ones_are_refused(tmp_path):
+    if shutil.which("ssh") is None:
+        if os.environ.get("HUBSVC_TEST_SSH") == "1":
+            pytest.fail("HUBSVC_TEST_SSH=1 but the OpenSSH client (ssh) is not installed")
+        pytest.skip("needs the OpenSSH client (ssh)")
+    with open_site(tmp_path, {"server": {"drain_seconds": 300}}) as site:
+        key, _ = add_key(site, "alice", "drain")
+        held = hold(site, key)  # upload-pack has advertised and waits for the client
+        try:
+            site.server.proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 30
+            while not _refused(site.port):
+                assert time.monotonic() < deadline, "SSH still accepting"
+                time.sleep(0.05)
+            assert site.server.proc.poll() is None  # it waits for the session
+            out, err = held.communicate(b"0000", timeout=30)  # the client wants nothing
+            assert held.returncode == 0, err
+        finally:
+            release(held)
+        assert site.server.proc.wait(60) == 0
+        site.server.log.close()
