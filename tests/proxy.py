@@ -39,6 +39,7 @@ class RoundRobinProxy:
         self.rate = rate  # bytes a second from clients to backends; 0: as fast as they come
         self.handed: list[int] = []  # the backend port of each connection, in order
         self.refused = 0  # connections a backend refused, handed to the next one
+        self.exhausted = 0  # connections every backend refused
         self.unanswered: list[int] = []  # backend ports that closed a request unanswered
         self.sent_up = 0  # bytes passed from clients to backends
         self._loop = asyncio.new_event_loop()
@@ -77,8 +78,10 @@ class RoundRobinProxy:
             await self._forward(reader, writer)
 
     async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        for _ in self.backends:
-            port = next(self._next)
+        first = self.backends.index(next(self._next))
+        # The next backend, then the others in turn (not whatever the shared cycle says
+        # by then: other connections move it meanwhile).
+        for port in self.backends[first:] + self.backends[:first]:
             try:
                 up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
             except OSError:
@@ -91,6 +94,7 @@ class RoundRobinProxy:
                 self._pipe(up_reader, writer, link, False),
             )
             return
+        self.exhausted += 1  # every backend refused: the client's connection is closed
         writer.close()
 
     def start(self) -> RoundRobinProxy:

@@ -263,7 +263,7 @@ async def test_rolling_restart_under_load_drops_nothing(tmp_path, postgres_url, 
             f"\nrolling restart of 3 processes in {elapsed:.1f} s under load:"
             f"\n  restarts: {'; '.join(phases)}"
             f"\n  API requests {load.requests}, git pushes and clones {load.git},"
-            f" proxy connections {len(proxy.handed)} (refused and retried: {proxy.refused})"
+            f" proxy connections {len(proxy.handed)} (refused and retried: {proxy.refused}, refused by all: {proxy.exhausted})"
             f"\n  failures {len(load.failures)} {sorted(set(load.failures))[:5]}, closed unanswered {len(proxy.unanswered)}"
             f"\n  longest request or git command {load.slowest:.2f} s,"
             f" longest socket pause (1001 to connected) {load.socket_gap:.2f} s"
@@ -273,7 +273,7 @@ async def test_rolling_restart_under_load_drops_nothing(tmp_path, postgres_url, 
             f" ({len(delivered) - len(set(delivered))} repeats)"
         )
         assert load.failures == []
-        assert proxy.unanswered == []
+        assert proxy.unanswered == [] and proxy.exhausted == 0
         assert exact == SOCKETS, _difference(
             expected, next(got for got in streams if got != expected)
         )
