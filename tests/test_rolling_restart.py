@@ -11,6 +11,7 @@ event reaches every socket once and in order (a socket closed with 1001 resumes 
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import signal
 import time
@@ -207,9 +208,11 @@ async def test_rolling_restart_under_load_drops_nothing(tmp_path, postgres_url, 
                 at = time.monotonic()
                 assert await asyncio.to_thread(server.stop, signal.SIGTERM, 60) == 0
                 stopped = time.monotonic()
+                drained = re.findall(r"drained in [0-9.]+ s", server.logs())[-1]
                 await asyncio.to_thread(server.start, 90)  # a loaded machine starts slowly
                 phases.append(
-                    f"{stopped - at:.1f} s to stop, {time.monotonic() - stopped:.1f} s to start"
+                    f"{stopped - at:.1f} s to stop ({drained}), "
+                    f"{time.monotonic() - stopped:.1f} s to start"
                 )
                 await asyncio.sleep(0.5)
             load.stop.set()
@@ -263,8 +266,10 @@ async def test_rolling_restart_under_load_drops_nothing(tmp_path, postgres_url, 
             f"\nrolling restart of 3 processes in {elapsed:.1f} s under load:"
             f"\n  restarts: {'; '.join(phases)}"
             f"\n  API requests {load.requests}, git pushes and clones {load.git},"
-            f" proxy connections {len(proxy.handed)} (refused and retried: {proxy.refused}, refused by all: {proxy.exhausted})"
-            f"\n  failures {len(load.failures)} {sorted(set(load.failures))[:5]}, closed unanswered {len(proxy.unanswered)}"
+            f" proxy connections {len(proxy.handed)} (refused and retried: {proxy.refused},"
+            f" refused by all: {proxy.exhausted})"
+            f"\n  failures {len(load.failures)} {sorted(set(load.failures))[:5]},"
+            f" closed unanswered {len(proxy.unanswered)}"
             f"\n  longest request or git command {load.slowest:.2f} s,"
             f" longest socket pause (1001 to connected) {load.socket_gap:.2f} s"
             f"\n  events {len(expected)}; sockets with every event once and in order"
