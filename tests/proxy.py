@@ -26,6 +26,8 @@ class _Link:
     pending: bool = False  # client bytes passed on since the backend last sent any
     upgraded: bool = False  # a WebSocket: its closing handshake crosses, not counted
     client_gone: bool = False
+    asked: bytes = b""  # the start of what the client sent last
+    answers: int = 0  # chunks the backend sent
 
 
 class RoundRobinProxy:
@@ -40,7 +42,8 @@ class RoundRobinProxy:
         self.handed: list[int] = []  # the backend port of each connection, in order
         self.refused = 0  # connections a backend refused, handed to the next one
         self.exhausted = 0  # connections every backend refused
-        self.unanswered: list[int] = []  # backend ports that closed a request unanswered
+        # "port: request line (answers before)" of each request a backend closed unanswered
+        self.unanswered: list[str] = []
         self.sent_up = 0  # bytes passed from clients to backends
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -53,8 +56,11 @@ class RoundRobinProxy:
         try:
             while data := await reader.read(step):
                 if up:
+                    if not link.pending:
+                        link.asked = data[:80]
                     link.pending = True
                 else:
+                    link.answers += 1
                     link.upgraded = link.upgraded or data.startswith(b"HTTP/1.1 101")
                     link.pending = False
                 writer.write(data)
@@ -69,7 +75,9 @@ class RoundRobinProxy:
             if up:
                 link.client_gone = True
             elif link.pending and not link.upgraded and not link.client_gone:
-                self.unanswered.append(link.port)
+                self.unanswered.append(
+                    f"{link.port}: {link.asked!r} ({link.answers} chunks before)"
+                )
             writer.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -11,6 +11,7 @@ event reaches every socket once and in order (a socket closed with 1001 resumes 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import shutil
 import signal
@@ -126,7 +127,7 @@ async def _socket(load: Load, session, proxy, token: str, after: int, got: list[
                 got.append(int(message["notification"]["id"]))
         if ws.close_code != 1001:
             if ws.close_code is not None and ws.close_code != 1000:
-                load.failures.append(f"WebSocket closed with {ws.close_code}")
+                load.failures.append(f"WebSocket closed with {ws.close_code}: {ws.exception()!r}")
             return
         closed_at = time.monotonic()
 
@@ -269,7 +270,7 @@ async def test_rolling_restart_under_load_drops_nothing(tmp_path, postgres_url, 
             f" proxy connections {len(proxy.handed)} (refused and retried: {proxy.refused},"
             f" refused by all: {proxy.exhausted})"
             f"\n  failures {len(load.failures)} {sorted(set(load.failures))[:5]},"
-            f" closed unanswered {len(proxy.unanswered)}"
+            f" closed unanswered {len(proxy.unanswered)} {proxy.unanswered[:3]}"
             f"\n  longest request or git command {load.slowest:.2f} s,"
             f" longest socket pause (1001 to connected) {load.socket_gap:.2f} s"
             f"\n  events {len(expected)}; sockets with every event once and in order"
@@ -277,6 +278,16 @@ async def test_rolling_restart_under_load_drops_nothing(tmp_path, postgres_url, 
             f"\n  webhooks {len(delivered)} for {len(wanted)} events"
             f" ({len(delivered) - len(set(delivered))} repeats)"
         )
+        noted = []
+        for server in servers:
+            lines = server.logs().splitlines()
+            for n, line in enumerate(lines):
+                if " ERROR " in line:  # with its traceback
+                    more = itertools.takewhile(lambda x: not x[:4].isdigit(), lines[n + 1 :])
+                    noted += [line, *more]
+                elif " WARNING " in line and "Too many connections" not in line:
+                    noted.append(line)
+        print("  the servers' errors and warnings:", *noted[:60], sep="\n    ")
         assert load.failures == []
         assert proxy.unanswered == [] and proxy.exhausted == 0
         assert exact == SOCKETS, _difference(
