@@ -39,6 +39,7 @@ class Load:
     def __init__(self) -> None:
         self.requests = 0
         self.git = 0
+        self.pushes = 0  # git pushes that succeeded: one push event each
         self.failures: list[str] = []
         self.slowest = 0.0  # seconds, one request or git command
         self.socket_gap = 0.0  # seconds from a 1001 to the socket's next `connected`
@@ -82,6 +83,8 @@ async def _pushes(load: Load, work: Path, remote: str) -> None:
         load.took(started)
         if code:
             load.failures.append(f"git push: {err.strip()}")
+        else:
+            load.pushes += 1
         k += 1
 
 
@@ -220,6 +223,15 @@ async def test_rolling_restart_under_load_drops_nothing(tmp_path, postgres_url, 
             await asyncio.gather(*workers)
             elapsed = time.monotonic() - began
 
+            pushed = "SELECT count(*) FROM events WHERE id > %s AND type = 'push'"
+            deadline = time.monotonic() + 20
+            while (await asyncio.to_thread(_query, postgres_url, pushed, start))[0][
+                0
+            ] < load.pushes:
+                if time.monotonic() > deadline:
+                    break  # told below
+                await asyncio.sleep(0.1)
+            (push_events,) = (await asyncio.to_thread(_query, postgres_url, pushed, start))[0]
             expected = [
                 row[0]
                 for row in await asyncio.to_thread(
@@ -275,7 +287,8 @@ async def test_rolling_restart_under_load_drops_nothing(tmp_path, postgres_url, 
             f" longest socket pause (1001 to connected) {load.socket_gap:.2f} s"
             f"\n  events {len(expected)}; sockets with every event once and in order"
             f" {exact}/{SOCKETS}; resumes {load.resumes}, upgrades refused 503 {load.refusals}"
-            f"\n  webhooks {len(delivered)} for {len(wanted)} events"
+            f"\n  pushes {load.pushes}, push events {push_events};"
+            f" webhooks {len(delivered)} for {len(wanted)} events"
             f" ({len(delivered) - len(set(delivered))} repeats)"
         )
         noted = []
@@ -295,6 +308,7 @@ async def test_rolling_restart_under_load_drops_nothing(tmp_path, postgres_url, 
         )
         assert load.resumes >= SOCKETS  # every socket was moved at least once
         assert sorted(delivered) == sorted(wanted)
+        assert push_events == load.pushes
     finally:
         proxy.stop()
         await runner.cleanup()
