@@ -7,10 +7,9 @@ revoke-admin, backup, restore, check) runs once and exits: 0 ok, 1 failure, 2 us
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
-
-from aiohttp import web
 
 from hubsvc.app import create_app, new_event_loop
 from hubsvc.cli import parse_args, run
@@ -24,6 +23,7 @@ from hubsvc.startup import (
     claim_database,
     describe,
 )
+from hubsvc.web.drain import serve
 from hubsvc.web.logs import AccessLogger, JsonAccessLogger, setup_logging
 
 
@@ -75,27 +75,45 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     server = config["server"]
 
-    def listening(_banner: str) -> None:
-        # run_app "prints" once its sites accept connections, after the start-up hooks
-        # (migrations, the event log, the leases): said earlier, it promised too soon.
+    def listening() -> None:
+        # Said once the socket accepts connections, after the start-up hooks (migrations,
+        # the event log, the leases): said earlier, it promised too soon.
         logging.getLogger("hubsvc").info(
             "listening on %s:%s, data in %s", server["host"], server["port"], config.data_dir
         )
 
+    asyncio.set_event_loop(loop)
     try:
-        web.run_app(
-            app,
-            host=server["host"],
-            port=server["port"],
-            print=listening,
-            access_log_class=JsonAccessLogger if config.json_logs else AccessLogger,
-            shutdown_timeout=10,
-            loop=loop,
+        # Until SIGTERM or SIGINT, then up to [server] drain_seconds finishing what is
+        # in flight (hubsvc/web/drain.py).
+        loop.run_until_complete(
+            serve(
+                app,
+                server["host"],
+                server["port"],
+                server["drain_seconds"],
+                listening,
+                access_log_class=JsonAccessLogger if config.json_logs else AccessLogger,
+            )
         )
     except HooksUnusable as exc:  # found once the app starts, with its hook socket
         print(f"hubsvc: {exc}", file=sys.stderr)
         return 2
+    finally:
+        _close_loop(loop)
     return 0
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what is left, as web.run_app does, and close the loop."""
+    left = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in left:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.run_until_complete(loop.shutdown_default_executor())
+    asyncio.set_event_loop(None)
+    loop.close()
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ from .services.pulls import MERGE_LOCKS, pull_sync_ctx
 from .services.pushes import push_journal_ctx
 from .services.recovery import recovery_ctx
 from .site import pages as site_pages
-from .ssh.server import SSH, SshService, ssh_ctx
+from .ssh.server import SSH, SshService, ssh_closing, ssh_ctx
 from .store import Store
 from .tasks import BACKGROUND, Background
 from .timeutil import iso
@@ -83,6 +83,7 @@ from .web.auth import (
     cookie_key,
 )
 from .web.deadlines import body_deadline
+from .web.drain import DRAINERS, Drainer, close_when_draining
 from .web.errors import error_middleware
 from .web.ratelimit import (
     GIT_LIMITER,
@@ -267,6 +268,12 @@ async def _mark_shutdown(app: web.Application) -> None:
     app[STATE]["shutting_down"] = True
 
 
+async def _hand_off(app: web.Application) -> None:
+    """on_shutdown: free the jobs lease now, so another process runs the jobs while this
+    one finishes what is in flight (its heartbeat stays until it exits)."""
+    await app[LEADER].hand_off()
+
+
 def new_event_loop(choice: str = "auto") -> asyncio.AbstractEventLoop:
     """The loop [server] event_loop names: `auto` is uvloop's where installed, else asyncio's."""
     if choice == "asyncio":
@@ -400,8 +407,10 @@ def create_app(config: Config) -> web.Application:
             ssh_ctx,
         ]
     )
-    app.on_shutdown.extend([_mark_shutdown, close_sockets, wake_polls])
-    app.on_response_prepare.extend([add_rate_headers, _add_request_id])
+    app.on_shutdown.extend([_mark_shutdown, _hand_off, close_sockets, wake_polls, ssh_closing])
+    drainers: list[Drainer] = [app[SSH].drain]
+    app[DRAINERS] = drainers
+    app.on_response_prepare.extend([add_rate_headers, _add_request_id, close_when_draining])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
     for module in (
         meta_api,

@@ -36,6 +36,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "git_processes_per_client": 8,
         "min_free_mb": 512,
         "event_loop": "auto",
+        "drain_seconds": 30,
     },
     "database": {"url": "", "write_timeout_ms": 5000, "read_timeout_ms": 2000, "pool_size": 10},
     "redis": {"url": "", "prefix": "hubsvc"},
@@ -147,6 +148,10 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("server", "event_loop"): (
         lambda v: v in ("auto", "uvloop", "asyncio"),
         'must be "auto", "uvloop" or "asyncio"',
+    ),
+    ("server", "drain_seconds"): (
+        lambda v: 0 <= v <= 86400,
+        "must be a number of seconds from 0 to 86400",
     ),
     ("database", "write_timeout_ms"): (
         lambda v: 1 <= v <= 600000,

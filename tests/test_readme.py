@@ -173,3 +173,16 @@ def test_nginx_snippet_passes_nginx_t(tmp_path, heading):
         timeout=30,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_systemd_unit_signals_run_py_alone_and_outwaits_the_drain():
+    from hubsvc.config import DEFAULTS
+
+    [(_, unit)] = blocks(section("Operating"), "ini")
+    cfg = configparser.ConfigParser(interpolation=None, strict=False)
+    cfg.optionxform = str  # type: ignore[assignment,method-assign]
+    cfg.read_string(unit)
+    service = cfg["Service"]
+    assert service["KillSignal"] == "SIGTERM" and service["KillMode"] == "mixed"
+    assert int(service["TimeoutStopSec"]) > DEFAULTS["server"]["drain_seconds"]
+    assert "run.py" in service["ExecStart"] and "--port %i" in service["ExecStart"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from schemas.events import WsQuerySchema
 
@@ -90,6 +90,12 @@ async def websocket(request: web.Request) -> web.StreamResponse:
     except BaseException:
         hub.release(ip, ticket)
         raise
+    if hub.closing:
+        # The server began to stop while this socket was admitted (past the check above):
+        # it goes the way the others went, so its client resumes on another process.
+        hub.release(ip, ticket)
+        await ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
+        return ws
     client = Client(ws, user, ip, request.transport, digest, caps)
     client.ticket = ticket
     hub.add(client)

@@ -120,6 +120,12 @@ class Leader:
         self._task: asyncio.Task | None = None
         self._lock = asyncio.Lock()
         self.starting = False  # in start(): the server does not answer yet
+        # Draining: the lease was handed off; only the heartbeat is renewed (this
+        # process's pushes in flight are still its own, not another's to recover).
+        self.retiring = False
+        # Called once the lease is handed off (with Redis: the others are told to take it).
+        self.on_hand_off: list[Callable[[], None]] = []
+        self._beat_now = False
 
     @property
     def held(self) -> bool:
@@ -196,6 +202,26 @@ class Leader:
             self.starting = False
         self._task = asyncio.get_running_loop().create_task(self._run())
 
+    async def hand_off(self) -> None:
+        """Stop the jobs and free the lease, keeping the heartbeat (a draining process)."""
+        self.retiring = True
+        async with self._lock:
+            await self._stop_jobs()
+            self.held_until = 0.0
+            try:
+                await self.store.leases.give_up(self.holder, LEASE)
+            except Exception:
+                log.exception("handing off the jobs lease failed; it expires in %.0f s", self.ttl)
+                return
+        log.info("handed off the jobs lease")
+        for told in self.on_hand_off:
+            told()
+
+    def beat_soon(self) -> None:
+        """Renew (and maybe take) the lease now rather than at the next round: it was freed."""
+        self._beat_now = True
+        self._wake.set()
+
     async def stop(self) -> None:
         """Stop the jobs and give the lease up, so another process takes it at once."""
         if self._task is not None:
@@ -222,6 +248,12 @@ class Leader:
         """Renew the heartbeat and the lease; start or stop the jobs as that came out."""
         async with self._lock:
             now = time.time()
+            if self.retiring:
+                try:
+                    await self.store.leases.beat(self.holder, None, now, self.ttl)
+                except Exception:
+                    log.exception("renewing the heartbeat failed")
+                return
             try:
                 got = await self.store.leases.beat(self.holder, LEASE, now, self.ttl)
                 if not got and await self._holder_died():
@@ -289,7 +321,8 @@ class Leader:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
             self._wake.clear()
-            if time.monotonic() >= next_beat or (self.running and not self.held):
+            if self._beat_now or time.monotonic() >= next_beat or (self.running and not self.held):
+                self._beat_now = False
                 next_beat = time.monotonic() + self.renew
                 await self.beat()
             if self.held:

@@ -14,6 +14,7 @@ from ..cluster.counts import SharedCounts
 from ..cluster.link import Cluster
 from ..keys import BUS, CLUSTER, CONFIG, STORE
 from ..notify.hub import HUB
+from ..notify.leader import LEADER
 from ..web.auth import TOKEN_CACHE
 from ..web.ratelimit import GIT_LIMITER, LIMITER, SIGN_IN_LIMITER
 from .revoke import credentials_ended, user_changed
@@ -53,6 +54,10 @@ def join_cluster(app: web.Application) -> None:
         "inbox",
         lambda m: app[HUB].inbox(int(m["user"]), bool(m["public"]), m["message"], tell=False),
     )
+
+    # A draining process freed the jobs lease: take it now, not at the next renewal.
+    cluster.on("lease", lambda m: app[LEADER].beat_soon())
+    app[LEADER].on_hand_off.append(lambda: cluster.tell("lease"))
     cluster.on_reconnect.append(lambda: _missed(app))
 
 

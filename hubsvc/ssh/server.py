@@ -28,6 +28,7 @@ from .session import Principal, serve
 
 log = logging.getLogger("hubsvc.ssh")
 WATCH_SECONDS = 0.5  # an open session of a removed key ends within this (and a query)
+DRAIN_GRACE = 2.0  # draining: a connection signing in gets this long to open its session
 
 
 class SshService:
@@ -70,17 +71,35 @@ class SshService:
         self._watcher = asyncio.create_task(self._watch())
         log.info("SSH listening on %s:%s", config["server"]["host"], self.port)
 
+    def stop_listening(self) -> None:
+        """Accept no new connection; the open ones go on (a draining process)."""
+        if self._server is not None:
+            self._server.close()  # idempotent; wait_closed would wait for the sessions
+
+    async def drain(self, deadline: float) -> None:
+        """Let sessions under way end, closing each connection once it has none (a git
+        client opens one per connection, so it is done), until the loop time deadline."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        while self.connections and loop.time() < deadline:
+            for conn in list(self.connections):
+                # A connection that has not opened its session yet gets a moment to.
+                fresh = loop.time() - started < DRAIN_GRACE and conn.sessions_run == 0
+                if conn.sessions == 0 and not fresh:
+                    conn.close()
+            await asyncio.sleep(0.05)
+
     async def stop(self) -> None:
         """Stop listening and close every connection."""
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watcher
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        self.stop_listening()
         for conn in list(self.connections):
             conn.close()
+        if self._server is not None:
+            await self._server.wait_closed()
 
     def admit(self, group: str) -> bool:
         """Count a new connection from group; False past [ssh] max_per_ip."""
@@ -101,7 +120,12 @@ class SshService:
     async def _session(self, process: asyncssh.SSHServerProcess) -> None:
         conn = process.channel.get_connection().get_owner()
         assert isinstance(conn, _Connection) and conn.principal is not None  # authenticated
-        await serve(self.app, process, conn.principal, conn.group, conn.touch)
+        conn.sessions += 1
+        conn.sessions_run += 1
+        try:
+            await serve(self.app, process, conn.principal, conn.group, conn.touch)
+        finally:
+            conn.sessions -= 1
 
     async def _watch(self) -> None:
         """Close connections of keys removed or accounts disabled, and idle ones."""
@@ -152,6 +176,8 @@ class _Connection(asyncssh.SSHServer):
         self.principal: Principal | None = None
         self._candidate: Principal | None = None
         self.last = time.monotonic()
+        self.sessions = 0  # sessions under way
+        self.sessions_run = 0  # sessions opened, ended or not
 
     def touch(self) -> None:
         """Bytes moved: the idle clock starts again."""
@@ -255,3 +281,8 @@ async def ssh_ctx(app: web.Application) -> AsyncIterator[None]:
     await service.start()
     yield
     await service.stop()
+
+
+async def ssh_closing(app: web.Application) -> None:
+    """on_shutdown: accept no more SSH connections; sessions under way go on (drain)."""
+    app[SSH].stop_listening()

@@ -62,10 +62,16 @@ class LeaseStore(Table):
     """The leases table: take, renew, release; and the heartbeats of running processes."""
 
     @writes
-    def beat(self, conn, holder: str, lease: str, now: float, ttl: float) -> bool:
-        """Renew this process's heartbeat and take or renew the lease; whether it is held."""
+    def beat(self, conn, holder: str, lease: str | None, now: float, ttl: float) -> bool:
+        """Renew this process's heartbeat and take or renew the lease (None: only the
+        heartbeat); whether the lease is held."""
         take(conn, PROCESS + holder, holder, now, ttl)
-        return take(conn, lease, holder, now, ttl)
+        return lease is not None and take(conn, lease, holder, now, ttl)
+
+    @writes
+    def give_up(self, conn, holder: str, lease: str) -> None:
+        """Free one lease of holder (its heartbeat stays): another process may take it now."""
+        conn.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (lease, holder))
 
     @writes
     def release(self, conn, holder: str) -> None:
