@@ -193,6 +193,16 @@ VALID[("POST", "/api/repositories/{owner}/{name}/issues/{number}/reactions")] = 
 VALID[("POST", "/api/repositories/{owner}/{name}/issues/{number}/comments/{id}/reactions")] = {
     "content": "+1"
 }
+_RELEASE = {
+    "tagName": "v1",
+    "targetCommitish": "main",
+    "name": "n",
+    "body": "b",
+    "draft": False,
+    "prerelease": False,
+}
+VALID[("POST", "/api/repositories/{owner}/{name}/releases")] = _RELEASE
+VALID[("PATCH", "/api/repositories/{owner}/{name}/releases/{id}")] = _RELEASE
 VALID[("POST", "/api/orgs")] = {"name": "neworg", "description": "d"}
 VALID[("PATCH", "/api/orgs/{org}")] = {
     "description": "d",
@@ -306,6 +316,12 @@ async def world(client, alice, bob, tmp_path):
     assert resp.status == 201, await resp.text()
     resp = await client.post(
         "/api/repositories/alice/proj/labels", json={"name": "bug"}, headers=alice.headers
+    )
+    assert resp.status == 201, await resp.text()
+    resp = await client.post(  # release 1, a draft: no tag
+        "/api/repositories/alice/proj/releases",
+        json={"tagName": "v0", "draft": True},
+        headers=alice.headers,
     )
     assert resp.status == 201, await resp.text()
     return {"owner": alice}

@@ -58,6 +58,14 @@ LINKS: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
         REPO + "/milestones/{number}",
         {"number": "$response.body#/milestone/number"},
     ),
+    ("post", REPO + "/releases"): (
+        REPO + "/releases/{id}",
+        {"id": "$response.body#/release/id"},
+    ),
+    ("post", REPO + "/releases/{id}/assets"): (
+        REPO + "/releases/assets/{assetId}",
+        {"assetId": "$response.body#/asset/id"},
+    ),
     ("post", REPO + "/labels"): (REPO + "/labels/{label}", {"label": "$response.body#/label/name"}),
     ("post", ISSUE + "/reactions"): (
         ISSUE + "/reactions/{reactionId}",
