@@ -15,13 +15,17 @@ from .gauges import GaugeStore
 from .hooks import HookStore
 from .issues import IssueStore
 from .keys import KeyStore
+from .labels import LabelStore
 from .leases import LeaseStore
 from .merges import MergeStore
+from .milestones import MilestoneStore
 from .notifications import NotificationStore
 from .orgs import OrgStore
 from .outbox import MailStore, OutboxStore
 from .passkeys import PasskeyStore
 from .protection import ProtectionStore
+from .reactions import ReactionStore
+from .releases import ReleaseStore
 from .repos import RepoStore
 from .reviews import ReviewStore
 from .search import SearchStore
@@ -50,6 +54,11 @@ class Store:
         self.issues = IssueStore(self.db)
         self.merges = MergeStore(self.db)
         self.creations = CreationStore(self.db)
+
+        self.milestones = MilestoneStore(self.db)
+        self.labels = LabelStore(self.db)
+        self.reactions = ReactionStore(self.db)
+        self.releases = ReleaseStore(self.db)
         self.search = SearchStore(self.db)
         self.chat = ChatStore(self.db)
         self.chat_notices = ChatNoticeStore(self.db)
