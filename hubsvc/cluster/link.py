@@ -148,11 +148,9 @@ class Cluster:
         )
 
     async def flushed(self, timeout: float = 1.0) -> None:
-        """Return once everything told so far is published (or after timeout seconds).
-
-        While the link is down it returns at once: the messages wait for the link, and
-        the others treat their caches as stale meanwhile.
-        """
+        """Return once everything told so far is published (or after timeout seconds)."""
+        # While the link is down, at once: the messages wait for the link, and the other
+        # processes treat their caches as stale meanwhile.
         if self._sent >= self._queued or not self.up:
             return
         waiter = asyncio.get_running_loop().create_future()
