@@ -1,7 +1,7 @@
-"""Redis and PostgreSQL going away under several real processes, as an operator meets it.
+"""Redis going away under several real processes, as an operator meets it.
 
-Each test runs real server processes on PostgreSQL with a Redis (or a PostgreSQL) of
-its own that it stops and starts (tests/outages.py): never the machine's shared ones.
+Each test runs real server processes on PostgreSQL with a Redis of its own that it
+stops and starts (tests/outages.py): never the machine's shared one.
 The figures go to the test output (`pytest -s`).
 """
 
@@ -374,127 +374,6 @@ async def test_a_message_a_process_could_not_send_goes_out_when_its_link_returns
         print(
             f"\nA's link to Redis cut, collaborator removed on A: bob's socket on B told"
             f" 'unsubscribed' {told:.2f} s after the link returned"
-        )
-
-
-async def test_postgresql_restarted_under_load(tmp_path, aiohttp_server, redis_url, capsys):
-    from .outages import PrivatePostgres
-    from .receiver import Receiver
-
-    pg = await asyncio.to_thread(PrivatePostgres().start)
-    receiver = Receiver()
-    hook_url = str((await aiohttp_server(receiver.app)).make_url("/hook"))
-    servers = _processes(
-        tmp_path / "data",
-        2,
-        redis_url[0],
-        pg.url,
-        webhooks={"allowed_hosts": ["127.0.0.1"], "retry_seconds": 0.1, "max_retry_seconds": 1},
-    )
-    for server in servers:
-        server.settings["redis"]["prefix"] = redis_url[1]
-    statuses: dict[int, int] = {}
-    unavailable: list[dict] = []
-    health_down: set[str] = set()
-    created: list[int] = []
-    try:
-        await _start(servers)
-        async with aiohttp.ClientSession() as session:
-            token = await sign_up(session, servers[0], "owner")
-            status, _ = await call(
-                session, servers[0], "POST", "/api/repositories", {"name": "proj"}, token
-            )
-            assert status == 201
-            hook = {"url": hook_url, "format": "json", "events": ["issue"]}
-            path = "/api/repositories/owner/proj/hooks"
-            assert (await call(session, servers[0], "POST", path, hook, token))[0] == 201
-            watch = await _watching(session, servers[1], token)
-            stop = asyncio.Event()
-
-            async def worker(n: int) -> None:
-                k = 0
-                while not stop.is_set():
-                    server = servers[(n + k) % 2]
-                    k += 1
-                    auth = {"Authorization": f"Bearer {token}"}
-                    if k % 2:
-                        req = session.post(
-                            server.url + "/api/repositories/owner/proj/issues",
-                            json={"title": f"w{n}-{k}"},
-                            headers=auth,
-                        )
-                    else:
-                        req = session.get(
-                            server.url + "/api/repositories/owner/proj/issues?limit=5",
-                            headers=auth,
-                        )
-                    async with req as resp:
-                        body = await resp.json()
-                        statuses[resp.status] = statuses.get(resp.status, 0) + 1
-                        if resp.status == 503:
-                            unavailable.append(
-                                {"retry": resp.headers.get("Retry-After"), "body": body}
-                            )
-                        elif resp.status == 201:
-                            created.append(body["issue"]["number"])
-                    await asyncio.sleep(0.02)
-
-            async def health() -> None:
-                while not stop.is_set():
-                    for server in servers:
-                        _, body = await _health(session, server)
-                        if body["database"] != "ok":
-                            health_down.add(body["database"])
-                    await asyncio.sleep(0.1)
-
-            tasks = [asyncio.create_task(worker(n)) for n in range(6)]
-            tasks.append(asyncio.create_task(health()))
-            await asyncio.sleep(1.5)
-            restart_start = time.monotonic()
-            await asyncio.to_thread(pg.restart)
-            restarted = time.monotonic() - restart_start
-            await asyncio.sleep(1)  # the pools find their connections gone
-            before_settle = dict(statuses)
-            await asyncio.sleep(2)
-            stop.set()
-            await asyncio.gather(*tasks)
-            settled = {s: n - before_settle.get(s, 0) for s, n in statuses.items()}
-            settled = {s: n for s, n in settled.items() if n}
-            # Every issue once in the log, on the socket and at the hook.
-            status, listed = await call(
-                session, servers[0], "GET", "/api/repositories/owner/proj/issues?limit=1"
-            )
-            total = listed["issues"][0]["number"]
-            numbers = list(range(1, total + 1))
-            assert set(created) <= set(numbers)
-            await _wait_for(lambda: len(watch.titles()) >= total, 10, "every event on the socket")
-            heard = [n["data"]["issue"]["number"] for _, n in watch.got if n["type"] == "issue"]
-            assert heard == numbers
-            hooked = await receiver.wait_for(total, 20)
-            await asyncio.sleep(1)  # a second copy would come by now
-            guids = [r["headers"]["X-Hubsvc-Delivery"] for r in receiver.requests]
-            assert len(guids) == len(set(guids)) == total
-            assert sorted(r["json"]["data"]["issue"]["number"] for r in hooked) == numbers
-            await watch.close()
-    finally:
-        await _stop(servers)
-        await asyncio.to_thread(pg.stop)
-    assert 500 not in statuses, statuses
-    assert set(statuses) <= {200, 201, 503}, statuses
-    unreachable = {"error": "the database cannot be reached, try again"}
-    assert all(u["retry"] == "1" and u["body"] == unreachable for u in unavailable), unavailable
-    assert health_down <= {"unavailable"}, health_down
-    logs = "".join(s.logs() for s in servers)
-    assert "unexpected error" not in logs and "Traceback" not in logs
-    assert set(settled) <= {200, 201}, settled  # recovered, the processes never restarted
-    with capsys.disabled():
-        print(
-            f"\nPostgreSQL restarted (pg_ctl restart -m fast, {restarted:.2f} s) under 6 clients"
-            f" on 2 processes: answers {dict(sorted(statuses.items()))}; 503s with"
-            f" Retry-After: {len(unavailable)} ({sorted({u['body']['error'] for u in unavailable})});"
-            f" /health said database {sorted(health_down)}; after: {settled};"
-            f" {total} issues, each once in the log, on the socket and at the hook"
-            f" ({len(created)} answered 201)"
         )
 
 

@@ -237,9 +237,13 @@ class WebhookSender:
 
     async def _run(self) -> None:
         outbox, holder = self.app[STORE].outbox, self.app[LEADER].holder
+        release = False
         while not self._stopping:
             self._wake.clear()
             try:
+                if release:  # an attempt a failure cut off: see the hooks' _run
+                    await outbox.settle_abandoned(time.time(), holder)
+                    release = False
                 row = await outbox.next_pending()
                 if row is None:
                     await self._wake.wait()
@@ -266,6 +270,7 @@ class WebhookSender:
                 return
             except Exception:
                 log.exception("the chat webhook sender failed; trying again in a second")
+                release = True
                 await asyncio.sleep(1)
 
     async def post(
@@ -556,9 +561,16 @@ class HookWorkers:
     async def _run(self, hook_id: int) -> None:
         store = self.app[STORE].hooks
         wake = self.wakes[hook_id]
+        release = False
         while not self.stopping:
             wake.clear()
             try:
+                if release:
+                    # An attempt a failure cut off (the database restarting under its
+                    # claim or its record) would hold the queue for the life of this
+                    # process: released, sent again under its delivery id.
+                    await store.release_mine(hook_id, time.time(), self.app[LEADER].holder)
+                    release = False
                 hook = await store.get(None, hook_id)
                 if hook is None or not hook["active"]:
                     break
@@ -587,6 +599,7 @@ class HookWorkers:
                 break
             except Exception:
                 log.exception("hook %s worker failed; trying again in a second", hook_id)
+                release = True
                 await asyncio.sleep(1)
         if self.tasks.get(hook_id) is asyncio.current_task() and not self.stopping:
             self.stop_hook(hook_id)

@@ -277,6 +277,13 @@ class HookStore(Table):
         return HOOKS.settle_abandoned(conn, now, mine, " AND hook_id = ?", (hook_id,))
 
     @writes
+    def release_mine(self, conn, hook_id: int, now: float, mine: str) -> int:
+        """Release the hook's deliveries mine claimed and never recorded (pings aside)."""
+        return HOOKS.settle_abandoned(
+            conn, now, mine, " AND hook_id = ? AND event_type <> 'ping'", (hook_id,)
+        )
+
+    @writes
     def record(
         self,
         conn,
