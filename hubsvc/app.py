@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp_cors
 from aiohttp import web
-from aiohttp.typedefs import Handler, Middleware
 from aiohttp_session import session_middleware
 from aiohttp_session.cookie_storage import EncryptedCookieStorage
 
@@ -51,12 +49,11 @@ from .api import webhooks as webhooks_api
 from .api import ws as ws_api
 from .config import Config, ConfigError, ensure_secret
 from .datadir import tighten
-from .events.bus import EventBus, paced_seconds
+from .events.bus import EventBus
 from .git.files import REPO_FILES, RepoFiles
 from .git.hook_socket import HOOK_SOCKET, HookSocket
 from .git.slots import make_slots
-from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
-from .metrics import observe_request
+from .keys import BUS, CONFIG, STATE, STORE
 from .notify.chat_dm import CHAT_NOTICES, Doorbell, chat_dm_ctx, wake_polls
 from .notify.email import email_ctx
 from .notify.hub import HUB, Hub, close_sockets, hub_ctx
@@ -65,8 +62,6 @@ from .notify.leader import LEADER, Job, Leader
 from .notify.mail import MAILER, Mailer, mail_ctx
 from .notify.webhook import HOOKS, WEBHOOK, HookWorkers, WebhookSender, hooks_ctx, webhook_ctx
 from .policy import action_of
-from .requestid import request_id_var
-from .requestid import valid as valid_request_id
 from .services.crossing import cluster_ctx, join_cluster
 from .services.maintenance import maintenance_ctx
 from .services.pulls import MERGE_LOCKS, pull_sync_ctx
@@ -79,94 +74,22 @@ from .tasks import BACKGROUND, Background
 from .timeutil import iso
 from .web.auth import (
     BASIC_CACHE,
-    BOT_KEY_HEADER,
     PAT_TOUCHED,
     TOKEN_CACHE,
     TokenCache,
-    auth_middleware,
     cookie_key,
 )
-from .web.deadlines import body_deadline
 from .web.drain import DRAINERS, Drainer, close_when_draining
-from .web.errors import error_middleware
+from .web.front import add_request_id, front_middleware
 from .web.ratelimit import (
     GIT_LIMITER,
     LIMITER,
     SIGN_IN_LIMITER,
     TokenBucket,
     add_rate_headers,
-    rate_limit_middleware,
 )
 
 log = logging.getLogger("hubsvc")
-
-
-@web.middleware
-async def request_context(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Give every request an id (logs, X-Request-Id) and count it in the metrics."""
-    incoming = request.headers.get("X-Request-Id", "")
-    # An id only has to tell requests apart, not be unguessable: getrandbits costs a
-    # fraction of uuid4's os.urandom system call, which showed in the profile.
-    rid = incoming if valid_request_id(incoming) else f"{random.getrandbits(64):016x}"
-    request[REQUEST_ID] = rid
-    request_id_var.set(rid)
-    paced_seconds.set(0.0)  # a keep-alive connection's requests share one task's context
-    started = time.perf_counter()
-    status = 500
-    try:
-        if request.path == "/health" and _bare_probe(request):
-            # A monitor's poll carries nothing the later middlewares act on (no
-            # credentials, cookie or body, and /health is never rate limited): the handler
-            # answers alone, which the profile showed saves about a tenth of its time.
-            # Should it fail, the whole chain answers again, for the one error
-            # middleware's answer.
-            try:
-                response = await meta_api.health(request)
-            except Exception:
-                response = await handler(request)
-        else:
-            response = await handler(request)
-        status = response.status
-        return response
-    except web.HTTPException as exc:  # an answer raised past the error middleware
-        status = exc.status
-        raise
-    except asyncio.CancelledError:
-        status = 499  # the client hung up (as nginx logs it)
-        raise
-    finally:
-        # By route template, never the raw path: one series per route, not per URL.
-        resource = request.match_info.route.resource
-        observe_request(
-            request.method,
-            resource.canonical if resource is not None else "unmatched",
-            status,
-            time.perf_counter() - started,
-        )
-
-
-def _bare_probe(request: web.Request) -> bool:
-    """A GET or HEAD without body, credentials or cookies."""
-    headers = request.headers
-    return (
-        request.method in ("GET", "HEAD")
-        and not request.body_exists
-        and "Authorization" not in headers
-        and "Cookie" not in headers
-        and BOT_KEY_HEADER not in headers
-    )
-
-
-async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:
-    rid = request.get(REQUEST_ID)
-    if rid:
-        response.headers["X-Request-Id"] = rid
-    paced = paced_seconds.get()
-    if paced:
-        # How long the answer waited for the live fan-out to catch up (EventBus.paced).
-        response.headers["Server-Timing"] = (
-            f'fanout;dur={paced * 1000:.1f};desc="waited for the WebSocket fan-out"'
-        )
 
 
 async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -294,23 +217,6 @@ def new_event_loop(choice: str = "auto") -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
-def _sessions_when_used(middleware: Middleware) -> Middleware:
-    """aiohttp-session's middleware, only for requests that carry the cookie or may set it.
-
-    Sessions are read only from a `session` cookie and written only by /auth/ (sign-up,
-    sign-in, sign-out); every other request (bearer clients, git, /health) would pay for
-    wrapping its answer for nothing, about an eighth of a small request's time.
-    """
-
-    @web.middleware
-    async def sessions(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if "session" in request.cookies or request.path.startswith("/auth/"):
-            return await middleware(request, handler)
-        return await handler(request)
-
-    return sessions
-
-
 def create_app(config: Config) -> web.Application:
     """Build the application: middlewares, routes, background tasks."""
     tighten(config.data_dir)  # also fixes the modes of an older install's files
@@ -327,14 +233,9 @@ def create_app(config: Config) -> web.Application:
     )
     app = web.Application(
         client_max_size=config["server"]["max_body_bytes"],
-        middlewares=[
-            request_context,
-            body_deadline,
-            rate_limit_middleware,
-            error_middleware,
-            _sessions_when_used(session_middleware(cookie)),
-            auth_middleware,
-        ],
+        # One middleware: the request id, the body deadline, the rate limit, errors,
+        # the session (only where one is used) and the credential, in that order.
+        middlewares=[front_middleware(session_middleware(cookie), meta_api.health)],
         # aiohttp's 8190-byte request line is shorter than the documented query limits
         # (a 4096-character path plus a branch, percent-encoded): those must reach us.
         # aiohttp has no header read timeout of its own, but its keep-alive timer runs
@@ -414,7 +315,7 @@ def create_app(config: Config) -> web.Application:
     app.on_shutdown.extend([_mark_shutdown, _hand_off, close_sockets, wake_polls, ssh_closing])
     drainers: list[Drainer] = [app[SSH].drain]
     app[DRAINERS] = drainers
-    app.on_response_prepare.extend([add_rate_headers, _add_request_id, close_when_draining])
+    app.on_response_prepare.extend([add_rate_headers, add_request_id, close_when_draining])
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
     for module in (
         meta_api,

@@ -21,7 +21,7 @@ from ..services.revoke import credentials_ended, user_changed
 from ..web import present
 from ..web.auth import hash_password, require_admin
 from ..web.openapi import doc
-from ..web.rest import json_response, read_json, read_query
+from ..web.rest import json_response, read_json, read_query, shared
 
 routes = web.RouteTableDef()
 USER = "/api/admin/users/{username}"
@@ -56,7 +56,7 @@ async def _target(request: web.Request) -> dict:
 @requires("admin")
 async def list_users(request: web.Request) -> web.Response:
     require_admin(request)
-    page = read_query(request, AdminUserQuerySchema())
+    page = read_query(request, shared(AdminUserQuerySchema))
     rows, more = await request.app[STORE].users.listing(page["limit"], page["offset"])
     return json_response({"users": [_admin_json(request, u) for u in rows], "hasMore": more})
 

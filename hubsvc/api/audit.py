@@ -12,7 +12,7 @@ from ..keys import STORE
 from ..policy import requires
 from ..web.auth import require_admin, require_user
 from ..web.openapi import doc
-from ..web.rest import json_response, read_query
+from ..web.rest import json_response, read_query, shared
 from .orgs import load_org
 
 routes = web.RouteTableDef()
@@ -45,7 +45,7 @@ def _entry_json(row: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _page(request: web.Request, **whose: Any) -> web.Response:
-    query = read_query(request, AuditQuerySchema())
+    query = read_query(request, shared(AuditQuerySchema))
     rows, more = await request.app[STORE].audit.listing(**whose, **query)
     return json_response(
         {

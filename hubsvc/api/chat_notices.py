@@ -11,7 +11,7 @@ from ..notify.chat_dm import poll
 from ..policy import requires
 from ..web.auth import require_bot
 from ..web.openapi import doc
-from ..web.rest import json_response, read_json, read_query
+from ..web.rest import json_response, read_json, read_query, shared
 from .chat import BOT_ONLY
 
 routes = web.RouteTableDef()
@@ -33,7 +33,7 @@ routes = web.RouteTableDef()
 @requires("bot.key")
 async def notifications(request: web.Request) -> web.Response:
     require_bot(request)
-    query = read_query(request, NoticeQuerySchema())
+    query = read_query(request, shared(NoticeQuerySchema))
     notices, more = await poll(request.app, query["limit"], query["wait"])
     return json_response({"notifications": notices, "hasMore": more})
 

@@ -12,7 +12,7 @@ from ..policy import requires
 from ..web.auth import current_user
 from ..web.openapi import doc
 from ..web.permissions import load_repo, readable_by
-from ..web.rest import json_response, read_query
+from ..web.rest import json_response, read_query, shared
 
 routes = web.RouteTableDef()
 FEED_DESCRIPTION = (
@@ -28,7 +28,7 @@ FEED_DESCRIPTION = (
 
 
 async def _feed(request: web.Request, repo_id: int | None) -> web.Response:
-    query = read_query(request, FeedQuerySchema())
+    query = read_query(request, shared(FeedQuerySchema))
     store = request.app[STORE]
     after = int(query.get("after", 0))
     if "after" in query and after < await store.events.pruned_through():

@@ -33,7 +33,7 @@ from ..services.signatures import unsigned, verifications
 from ..web.markdown import render
 from ..web.openapi import doc
 from ..web.permissions import load_repo
-from ..web.rest import json_response, read_query
+from ..web.rest import json_response, read_query, shared
 
 routes = web.RouteTableDef()
 VERIFICATION_DOC = (
@@ -152,7 +152,7 @@ async def branches(request: web.Request) -> web.Response:
 @requires("repo.read")
 async def commits(request: web.Request) -> web.Response:
     repo = await load_repo(request)
-    query = read_query(request, CommitsQuerySchema())
+    query = read_query(request, shared(CommitsQuerySchema))
     rev = query.get("branch") or repo["default_branch"]
 
     def page(g: GitRepo) -> tuple[str | None, list[dict], bool, list[str]]:
@@ -252,7 +252,7 @@ async def diff(request: web.Request) -> web.Response:
 @requires("repo.read")
 async def tree(request: web.Request) -> web.Response:
     repo = await load_repo(request)
-    query = read_query(request, TreeQuerySchema())
+    query = read_query(request, shared(TreeQuerySchema))
     most = request.app[CONFIG]["git"]["max_tree_entries"]
     limit, offset = min(query.get("limit", most), most), query["offset"]
     oid, etag, page = await _read_at(
@@ -289,7 +289,7 @@ async def tree(request: web.Request) -> web.Response:
 @requires("repo.read")
 async def file(request: web.Request) -> web.StreamResponse:
     repo = await load_repo(request)
-    query = read_query(request, FileQuerySchema())
+    query = read_query(request, shared(FileQuerySchema))
     files, limits = request.app[REPO_FILES], request.app[CONFIG]["git"]
     path, most = query["path"], limits["max_blob_bytes"]
     oid, etag, found = await _read_at(
@@ -345,7 +345,7 @@ README_NAMES = ("readme.md", "readme.markdown", "readme")
 @requires("repo.read")
 async def readme(request: web.Request) -> web.Response:
     repo = await load_repo(request)
-    query = read_query(request, ReadmeQuerySchema())
+    query = read_query(request, shared(ReadmeQuerySchema))
     most = request.app[CONFIG]["git"]["max_blob_bytes"]
 
     def find(g: GitRepo, oid: str) -> dict:

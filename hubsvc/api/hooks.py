@@ -28,7 +28,7 @@ from ..timeutil import iso
 from ..web.auth import require_user
 from ..web.openapi import doc
 from ..web.permissions import load_repo
-from ..web.rest import json_response, read_json, read_query
+from ..web.rest import json_response, read_json, read_query, shared
 
 routes = web.RouteTableDef()
 HOOKS_PATH = "/api/repositories/{owner}/{name}/hooks"
@@ -132,7 +132,7 @@ def _clean(data: dict[str, Any]) -> dict[str, Any]:
 @requires("repo.admin")
 async def list_hooks(request: web.Request) -> web.Response:
     repo = await _admin_repo(request)
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     hooks, more = await request.app[STORE].hooks.of_repo(repo["id"], page["limit"], page["offset"])
     return json_response({"hooks": [hook_view(h) for h in hooks], "hasMore": more})
 
@@ -288,7 +288,7 @@ async def test_hook(request: web.Request) -> web.Response:
 @requires("repo.admin")
 async def list_deliveries(request: web.Request) -> web.Response:
     _, hook = await _hook(request)
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     rows, more = await request.app[STORE].hooks.deliveries(
         hook["id"], page["limit"], page["offset"]
     )

@@ -27,10 +27,11 @@ from ..services.protection import required_approvals, review_decision
 from ..services.publish import event
 from ..web import present
 from ..web.auth import current_user, require_user
+from ..web.conditional import CONDITIONAL, NOT_MODIFIED, conditional_json, entity_tag
 from ..web.names import path_username
 from ..web.openapi import doc
 from ..web.permissions import allows, load_repo
-from ..web.rest import json_response, load, read_json, read_query
+from ..web.rest import json_response, load, read_json, read_query, shared
 
 routes = web.RouteTableDef()
 ISSUES = "/api/repositories/{owner}/{name}/issues"
@@ -142,19 +143,19 @@ def list_query(request: web.Request, schema: type[Schema]) -> dict[str, Any]:
     """
     raw = {key: request.query.getone(key) for key in request.query}
     lenient = load(
-        schema(only=("ignoreUnknown",)), {"ignoreUnknown": raw.get("ignoreUnknown", "false")}
+        shared(schema, ("ignoreUnknown",)), {"ignoreUnknown": raw.get("ignoreUnknown", "false")}
     )["ignoreUnknown"]
-    known = set(schema().fields)
+    known = set(shared(schema).fields)
     unknown = sorted(set(raw) - known)
     if unknown and not lenient:
         raise BadRequest(f"unknown query parameter: {unknown[0]} (ignoreUnknown=true skips it)")
     raw = {k: v for k, v in raw.items() if k in known}
     if lenient:
         for key in ("state", "sort", "direction"):
-            choices = cast(validate.OneOf, schema().fields[key].validate).choices
+            choices = cast(validate.OneOf, shared(schema).fields[key].validate).choices
             if raw.get(key) not in (None, *choices):
                 raw.pop(key)
-    query = load(schema(), raw)
+    query = load(shared(schema), raw)
     for key in ("assignee", "author"):
         if key in query:
             query[key] = path_username(request, query[key])
@@ -183,20 +184,34 @@ LIST_DESCRIPTION = (
 @doc(
     "Issues in a state (default open), newest first",
     query=IssueListQuerySchema,
-    responses={200: IssueListSchema},
+    responses={200: IssueListSchema, 304: NOT_MODIFIED},
     errors=(400, 404),
     public=True,
     tag="issues",
-    description="state: open, closed or all. " + LIST_DESCRIPTION,
+    description="state: open, closed or all. " + LIST_DESCRIPTION + " " + CONDITIONAL,
 )
 @requires("issues.read")
 async def list_issues(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     query = list_query(request, IssueListQuerySchema)
-    rows, more = await request.app[STORE].issues.page(
+    rows, more, rows_digest = await request.app[STORE].issues.listed(
         repo["id"], False, query["state"], query["limit"], query["offset"], list_filters(query)
     )
-    return json_response({"issues": [_issue(request, repo, r) for r in rows], "hasMore": more})
+    base = request.app[CONFIG].base_url
+    # The page's rows (by their digest) and the repository's row make the answer.
+    tag = entity_tag(
+        "issues",
+        base,
+        rows_digest,
+        more,
+        repo.get("row_digest") or tuple(repo.items()),
+        repo["role"],
+    )
+    return conditional_json(
+        request,
+        tag,
+        lambda: {"issues": [present.issue(base, repo, r) for r in rows], "hasMore": more},
+    )
 
 
 @routes.post(ISSUES)
@@ -253,7 +268,7 @@ async def _comment_page(request: web.Request, is_pull: bool) -> tuple[dict, dict
     """The repository, the issue or pull request, and a page of its comments."""
     repo = await load_repo(request)
     item = await load_issue(request, repo, is_pull)
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     rows, more = await request.app[STORE].issues.comments(item["id"], page["limit"], page["offset"])
     base = request.app[CONFIG].base_url
     return repo, item, {"comments": [comment_json(base, c) for c in rows], "hasMore": more}
@@ -265,6 +280,15 @@ async def pulls_for_caller(request: web.Request, repo: dict, rows: list[dict]) -
     Events and other shared copies use present.pull on the bare row, which names a
     private head repository to nobody.
     """
+    readable, required = await pull_context(request, repo, rows)
+    return present_pulls(request, repo, rows, readable, required)
+
+
+async def pull_context(
+    request: web.Request, repo: dict, rows: list[dict]
+) -> tuple[set[int], dict[str, int]]:
+    """What pull request objects need beyond their rows: the private head repositories the
+    caller may read, and the approvals each base branch's protection requires."""
     private = [
         r["head_repo_id"]
         for r in rows
@@ -276,8 +300,19 @@ async def pulls_for_caller(request: web.Request, repo: dict, rows: list[dict]) -
         if private and user
         else set()
     )
-    base = request.app[CONFIG].base_url
     required = await required_approvals(request.app, repo, {r["base"] for r in rows})
+    return readable, required
+
+
+def present_pulls(
+    request: web.Request,
+    repo: dict,
+    rows: list[dict],
+    readable: set[int],
+    required: dict[str, int],
+) -> list[dict]:
+    """The pull request objects of rows, given pull_context's answers."""
+    base = request.app[CONFIG].base_url
     return [
         present.pull(
             base,

@@ -37,7 +37,7 @@ from ..web.auth import current_user, require_user
 from ..web.names import path_username
 from ..web.openapi import doc
 from ..web.permissions import check_repo, readable_by
-from ..web.rest import json_response, read_json, read_query
+from ..web.rest import json_response, read_json, read_query, shared
 
 routes = web.RouteTableDef()
 ORG = "/api/orgs/{org}"
@@ -117,7 +117,7 @@ async def create_org(request: web.Request) -> web.Response:
 @requires("org.read")
 async def my_orgs(request: web.Request) -> web.Response:
     user = require_user(request)
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     store = request.app[STORE]
     rows, more = await store.orgs.of_user(user["id"], page["limit"], page["offset"])
     base = request.app[CONFIG].base_url
@@ -182,7 +182,7 @@ async def patch_org(request: web.Request) -> web.Response:
 @requires("org.read")
 async def list_members(request: web.Request) -> web.Response:
     org = await load_org(request, "member")
-    page = read_query(request, MemberQuerySchema())
+    page = read_query(request, shared(MemberQuerySchema))
     rows, more = await request.app[STORE].orgs.members(
         org["id"], page["limit"], page["offset"], page.get("role")
     )
@@ -267,7 +267,7 @@ async def delete_member(request: web.Request) -> web.Response:
 @requires("org.read")
 async def list_teams(request: web.Request) -> web.Response:
     org = await load_org(request, "member")
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     rows, more = await request.app[STORE].orgs.teams(org["id"], page["limit"], page["offset"])
     return json_response(
         {"teams": [present.team(org["username"], r) for r in rows], "hasMore": more}
@@ -370,7 +370,7 @@ async def delete_team(request: web.Request) -> web.Response:
 async def list_team_members(request: web.Request) -> web.Response:
     org = await load_org(request, "member")
     team = await _team(request, org)
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     rows, more = await request.app[STORE].orgs.team_members(
         team["id"], page["limit"], page["offset"]
     )
@@ -436,7 +436,7 @@ async def delete_team_member(request: web.Request) -> web.Response:
 async def list_team_repos(request: web.Request) -> web.Response:
     org = await load_org(request, "member")
     team = await _team(request, org)
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     rows, more = await request.app[STORE].orgs.team_repos(
         team["id"], page["limit"], page["offset"], readable_by(request)
     )

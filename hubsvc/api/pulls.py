@@ -33,9 +33,10 @@ from ..services import codeowners, pulls
 from ..services.publish import event
 from ..web import present
 from ..web.auth import require_user
+from ..web.conditional import CONDITIONAL, NOT_MODIFIED, conditional_json, entity_tag
 from ..web.openapi import doc
 from ..web.permissions import allows, load_repo
-from ..web.rest import json_response, read_json, read_query
+from ..web.rest import json_response, read_json, read_query, shared
 from .issues import (
     ASSIGNEES_DOC,
     COMMENT_DELETE_DOC,
@@ -52,6 +53,8 @@ from .issues import (
     list_query,
     load_issue,
     milestone_fields,
+    present_pulls,
+    pull_context,
     pulls_for_caller,
     show_with_comments,
     state_action,
@@ -69,21 +72,41 @@ def _pull(request: web.Request, repo: dict, row: dict) -> dict:
 @doc(
     "Pull requests in a state (default open), newest first",
     query=PullListQuerySchema,
-    responses={200: PullListSchema},
+    responses={200: PullListSchema, 304: NOT_MODIFIED},
     errors=(400, 404),
     public=True,
     tag="pulls",
-    description="state: open, closed (closed without merging), merged, or all. " + LIST_DESCRIPTION,
+    description="state: open, closed (closed without merging), merged, or all. "
+    + LIST_DESCRIPTION
+    + " "
+    + CONDITIONAL,
 )
 @requires("issues.read")
 async def list_pulls(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     query = list_query(request, PullListQuerySchema)
-    rows, more = await request.app[STORE].issues.page(
+    rows, more, rows_digest = await request.app[STORE].issues.listed(
         repo["id"], True, query["state"], query["limit"], query["offset"], list_filters(query)
     )
-    return json_response(
-        {"pullRequests": await pulls_for_caller(request, repo, rows), "hasMore": more}
+    readable, required = await pull_context(request, repo, rows)
+    # The page's rows, the repository's row, and what this caller is shown of them.
+    tag = entity_tag(
+        "pulls",
+        request.app[CONFIG].base_url,
+        rows_digest,
+        more,
+        repo.get("row_digest") or tuple(repo.items()),
+        repo["role"],
+        sorted(readable),
+        sorted(required.items()),
+    )
+    return conditional_json(
+        request,
+        tag,
+        lambda: {
+            "pullRequests": present_pulls(request, repo, rows, readable, required),
+            "hasMore": more,
+        },
     )
 
 
@@ -265,7 +288,7 @@ async def pull_text(request: web.Request) -> web.StreamResponse:
 async def pull_files(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     item = await load_issue(request, repo, True)
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     base, head = await _range(request, repo, item)
     budget = request.app[CONFIG]["git"]["max_diff_bytes"]
     found, total = await request.app[REPO_FILES].run(
@@ -296,7 +319,7 @@ async def pull_files(request: web.Request) -> web.Response:
 async def pull_commits(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     item = await load_issue(request, repo, True)
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     base, head = await _range(request, repo, item)
     found, total = await request.app[REPO_FILES].run(
         repo["id"], lambda g: g.range_commits(base, head, page["limit"], page["offset"])

@@ -31,10 +31,11 @@ from ..services.lost_forks import DELETED_FORKS_HEADER, delete_lost_forks, noted
 from ..services.publish import event, publish
 from ..web import present
 from ..web.auth import current_user, require_user
+from ..web.conditional import CONDITIONAL, NOT_MODIFIED, conditional_json, entity_tag
 from ..web.names import path_username
 from ..web.openapi import doc
 from ..web.permissions import allows, load_repo, readable_by, role_of
-from ..web.rest import json_response, read_json, read_query
+from ..web.rest import json_response, read_json, read_query, shared
 
 routes = web.RouteTableDef()
 REPO = "/api/repositories/{owner}/{name}"
@@ -148,7 +149,7 @@ async def create_repo(request: web.Request) -> web.Response:
 )
 @requires("user.read")
 async def user_repos(request: web.Request) -> web.Response:
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     owner = await request.app[STORE].users.by_username(path_username(request))
     if owner is None:
         raise NotFound("user not found")
@@ -170,7 +171,7 @@ async def user_repos(request: web.Request) -> web.Response:
 )
 @requires("user.read")
 async def starred(request: web.Request) -> web.Response:
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     user = await request.app[STORE].users.by_username(path_username(request))
     if user is None:
         raise NotFound("user not found")
@@ -183,16 +184,26 @@ async def starred(request: web.Request) -> web.Response:
 @routes.get(REPO)
 @doc(
     "Repository info",
-    responses={200: RepoEnvelopeSchema},
+    responses={200: RepoEnvelopeSchema, 304: NOT_MODIFIED},
     errors=(404,),
     public=True,
     tag="repositories",
+    description=CONDITIONAL,
 )
 @requires("repo.read")
 async def get_repo(request: web.Request) -> web.Response:
     repo = await load_repo(request)
-    body = _repo_json(request, repo)
-    return json_response({"repo": body, "isOwner": body["isOwner"]})
+    viewer = current_user(request)
+    base_url = request.app[CONFIG].base_url
+
+    def build() -> dict:
+        body = present.repo(base_url, repo, viewer)
+        return {"repo": body, "isOwner": body["isOwner"]}
+
+    # The row as read (with the viewer's role and star) and who reads it make the answer.
+    seed = repo.get("row_digest") or tuple(repo.items())
+    tag = entity_tag("repo", base_url, viewer["id"] if viewer else None, seed, repo["role"])
+    return conditional_json(request, tag, build)
 
 
 @routes.patch(REPO)
@@ -297,7 +308,7 @@ async def list_collaborators(request: web.Request) -> web.Response:
     if not allows(repo["role"], "write"):
         require_user(request)
         raise Forbidden("write access to this repository is required")
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     rows, more = await request.app[STORE].repos.collaborators(
         repo["id"], page["limit"], page["offset"]
     )
@@ -447,7 +458,7 @@ async def fork_repo(request: web.Request) -> web.Response:
 @requires("repo.read")
 async def list_forks(request: web.Request) -> web.Response:
     repo = await load_repo(request)
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     rows, more = await request.app[STORE].repos.forks(
         repo["id"], _viewer_id(request), page["limit"], page["offset"], readable_by(request)
     )
@@ -503,7 +514,7 @@ async def unstar(request: web.Request) -> web.Response:
 @requires("repo.read")
 async def list_stars(request: web.Request) -> web.Response:
     repo = await load_repo(request)
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     rows, more = await request.app[STORE].repos.stargazers(
         repo["id"], page["limit"], page["offset"]
     )

@@ -27,7 +27,7 @@ from ..web import present
 from ..web.auth import require_user
 from ..web.openapi import doc
 from ..web.permissions import allows, load_repo
-from ..web.rest import json_response, read_json, read_query
+from ..web.rest import json_response, read_json, read_query, shared
 from .issues import load_issue, pulls_for_caller
 
 routes = web.RouteTableDef()
@@ -174,7 +174,7 @@ async def create_review(request: web.Request) -> web.Response:
 async def list_reviews(request: web.Request) -> web.Response:
     repo = await load_repo(request)
     item = await load_issue(request, repo, True)
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     rows, more = await request.app[STORE].reviews.page(item["id"], page["limit"], page["offset"])
     heads = await pulls.resolve_heads(request.app, item)
     base_url = request.app[CONFIG].base_url

@@ -13,7 +13,7 @@ from ..web import present
 from ..web.auth import current_user
 from ..web.openapi import doc
 from ..web.permissions import check_action, readable_by
-from ..web.rest import json_response, read_query
+from ..web.rest import json_response, read_query, shared
 
 routes = web.RouteTableDef()
 SNIPPET = 200
@@ -49,7 +49,7 @@ def _issue_result(base: str, row: dict, is_pull: bool) -> dict:
 )
 @requires("repo.read")
 async def search(request: web.Request) -> web.Response:
-    query = read_query(request, SearchQuerySchema())
+    query = read_query(request, shared(SearchQuerySchema))
     if not query["q"].strip():
         raise BadRequest("q: must not be empty")
     user = current_user(request)

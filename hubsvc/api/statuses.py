@@ -25,7 +25,7 @@ from ..web import present
 from ..web.auth import require_user
 from ..web.openapi import doc
 from ..web.permissions import load_repo
-from ..web.rest import json_response, read_json, read_query
+from ..web.rest import json_response, read_json, read_query, shared
 
 routes = web.RouteTableDef()
 REPO = "/api/repositories/{owner}/{name}"
@@ -101,7 +101,7 @@ async def create_status(request: web.Request) -> web.Response:
 @requires("statuses.read")
 async def list_statuses(request: web.Request) -> web.Response:
     repo = await load_repo(request)
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     sha = await _commit(request, repo, request.match_info["ref"])
     rows, more = await request.app[STORE].statuses.page(
         repo["id"], sha, page["limit"], page["offset"]

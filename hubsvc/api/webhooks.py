@@ -29,7 +29,15 @@ from ..timeutil import iso
 from ..web.auth import current_user, require_admin, require_user
 from ..web.openapi import doc
 from ..web.permissions import load_repo
-from ..web.rest import check_json_type, json_depth, json_response, load, parse_json, read_query
+from ..web.rest import (
+    check_json_type,
+    json_depth,
+    json_response,
+    load,
+    parse_json,
+    read_query,
+    shared,
+)
 
 routes = web.RouteTableDef()
 
@@ -190,7 +198,7 @@ def _delivery(row: dict) -> dict:
 @requires("admin")
 async def deliveries(request: web.Request) -> web.Response:
     require_admin(request)
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     rows, more = await request.app[STORE].outbox.recent(page["limit"], page["offset"])
     return json_response({"deliveries": [_delivery(r) for r in rows], "hasMore": more})
 
@@ -243,7 +251,7 @@ async def redeliver(request: web.Request) -> web.Response:
 @requires("admin")
 async def mail_deliveries(request: web.Request) -> web.Response:
     require_admin(request)
-    page = read_query(request, PageQuerySchema())
+    page = read_query(request, shared(PageQuerySchema))
     rows, more = await request.app[STORE].mail.recent(page["limit"], page["offset"])
     return json_response(
         {

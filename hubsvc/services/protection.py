@@ -94,7 +94,7 @@ async def required_approvals(
     app: web.Application, repo: dict[str, Any], bases: set[str]
 ) -> dict[str, int]:
     """Approvals the protection rules of each base branch require (0: none)."""
-    rules = await app[STORE].protection.rules(repo["id"]) if bases else []
+    rules = await app[STORE].protection.kept_rules(repo["id"]) if bases else []
     return {
         base: max(
             [r["approvals"] for r in rules if r["require_pr"] and matches(r["pattern"], base)],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from ..errors import Conflict
 from ..timeutil import now_iso
 from .access import LEVELS, level
-from .base import Table, reads, writes
+from .base import Table, cached_until_write, reads, writes
 from .engines import Conn, Row
 from .labels import ensure_labels, label_objects
 from .reactions import ON_ITEM, attach
@@ -135,6 +136,21 @@ def _comments(conn: Conn, rows: list[Row]) -> list[dict[str, Any]]:
     found = [dict(r) for r in rows]
     attach(conn, found, on_comments=True)
     return found
+
+
+def _with_assignees_column(rows: list[Row]) -> list[dict[str, Any]]:
+    """Rows read with an assignees_json column as _with_assignees makes them."""
+    issues = []
+    names = rows[0].keys() if rows else []
+    for row in rows:
+        issue = dict(zip(names, row))
+        issue["labels"] = json.loads(issue["labels"])
+        people = sorted(json.loads(issue.pop("assignees_json")), key=lambda a: a["position"])
+        for person in people:
+            del person["position"]
+        issue["assignees"] = people
+        issues.append(issue)
+    return issues
 
 
 def _set_assignees(conn: Conn, issue_id: int, user_ids: list[int]) -> None:
@@ -305,11 +321,51 @@ class IssueStore(Table):
             filters.get("sort", "created")
         )
         order = f"{key} {direction}, i.number {direction}" if key else f"i.number {direction}"
+        # One statement: the assignees come along as a JSON column, not a second query.
+        assignees = self.db.sql.json_objects(
+            {
+                "id": "u.id",
+                "username": "u.username",
+                "name": "u.name",
+                "avatar_hash": "u.avatar_hash",
+                "position": "a.position",
+            },
+            "issue_assignees a JOIN users u ON u.id = a.user_id WHERE a.issue_id = i.id",
+        )
         rows = conn.execute(
-            ISSUE_SELECT + " WHERE " + " AND ".join(where) + f" ORDER BY {order} LIMIT ? OFFSET ?",
+            ISSUE_SELECT.replace("SELECT i.id,", f"SELECT {assignees} AS assignees_json, i.id,", 1)
+            + " WHERE "
+            + " AND ".join(where)
+            + f" ORDER BY {order} LIMIT ? OFFSET ?",
             (*params, limit + 1, offset),
         ).fetchall()
-        return _with_assignees(conn, rows[:limit]), len(rows) > limit
+        return _with_assignees_column(rows[:limit]), len(rows) > limit
+
+    async def listed(
+        self,
+        repo_id: int,
+        is_pull: bool,
+        state: str,
+        limit: int,
+        offset: int,
+        filters: dict[str, Any] | None = None,
+    ) -> tuple[list[dict[str, Any]], bool, str]:
+        """page(), with a digest of its rows, kept as the repository by name is (until a
+        write, at most 2 s): a list read again answers from memory, and the digest makes
+        its ETag without the body being built. The rows are shared: change copies only."""
+        key = tuple(
+            sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in (filters or {}).items())
+        )
+        return await self._listed(repo_id, is_pull, state, limit, offset, key)
+
+    @cached_until_write()
+    @reads
+    def _listed(
+        self, conn, repo_id: int, is_pull: bool, state: str, limit: int, offset: int, key: tuple
+    ) -> tuple[list[dict[str, Any]], bool, str]:
+        filters = {k: list(v) if isinstance(v, tuple) else v for k, v in key}
+        rows, more = self.page.sync(self, conn, repo_id, is_pull, state, limit, offset, filters)
+        return rows, more, hashlib.blake2b(repr(rows).encode(), digest_size=16).hexdigest()
 
     @writes
     def update(

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import Conflict
 from ..timeutil import now_iso
-from .base import Table, reads, writes
+from .base import Table, cached_until_write, reads, writes
 from .engines import Row
 
 MAX_RULES = 100  # per repository
@@ -100,6 +100,13 @@ class ProtectionStore(Table):
             "SELECT * FROM branch_protections WHERE repo_id = ? ORDER BY pattern", (repo_id,)
         ).fetchall()
         return [_rule(r) for r in rows]
+
+    @cached_until_write()
+    @reads
+    def kept_rules(self, conn, repo_id: int) -> list[dict[str, Any]]:
+        """rules(), kept until a write (at most 2 s) for the pull request lists; shared:
+        read only."""
+        return self.rules.sync(self, conn, repo_id)
 
     async def for_branch(self, repo_id: int, branch: str) -> list[dict[str, Any]]:
         """The rules whose pattern names branch."""

@@ -11,7 +11,7 @@ from ..identity import Grant
 from ..timeutil import now_iso
 from .access import visible
 from .base import Table, reads, row_dict, writes
-from .engines import Row
+from .engines import Conn, Row
 
 USER_COLUMNS = (
     "id, username, email, name, password_hash, is_admin, bio, location, website, "
@@ -431,10 +431,9 @@ class UserStore(Table):
         ).fetchall()
         return {bytes(row[0]) for row in rows}
 
-    @writes
-    def touch_token(self, conn, digest: bytes) -> None:
-        """Record that a sign-in token (a session) was used now."""
-        conn.execute("UPDATE tokens SET last_seen_at = ? WHERE hash = ?", (now_iso(), digest))
+    async def touch_token(self, digest: bytes) -> None:
+        """Record that a sign-in token (a session) was used now (a write no cache holds)."""
+        await self.db.quiet_write(_touch_token, digest)
 
     @writes
     def prune_tokens(self, conn, now: int | None = None) -> int:
@@ -579,12 +578,9 @@ class UserStore(Table):
         grant = _grant(user.pop("token_scopes"), limited, repo_ids)
         return user, NEVER if expires is None else expires, grant
 
-    @writes
-    def touch_personal_token(self, conn, digest: bytes) -> None:
-        """Record that a personal access token was used now."""
-        conn.execute(
-            "UPDATE personal_tokens SET last_used_at = ? WHERE hash = ?", (now_iso(), digest)
-        )
+    async def touch_personal_token(self, digest: bytes) -> None:
+        """Record that a personal access token was used now (a write no cache holds)."""
+        await self.db.quiet_write(_touch_personal_token, digest)
 
     @reads
     def count(self, conn) -> int:
@@ -604,3 +600,11 @@ class UserStore(Table):
             (user_id, user_id),
         ).fetchone()
         return dict(row)
+
+
+def _touch_token(conn: Conn, digest: bytes) -> None:
+    conn.execute("UPDATE tokens SET last_seen_at = ? WHERE hash = ?", (now_iso(), digest))
+
+
+def _touch_personal_token(conn: Conn, digest: bytes) -> None:
+    conn.execute("UPDATE personal_tokens SET last_used_at = ? WHERE hash = ?", (now_iso(), digest))

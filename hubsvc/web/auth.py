@@ -9,6 +9,7 @@ import hmac
 import secrets
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -131,6 +132,9 @@ class TokenCache:
         self._tokens: OrderedDict[bytes, tuple[dict[str, Any], int, Grant | None, float]] = (
             OrderedDict()
         )
+        # Lookups under way: the requests that find a token expired at once (every ttl,
+        # under load all of a client's connections) share one read of the database.
+        self._pending: dict[bytes, asyncio.Future[Any]] = {}
 
     def get(self, digest: bytes) -> tuple[dict[str, Any], int, Grant | None] | None:
         hit = self._tokens.get(digest)
@@ -151,17 +155,56 @@ class TokenCache:
         while len(self._tokens) > self.size:
             self._tokens.popitem(last=False)
 
+    async def load(self, digest: bytes, fetch: Callable[[], Awaitable[Any]]) -> Any:
+        """fetch()'s answer (user, expiry, grant) for a token not in the cache, kept in it;
+        one fetch for concurrent callers.
+
+        A forget, forget_user or clear drops the lookup under way too, so a caller that
+        comes after a revocation never takes an answer read before it, nor is it cached.
+        """
+        shared = self._pending.get(digest)
+        if shared is not None:
+            try:
+                return await asyncio.shield(shared)
+            except asyncio.CancelledError:
+                if not shared.cancelled():
+                    raise
+                return await self.load(digest, fetch)
+        future = asyncio.get_running_loop().create_future()
+        self._pending[digest] = future
+        try:
+            found = await fetch()
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                future.cancel()
+            else:
+                future.set_exception(exc)
+                future.exception()  # retrieved: nobody may be waiting
+            raise
+        finally:
+            current = self._pending.get(digest) is future
+            if current:
+                del self._pending[digest]
+        if found is not None and current:
+            self.put(digest, *found)
+        future.set_result(found)
+        return found
+
     def forget(self, digest: bytes) -> None:
         self._tokens.pop(digest, None)
+        self._pending.pop(digest, None)
 
     def clear(self) -> None:
         """Forget every token (after missing what other processes said)."""
         self._tokens.clear()
+        self._pending.clear()
 
     def forget_user(self, user_id: int) -> None:
         """Drop every cached token of a user, after their account changed."""
         for digest in [d for d, (u, _, _, _) in self._tokens.items() if u["id"] == user_id]:
             del self._tokens[digest]
+        # Lookups under way do not say whose token they are: start them all again.
+        self._pending.clear()
 
 
 TOKEN_CACHE = web.AppKey("token_cache", TokenCache)
@@ -187,12 +230,12 @@ async def user_for_token(app: web.Application, token: str) -> TokenHit | None:
     hit = cache.get(digest)
     if hit is None:
         users = app[STORE].users
-        found = await (
-            users.personal_token_owner(digest) if personal else users.token_owner(digest)
+        found = await cache.load(
+            digest,
+            lambda: users.personal_token_owner(digest) if personal else users.token_owner(digest),
         )
         if found is None:
             return None
-        cache.put(digest, *found)
         hit = found
     await _touch(app, digest, personal)
     return TokenHit(hit[0], digest, hit[2] if len(hit) > 2 else None)
@@ -262,13 +305,20 @@ def allowed_origin(request: web.Request) -> bool:
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Resolve a bearer token, the session cookie or the chat bot key; bad ones are 401."""
+    await authenticate(request)
+    return await handler(request)
+
+
+async def authenticate(request: web.Request) -> None:
+    """auth_middleware's work: request[AUTH] from the credential, once the route's action
+    is within it (401 for a bad credential, 403 for an action beyond it)."""
     if request.path == METRICS_PATH:
         # Its own secret, never a user's credential: without it the route is not there
         # for anyone, administrators included (policy.SECRET_ONLY).
         if not metrics_secret_ok(request, request.app[CONFIG]["metrics"]["token"]):
             raise NotFound("not found")
         request[AUTH] = None
-        return await handler(request)
+        return
     header = request.headers.get("Authorization", "")
     identity = None
     bearer = header[7:].strip() if header[:7].lower() == "bearer " else None
@@ -297,7 +347,6 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         identity = await _bot_identity(request)
     authorize(request, identity)
     request[AUTH] = identity
-    return await handler(request)
 
 
 def caps_of(identity: Identity | None) -> Caps | None:

@@ -145,15 +145,22 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     """Render ApiError, ValidationError, HTTPException and crashes as JSON errors."""
     try:
         return await handler(request)
-    except (DiskFull, DatabaseBusy) as exc:
+    except Exception as exc:
+        return failure_answer(request, exc)
+
+
+def failure_answer(request: web.Request, exc: Exception) -> web.StreamResponse:
+    """The answer to a request whose handling raised exc; re-raises what is no failure (a
+    redirect, any HTTPException below 400). Called from an except clause."""
+    if isinstance(exc, DiskFull | DatabaseBusy):
         return _fault_response(request, exc)
-    except ApiError as exc:
+    if isinstance(exc, ApiError):
         return error_answer(request, exc.status, exc.message, exc.headers, **exc.extra)
-    except ValidationError as exc:
+    if isinstance(exc, ValidationError):
         return error_answer(request, 400, validation_message(exc.messages))
-    except web.HTTPException as exc:
+    if isinstance(exc, web.HTTPException):
         if exc.status < 400:
-            raise
+            raise exc
         if exc.status == 405:
             message = f"method {request.method} not allowed"
         elif exc.status == 404:
@@ -168,21 +175,20 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             if k.lower() in ("allow", "retry-after", "www-authenticate")
         }
         return error_answer(request, exc.status, message, headers)
-    except BodyTimeout:
+    if isinstance(exc, BodyTimeout):
         log.info("closed a request whose body stalled [request %s]", request.get(REQUEST_ID, "-"))
         return error_answer(
             request, 408, "the request body arrived too slowly", {"Connection": "close"}
         )
-    except Exception as exc:
-        if _client_gone(request, exc):
-            fault_counts(request.app)["disconnect"] += 1
-            log.info("client closed the connection [request %s]", request.get(REQUEST_ID, "-"))
-            return _gone_response()
-        if fault_of(exc) is not None:
-            return _fault_response(request, exc)
-        # The trace goes to the log with the request id; the body says nothing of it.
-        log.exception("unexpected error [request %s]", request.get(REQUEST_ID, "-"))
-        return error_answer(request, 500, "internal server error")
+    if _client_gone(request, exc):
+        fault_counts(request.app)["disconnect"] += 1
+        log.info("client closed the connection [request %s]", request.get(REQUEST_ID, "-"))
+        return _gone_response()
+    if fault_of(exc) is not None:
+        return _fault_response(request, exc)
+    # The trace goes to the log with the request id; the body says nothing of it.
+    log.error("unexpected error [request %s]", request.get(REQUEST_ID, "-"), exc_info=exc)
+    return error_answer(request, 500, "internal server error")
 
 
 def _fault_response(request: web.Request, exc: Exception) -> web.Response:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
@@ -15,6 +16,7 @@ from ..keys import CONFIG
 # A body nested deeper than this is refused before anything walks it: json's decoder
 # recurses once per level, and 100,000 '[' exhausted the stack (500, closed sockets).
 DEFAULT_JSON_DEPTH = 64
+SchemaT = TypeVar("SchemaT", bound=Schema)
 
 
 def json_response(
@@ -97,6 +99,14 @@ def load(schema: Schema, data: Any, *, partial: bool = False) -> dict[str, Any]:
         return schema.load(data, partial=partial)
     except ValidationError as exc:
         raise BadRequest(validation_message(exc.messages)) from None
+
+
+@functools.cache
+def shared(schema: type[SchemaT], only: tuple[str, ...] | None = None) -> SchemaT:
+    """One instance of a schema class for every request: building one deep-copies each of
+    its fields, which cost a list request more than its query (py-spy). A schema keeps
+    no state between loads."""
+    return schema(only=only) if only is not None else schema()
 
 
 def read_query(request: web.Request, schema: Schema) -> dict[str, Any]:

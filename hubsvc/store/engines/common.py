@@ -54,8 +54,17 @@ class DatabaseBase(abc.ABC):
         return self.in_use, 1, 0
 
     @abc.abstractmethod
-    async def _write(self, fn: Callable[..., Any], args: Any, kwargs: Any, deadline: float) -> Any:
-        """Run fn(conn, *args, **kwargs) in one write transaction, giving up at deadline."""
+    async def _write(
+        self, fn: Callable[..., Any], args: Any, kwargs: Any, deadline: float, quiet: bool = False
+    ) -> Any:
+        """Run fn(conn, *args, **kwargs) in one write transaction, giving up at deadline;
+        quiet: a write no read cache holds (bumps no generation, tells no listener)."""
+
+    async def quiet_write(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A write of what no read cache holds (a token's last use): the caches of this and
+        every other process stay. Each write emptied them all, and the requests after it
+        all missed at once (a p99 spike under load)."""
+        return await self._write(fn, args, {}, time.monotonic() + self.write_timeout, quiet=True)
 
     @abc.abstractmethod
     async def read(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -93,7 +102,11 @@ class DatabaseBase(abc.ABC):
             if self._probe is None or now - self._probe[1] >= self.PROBE_SECONDS:
                 try:
                     # A probe waits at most a second: /health must answer while writes queue.
-                    await self._write(_probe_write, (), {}, now + min(self.write_timeout, 1.0))
+                    # Quiet: the probe row is in no cache, and a probe every few seconds
+                    # would empty every process's caches as often.
+                    await self._write(
+                        _probe_write, (), {}, now + min(self.write_timeout, 1.0), quiet=True
+                    )
                     state = "ok"
                 except DatabaseUnreachable:
                     state = "unavailable"

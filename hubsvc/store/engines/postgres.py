@@ -212,6 +212,13 @@ class PostgresSql:
         )
 
     @staticmethod
+    def json_objects(fields: dict[str, str], rest: str) -> str:
+        """A scalar subquery: the rows of `FROM rest` as a JSON array (text) of objects of
+        fields (key: SQL expression), '[]' for none, in no set order."""
+        pairs = ", ".join(f"'{key}', {expr}" for key, expr in fields.items())
+        return f"(SELECT COALESCE(json_agg(json_build_object({pairs}))::text, '[]') FROM {rest})"
+
+    @staticmethod
     def highest_id(conn: Connection, table: str) -> int:
         """The highest id an identity column ever handed out (0: none)."""
         row = conn.execute(
@@ -419,7 +426,10 @@ class PostgresDatabase(DatabaseBase):
         psycopg = _driver()
         conn.cursor_factory = psycopg.ClientCursor
         conn.row_factory = row_factory
-        conn.autocommit = False
+        # Reads run outside a transaction, under the session's statement_timeout; writes
+        # lift it for their transaction (_transaction).
+        conn.autocommit = True
+        conn.execute(f"SET statement_timeout = {int(self.read_timeout_ms)}")
 
     async def open(self) -> None:
         """Open the pool and apply the migrations."""
@@ -472,9 +482,14 @@ class PostgresDatabase(DatabaseBase):
                 try:
                     with self._pool.connection(timeout=left) as raw:
                         started = time.perf_counter()  # from the connection's lending on
-                        raw.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+                        raw.autocommit = False  # a read left it on
                         ms = max(1, int((deadline - time.monotonic()) * 1000))
-                        raw.execute(f"SET LOCAL lock_timeout = {ms}")
+                        # One round trip for the three settings (the client cursor sends
+                        # them as one simple query).
+                        raw.execute(
+                            "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;"
+                            f" SET LOCAL lock_timeout = {ms}; SET LOCAL statement_timeout = 0"
+                        )
                         result = fn(Connection(raw), *args, **kwargs)
                         # the pool's context commits on a clean exit, rolls back otherwise
                 finally:
@@ -512,7 +527,9 @@ class PostgresDatabase(DatabaseBase):
         """Run fn(conn, ...) in one transaction, retried whole on a serialization failure."""
         return await self._write(fn, args, kwargs, time.monotonic() + self.write_timeout)
 
-    async def _write(self, fn: Callable[..., T], args: Any, kwargs: Any, deadline: float) -> T:
+    async def _write(
+        self, fn: Callable[..., T], args: Any, kwargs: Any, deadline: float, quiet: bool = False
+    ) -> T:
         try:
             result = await self._run(self._transaction, fn, args, kwargs, deadline)
         except Exception as exc:
@@ -531,18 +548,24 @@ class PostgresDatabase(DatabaseBase):
             raise
         else:
             self.last_write = ("ok", time.monotonic())
-            for listener in self.write_listeners:
-                listener()
+            if not quiet:
+                for listener in self.write_listeners:
+                    listener()
             return result
         finally:
-            self.generation += 1
+            if not quiet:
+                self.generation += 1
 
     def _read(self, fn: Callable[..., Any], args: Any) -> Any:
         from psycopg import errors
 
         with self._pool.connection() as raw:
             started = time.perf_counter()
-            raw.execute(f"SET LOCAL statement_timeout = {int(self.read_timeout_ms)}")
+            # Autocommit: a read was BEGIN, SET LOCAL statement_timeout, the query and
+            # COMMIT, four round trips for one statement; now each statement is one, and
+            # the timeout is the session's (_configure). Each statement of a read saw its
+            # own snapshot under READ COMMITTED before too.
+            raw.autocommit = True
             try:
                 return fn(Connection(raw), *args)
             except errors.QueryCanceled:

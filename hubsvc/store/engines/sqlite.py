@@ -213,6 +213,13 @@ class SqliteSql:
         return f"EXISTS (SELECT 1 FROM json_each({column}) l WHERE lower(l.value) = ?)"
 
     @staticmethod
+    def json_objects(fields: dict[str, str], rest: str) -> str:
+        """A scalar subquery: the rows of `FROM rest` as a JSON array (text) of objects of
+        fields (key: SQL expression), '[]' for none, in no set order."""
+        pairs = ", ".join(f"'{key}', {expr}" for key, expr in fields.items())
+        return f"(SELECT json_group_array(json_object({pairs})) FROM {rest})"
+
+    @staticmethod
     def highest_id(conn: sqlite3.Connection, table: str) -> int:
         """The highest id an AUTOINCREMENT table ever handed out (0: none)."""
         row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)).fetchone()
@@ -348,7 +355,9 @@ class Database(DatabaseBase):
         assert self._writer is not None, "database is not open"
         return await self._write(fn, args, kwargs, time.monotonic() + self.write_timeout)
 
-    async def _write(self, fn: Callable[..., T], args: Any, kwargs: Any, deadline: float) -> T:
+    async def _write(
+        self, fn: Callable[..., T], args: Any, kwargs: Any, deadline: float, quiet: bool = False
+    ) -> T:
         assert self._writer is not None, "database is not open"
         self.in_use += 1
         try:
@@ -363,11 +372,13 @@ class Database(DatabaseBase):
             raise
         else:
             self.last_write = ("ok", time.monotonic())
-            for listener in self.write_listeners:
-                listener()
+            if not quiet:
+                for listener in self.write_listeners:
+                    listener()
             return result
         finally:
-            self.generation += 1
+            if not quiet:
+                self.generation += 1
             self.in_use -= 1
 
     async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
