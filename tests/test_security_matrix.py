@@ -41,6 +41,26 @@ NEEDS_MORE_THAN_READ = {
     ("GET", PREFIX + "/keys"),
     ("POST", PREFIX + "/keys"),
     ("DELETE", PREFIX + "/keys/{id}"),
+    # Milestones and labels are managed by triagers; releases and their assets by writers.
+    *(
+        (method, PREFIX + path)
+        for path in ("/milestones", "/labels", "/releases")
+        for method in ("POST",)
+    ),
+    ("PATCH", PREFIX + "/milestones/{number}"),
+    ("DELETE", PREFIX + "/milestones/{number}"),
+    ("PATCH", PREFIX + "/labels/{label}"),
+    ("DELETE", PREFIX + "/labels/{label}"),
+    ("PATCH", PREFIX + "/releases/{id}"),
+    ("DELETE", PREFIX + "/releases/{id}"),
+    ("POST", PREFIX + "/releases/{id}/assets"),
+    ("DELETE", PREFIX + "/releases/assets/{assetId}"),
+    # A reaction is taken back by the person who reacted only.
+    ("DELETE", PREFIX + "/issues/{number}/reactions/{reactionId}"),
+    ("DELETE", PREFIX + "/issues/{number}/comments/{id}/reactions/{reactionId}"),
+    # Reviews are asked for by the author or triagers.
+    ("POST", PREFIX + "/pulls/{number}/requested_reviewers"),
+    ("DELETE", PREFIX + "/pulls/{number}/requested_reviewers"),
     # Webhooks belong to the repository's admins, reading them included.
     *(
         (method, PREFIX + "/hooks" + tail)
@@ -69,6 +89,8 @@ def repo_routes(app) -> list[tuple[str, str]]:
 
 
 def concrete(path: str, values: dict[str, str]) -> str:
+    if "/comments/" in path:  # a comment's reaction, not the issue's
+        values = {**values, "reactionId": values["commentReactionId"]}
     return re.sub(r"{(\w+)}", lambda m: values[m.group(1)], path)
 
 
@@ -107,7 +129,7 @@ async def world(request, client, alice, bob, tmp_path):
     oid = (await git("rev-parse", "HEAD", cwd=work))[1].strip()
     await client.post(
         base + "/issues",
-        json={"title": "private bug"},
+        json={"title": "private bug", "labels": ["bug"]},
         headers=alice.headers,
     )
     resp = await client.post(
@@ -125,6 +147,23 @@ async def world(request, client, alice, bob, tmp_path):
         assert resp.status == 201
     resp = await client.put(base + "/branches/main/protection", json={}, headers=alice.headers)
     assert resp.status == 200
+    # Milestone 1, the owner's reactions (1 on issue 1, 2 on comment 1), release 1 (tag
+    # v1) with asset 1: every route of theirs has something to reach.
+    resp = await client.post(base + "/milestones", json={"title": "m"}, headers=alice.headers)
+    assert resp.status == 201, await resp.text()
+    for path in ("issues/1", "issues/1/comments/1"):
+        resp = await client.post(
+            f"{base}/{path}/reactions", json={"content": "+1"}, headers=alice.headers
+        )
+        assert resp.status == 201, await resp.text()
+    resp = await client.post(
+        base + "/releases", json={"tagName": "v1", "name": "one"}, headers=alice.headers
+    )
+    assert resp.status == 201, await resp.text()
+    resp = await client.post(
+        base + "/releases/1/assets?name=a.txt", data=b"asset", headers=alice.headers
+    )
+    assert resp.status == 201, await resp.text()
     return {
         "reader": reader,
         "stranger": bob,
@@ -159,6 +198,11 @@ def _values(world, name: str, number: str) -> dict[str, str]:
         "kind": "diff",
         "spec": "main...feature",
         "deliveryId": "1",
+        "label": "bug",
+        "reactionId": "1",
+        "commentReactionId": "2",
+        "tag": "v1",
+        "assetId": "1",
         "branch": "main",
         "ref": "main",
         "sha": world["oid"],
