@@ -165,6 +165,8 @@ async def test_rolling_restart_under_load_drops_nothing(tmp_path, postgres_url, 
     # A new connection per request, as nginx's upstream without keep-alive.
     connector = aiohttp.TCPConnector(force_close=True, limit=0)
     timeout = aiohttp.ClientTimeout(total=60)
+    sockets: list[asyncio.Task] = []
+    workers: list[asyncio.Task] = []
     try:
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
             token = await sign_up(session, proxy, "owner")
@@ -189,11 +191,11 @@ async def test_rolling_restart_under_load_drops_nothing(tmp_path, postgres_url, 
 
             load = Load()
             streams: list[list[int]] = [[] for _ in range(SOCKETS)]
-            sockets = [
+            sockets[:] = [
                 asyncio.create_task(_socket(load, session, proxy, token, start, got))
                 for got in streams
             ]
-            workers = [
+            workers[:] = [
                 *(
                     asyncio.create_task(_api(load, session, proxy, token, True, n))
                     for n in range(WRITERS)
@@ -212,7 +214,7 @@ async def test_rolling_restart_under_load_drops_nothing(tmp_path, postgres_url, 
                 at = time.monotonic()
                 assert await asyncio.to_thread(server.stop, signal.SIGTERM, 60) == 0
                 stopped = time.monotonic()
-                drained = re.findall(r"drained in [0-9.]+ s", server.logs())[-1]
+                drained = (re.findall(r"drained in [0-9.]+ s", server.logs()) or ["no drain"])[-1]
                 await asyncio.to_thread(server.start, 90)  # a loaded machine starts slowly
                 phases.append(
                     f"{stopped - at:.1f} s to stop ({drained}), "
@@ -310,6 +312,9 @@ async def test_rolling_restart_under_load_drops_nothing(tmp_path, postgres_url, 
         assert sorted(delivered) == sorted(wanted)
         assert push_events == load.pushes
     finally:
+        for task in sockets + workers:  # a failure midway leaves them running
+            task.cancel()
+        await asyncio.gather(*sockets, *workers, return_exceptions=True)
         proxy.stop()
         await runner.cleanup()
         await asyncio.to_thread(stop_all, servers)
