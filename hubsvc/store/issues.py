@@ -339,7 +339,13 @@ class IssueStore(Table):
             + f" ORDER BY {order} LIMIT ? OFFSET ?",
             (*params, limit + 1, offset),
         ).fetchall()
-        return _with_assignees_column(rows[:limit]), len(rows) > limit
+        issues = _with_assignees_column(rows[:limit])
+        if issues:
+            # What later features hang on an issue, one query each for the whole page.
+            _with_requests(conn, [i for i in issues if i["is_pull"]])
+            label_objects(conn, issues)
+            attach(conn, issues)
+        return issues, len(rows) > limit
 
     async def listed(
         self,
