@@ -15,12 +15,18 @@ BODY = validate.Length(max=65536)
 LABEL = Str(validate=validate.Length(min=1, max=50))
 USERNAME = Str(validate=validate.Length(min=1, max=39))
 
+BODY_HTML = {
+    "description": "the body rendered as sanitized HTML, #N and @user linked: only when "
+    "Accept names application/vnd.github.html+json or …full+json (body stays beside it)"
+}
+
 
 class IssueSchema(Base):
     id = Str(required=True)
     number = Int(required=True)
     title = Str(required=True)
     body = Str(required=True)
+    bodyHtml = Str(metadata=BODY_HTML)
     state = Str(required=True)
     labels = List(Str(), required=True)
     assignees = List(Nested(UserSummarySchema), required=True)
@@ -43,6 +49,7 @@ class IssueSchema(Base):
 class CommentSchema(Base):
     id = Str(required=True)
     body = Str(required=True)
+    bodyHtml = Str(metadata=BODY_HTML)
     author = Nested(UserSummarySchema, allow_none=True, required=True)
     createdAt = Str(required=True)
     updatedAt = Str(required=True)
@@ -81,6 +88,16 @@ class PullSchema(IssueSchema):
     mergedAt = Str(allow_none=True, required=True)
     mergedBy = Nested(UserSummarySchema, allow_none=True, required=True)
     mergeCommit = Str(allow_none=True, required=True)
+    mergeProblems = List(
+        Str(),
+        allow_none=True,
+        metadata={
+            "description": "what holds the merge now, for the caller, as the merge would "
+            "answer it (a conflict, the base branch's protection: approvals, required "
+            "statuses, the head behind the base); [] when it may merge; null when merged "
+            "or closed. Only in GET of one pull request"
+        },
+    )
 
 
 class IssueEnvelopeSchema(Base):

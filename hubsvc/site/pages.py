@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -31,6 +32,64 @@ HEADERS = {
 HTML = {"description": "HTML page", "content": {"text/html": {"schema": {"type": "string"}}}}
 
 
+# The pages the links of notices, events and Markdown name ({web_url}/owner/name/issues/3,
+# /owner/name, /username): the same page, which routes itself from the path. Words the
+# server uses at its root are no owner here, so /api/… and the rest still answer 404 JSON;
+# git's own paths (/owner/name/info/refs, …/git-upload-pack) are other routes.
+ROOT_WORDS = "api|auth|chat|health|ui|ws"
+OWNER = r"(?!(?:" + ROOT_WORDS + r")(?:/|$))[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?"
+NAME = r"(?!\.\.?(?:/|$))[A-Za-z0-9._-]{1,100}"
+_REPO = "/{owner:" + OWNER + "}/{name:" + NAME + "}"
+PAGES = (
+    "/{owner:" + OWNER + "}",
+    _REPO,
+    _REPO + "/{kind:issues|pulls}",
+    _REPO + r"/{kind:issues|pulls}/{number:\d{1,12}}",
+    _REPO + "/{kind:commit|commits}/{ref}",
+)
+PAGE_PARAMS: dict[str, dict[str, Any]] = {
+    "owner": {
+        "type": "string",
+        "pattern": f"^{OWNER}$",
+        "description": "a user or an organization",
+    },
+    "name": {"type": "string", "pattern": f"^{NAME}$"},
+    "kind": {"type": "string", "enum": ["issues", "pulls", "commit", "commits"]},
+    "ref": {"type": "string", "minLength": 1, "description": "a commit, or a branch"},
+}
+
+
+def _page() -> web.Response:
+    return web.Response(
+        body=(STATIC / "index.html").read_bytes(),
+        content_type="text/html",
+        charset="utf-8",
+        headers={**HEADERS, "Cache-Control": "no-cache"},
+    )
+
+
+async def page(request: web.Request) -> web.Response:
+    return _page()
+
+
+page = requires("public")(
+    doc(
+        "The dashboard's page at a forge's path (a user, a repository, an issue, a pull "
+        "request, a commit)",
+        public=True,
+        tag="meta",
+        responses={200: HTML},
+        errors=(404,),
+        path=PAGE_PARAMS,
+        description="The same page as /, for the links notices and rendered Markdown "
+        "carry; it turns the path into its #/ route. It reads nothing: whether the "
+        "repository exists, or may be read, is what the page's own API calls answer.",
+    )(page)
+)
+for _path in PAGES:
+    routes.get(_path)(page)
+
+
 @routes.get("/")
 @doc(
     "The web dashboard (sign-in, live activity, repositories, search)",
@@ -42,12 +101,7 @@ HTML = {"description": "HTML page", "content": {"text/html": {"schema": {"type":
 )
 @requires("public")
 async def index(request: web.Request) -> web.Response:
-    return web.Response(
-        body=(STATIC / "index.html").read_bytes(),
-        content_type="text/html",
-        charset="utf-8",
-        headers={**HEADERS, "Cache-Control": "no-cache"},
-    )
+    return _page()
 
 
 @routes.get("/ui/{file}")
