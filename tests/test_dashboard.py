@@ -92,7 +92,7 @@ def test_issue_appears_live_within_a_second(server, browser):
     browser.get(server.url + "/#/search/arrives/issues")
     wait_text(browser, "#results", "#2 arrives live")
     browser.find_element("link text", "#2 arrives live").click()
-    wait_text(browser, "main h1", "#2 arrives live")
+    wait_text(browser, "main h1", "arrives live #2")
     no_script_ran(browser)
 
 

@@ -166,6 +166,7 @@ def test_a_held_merge_names_its_reason_and_goes_through_after_a_line_review(
     ]
     # The approval met the rule: nothing holds the merge now.
     wait_text(browser, "#merge-box", "Ready to merge")
+    browser.execute_script("window.scrollTo(0, 0)")
     shoot(browser, "pull-ready")
     Select(browser.find_element(By.ID, "merge-method")).select_by_value("squash")
     browser.find_element(By.ID, "merge").click()
@@ -173,5 +174,12 @@ def test_a_held_merge_names_its_reason_and_goes_through_after_a_line_review(
     wait_text(browser, "#state", "merged")
     status, got = server.request("GET", "/api/repositories/keeper/vault/pulls/1", None)
     assert got["pullRequest"]["merged"] is True
+    # The review's line comment, rendered, stays under its line.
+    note = browser.find_element(
+        By.CSS_SELECTOR, ".dl[data-line='2'][data-side='RIGHT'] + .line-note"
+    )
+    assert note.find_element(By.TAG_NAME, "strong").text.startswith("keeper")
+    assert not browser.find_elements(By.CSS_SELECTOR, ".add-comment, #review-form")
+    browser.execute_script("window.scrollTo(0, 0)")
     shoot(browser, "pull-merged")
     no_script_ran(browser)

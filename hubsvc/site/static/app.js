@@ -237,7 +237,7 @@ function fail(err) {
     h(
       "p",
       { class: "error", role: "alert" },
-      missing ? "Not found." : `Something went wrong: ${err.message || err}`,
+      missing ? "Nothing here: not found, or not yours to read." : `Something went wrong: ${err.message || err}`,
       missing && !me ? [" If it is private, ", h("a", { href: "#/sign-in" }, "sign in"), "."] : null,
     ),
   );

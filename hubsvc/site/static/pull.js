@@ -6,9 +6,9 @@ import { h, timeEl } from "./dom.js";
 import { body, userLink } from "./views.js";
 
 const VERDICT = {
-  APPROVED: ["approved these changes", "ok"],
-  CHANGES_REQUESTED: ["requested changes", "bad"],
-  COMMENTED: ["reviewed", ""],
+  APPROVED: ["approved these changes", "approved"],
+  CHANGES_REQUESTED: ["requested changes", "changes"],
+  COMMENTED: ["reviewed", "commented"],
 };
 const WRITERS = ["write", "maintain", "admin", "owner"];
 const HUNK = /^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@/;
@@ -26,12 +26,14 @@ export function reviewItem(r) {
   const [what, tone] = VERDICT[r.state] || ["reviewed", ""];
   return h(
     "li",
-    { class: `comment review ${tone}`, "data-id": r.id },
+    { class: `comment review review-${tone}`, "data-id": r.id },
     h(
       "div",
       { class: "comment-head" },
       h("strong", {}, userLink(r.user)),
-      ` ${what} `,
+      " ",
+      h("span", { class: "verdict" }, what),
+      " ",
       timeEl(r.submittedAt),
       r.stale ? h("span", { class: "badge" }, "outdated") : null,
     ),
@@ -57,6 +59,7 @@ export function statusList(statuses) {
 // The files, each line numbered on both sides; "+" on a line opens a comment for the review.
 export function filesView(v, files, refresh) {
   const pending = []; // {path, line, side, body}: sent with the review
+  const notes = []; // their notes under the lines, in the same order
   const count = h("span", { id: "pending-count", class: "muted" });
   const where = new Map(); // "path\nside\nline" → the line's element
   const showCount = () => {
@@ -73,8 +76,10 @@ export function filesView(v, files, refresh) {
       ev.preventDefault();
       if (!text.value.trim()) return;
       const c = { ...comment, body: text.value };
+      const note = lineNote(c, true);
       pending.push(c);
-      form.replaceWith(lineNote(c, true));
+      notes.push(note);
+      form.replaceWith(note);
       showCount();
     });
     row.after(form);
@@ -149,10 +154,10 @@ export function filesView(v, files, refresh) {
       if (row && !r.stale) row.after(lineNote({ ...c, user: r.user }, false));
     }
   }
-  return [blocks, v.me && v.item.state === "open" ? reviewForm(v, pending, count, showCount, refresh) : null];
+  return [blocks, v.me && v.item.state === "open" ? reviewForm(v, pending, notes, count, showCount, refresh) : null];
 }
 
-function reviewForm(v, pending, count, showCount, refresh) {
+function reviewForm(v, pending, notes, count, showCount, refresh) {
   const mine = v.item.author && v.item.author.username === v.me.username;
   const choices = mine ? [["COMMENT", "Comment"]] : [["COMMENT", "Comment"], ["APPROVE", "Approve"], ["REQUEST_CHANGES", "Request changes"]];
   const text = h("textarea", { id: "review-body", rows: 3, placeholder: "Leave a review (Markdown)", "aria-label": "Review" });
@@ -176,11 +181,16 @@ function reviewForm(v, pending, count, showCount, refresh) {
     submit.disabled = true;
     const event = form.querySelector("input[name=verdict]:checked").value;
     try {
-      await postHtml(`${v.base}/reviews`, { event, body: text.value, comments: pending });
+      const made = (await postHtml(`${v.base}/reviews`, { event, body: text.value, comments: pending })).review;
+      // The notes as the server rendered them, in the order they were sent.
+      notes.forEach((note, i) => {
+        const c = made.comments[i];
+        if (c) note.replaceWith(lineNote({ ...c, user: made.user }, false));
+      });
       pending.length = 0;
+      notes.length = 0;
       showCount();
       text.value = "";
-      for (const note of document.querySelectorAll(".line-note.pending")) note.classList.remove("pending");
       await refresh();
     } catch (err) {
       message.textContent = err.message || "The review was not sent.";

@@ -216,6 +216,10 @@ async function refresh() {
   renderSide(v);
   const box = document.getElementById("merge-box");
   if (box) box.replaceWith(mergeBox(v, refresh));
+  if (v.item.state !== "open") {
+    // Closed or merged: no more line comments or reviews.
+    for (const el of document.querySelectorAll(".add-comment, .line-form, #review-form")) el.remove();
+  }
   const form = document.getElementById("comment-form");
   // Only when the state moved (its button says what it does next), never mid-sentence.
   if (form && form.dataset.state !== stateOf(v.item) && !form.querySelector("textarea").value) form.replaceWith(commentForm(v));
