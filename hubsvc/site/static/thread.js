@@ -30,10 +30,10 @@ function header(v) {
       { class: "meta" },
       stateChip(it),
       " ",
-      userLink(it.author),
-      pull ? [" wants to merge ", h("code", {}, it.head), " into ", h("code", {}, it.base)] : " opened this",
+      pull && it.merged ? userLink(it.mergedBy) : userLink(it.author),
+      pull ? [` ${it.merged ? "merged" : it.state === "open" ? "wants to merge" : "proposed merging"} `, h("code", {}, it.head), " into ", h("code", {}, it.base)] : " opened this",
       " ",
-      timeEl(it.createdAt),
+      timeEl(pull && it.merged ? it.mergedAt : it.createdAt),
     ),
   );
 }
