@@ -32,7 +32,8 @@ async def test_the_links_notices_carry_open_the_page(client, alice, tmp_path):
         assert resp.status == 404 and "error" in await resp.json(), path
     resp = await client.get("/alice/proj/info/refs?service=git-upload-pack")
     assert resp.status != 200 or resp.content_type != "text/html"
-    assert (await client.get("/alice/proj/issues/x")).status == 404
+    for bad in ("x", "0", "01"):
+        assert (await client.get(f"/alice/proj/issues/{bad}")).status == 404
     meta = await (await client.get("/api/meta")).json()
     assert meta["openSignUp"] is True
 

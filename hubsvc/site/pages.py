@@ -44,7 +44,7 @@ PAGES = (
     "/{owner:" + OWNER + "}",
     _REPO,
     _REPO + "/{kind:issues|pulls}",
-    _REPO + r"/{kind:issues|pulls}/{number:\d{1,12}}",
+    _REPO + r"/{kind:issues|pulls}/{number:[1-9]\d{0,11}}",
     _REPO + "/{kind:commit|commits}/{ref}",
 )
 PAGE_PARAMS: dict[str, dict[str, Any]] = {
