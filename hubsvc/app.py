@@ -29,6 +29,7 @@ from .api import git as git_api
 from .api import hooks as hooks_api
 from .api import issues as issues_api
 from .api import meta as meta_api
+from .api import notifications as notifications_api
 from .api import orgs as orgs_api
 from .api import passkeys as passkeys_api
 from .api import protection as protection_api
@@ -54,6 +55,7 @@ from .keys import BUS, CONFIG, REQUEST_ID, STATE, STORE
 from .notify.chat_dm import CHAT_NOTICES, Doorbell, chat_dm_ctx, wake_polls
 from .notify.email import email_ctx
 from .notify.hub import HUB, Hub, close_sockets, hub_ctx
+from .notify.inbox import inbox_ctx
 from .notify.leader import LEADER, Job, Leader
 from .notify.mail import MAILER, Mailer, mail_ctx
 from .notify.webhook import HOOKS, WEBHOOK, HookWorkers, WebhookSender, hooks_ctx, webhook_ctx
@@ -366,6 +368,7 @@ def create_app(config: Config) -> web.Application:
             mail_ctx,
             email_ctx,
             chat_dm_ctx,
+            inbox_ctx,
             hub_ctx,
             push_journal_ctx,
             maintenance_ctx,
@@ -401,6 +404,7 @@ def create_app(config: Config) -> web.Application:
         hooks_api,
         protection_api,
         reviews_api,
+        notifications_api,
         statuses_api,
         ws_api,
         git_api,

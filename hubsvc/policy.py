@@ -22,7 +22,9 @@ from .store.access import Readable
 # Each action and the personal access token scope that covers it (None: no scope needed).
 # GitHub's fine-grained tokens and Gitea's scoped ones, folded into this API's areas:
 # repo (contents, git, the repository and its settings), issues (issues and pull
-# requests), statuses, org, user, and admin. A write scope holds its read one.
+# requests), notifications (the inbox: its own area, as GitHub's classic scope, so a
+# script that triages the inbox needs no hold on the account's profile or tokens),
+# statuses, org, user, and admin. A write scope holds its read one.
 ACTIONS: dict[str, str | None] = {
     "public": None,  # anyone: health, documents, the dashboard, sign-in
     "auth.sign-out": None,  # ends the credential it came with
@@ -42,6 +44,8 @@ ACTIONS: dict[str, str | None] = {
     "issues.create": "issues:write",
     "issues.comment": "issues:write",
     "issues.write": "issues:write",
+    "notifications.read": "notifications:read",  # the inbox: GitHub's notifications scope
+    "notifications.write": "notifications:write",  # read state and subscriptions
     "statuses.read": "statuses:read",
     "statuses.write": "statuses:write",
     "org.read": "org:read",
@@ -58,7 +62,7 @@ ACTIONS: dict[str, str | None] = {
     "chat.unlink": "user:write",  # by the bot key or the linked user (the handler checks)
     "admin": "admin",
 }
-AREAS = ("repo", "issues", "statuses", "org", "user")
+AREAS = ("repo", "issues", "notifications", "statuses", "org", "user")
 SCOPES = tuple(f"{area}:{level}" for area in AREAS for level in ("read", "write")) + ("admin",)
 
 # A GitHub App's user-to-server token can do only what both the user and the app may;
@@ -76,6 +80,7 @@ BOT_ACTIONS = frozenset(
         "issues.read",
         "issues.create",
         "issues.comment",
+        "notifications.read",
         "statuses.read",
         "org.read",
         "user.read",

@@ -56,6 +56,12 @@ class CommentSchema(Base):
     edited = Bool(metadata={"description": "true once the body was changed"})
 
 
+class TeamSummarySchema(Base):
+    id = Str(required=True)
+    name = Str(required=True)
+    organization = Str(required=True)
+
+
 class PullSchema(IssueSchema):
     head = Str(required=True)
     base = Str(required=True)
@@ -97,6 +103,16 @@ class PullSchema(IssueSchema):
             "statuses, the head behind the base); [] when it may merge; null when merged "
             "or closed. Only in GET of one pull request"
         },
+    )
+    requestedReviewers = List(
+        Nested(UserSummarySchema),
+        required=True,
+        metadata={"description": "people asked to review who have not reviewed since"},
+    )
+    requestedTeams = List(
+        Nested(TeamSummarySchema),
+        required=True,
+        metadata={"description": "teams asked to review, until one of their members reviews"},
     )
 
 

@@ -28,6 +28,13 @@ class ReviewRulesSchema(Base):
         validate=validate.Range(0, 6),
         metadata={"description": "approvals needed from people with write access (0-6)"},
     )
+    requireCodeOwnerReviews = Bool(
+        load_default=False,
+        metadata={
+            "description": "each changed path that CODEOWNERS (on the base branch) gives "
+            "owners needs an approval of the current head from one of them"
+        },
+    )
 
 
 class ProtectionUpdateSchema(Base):

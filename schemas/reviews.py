@@ -62,3 +62,21 @@ class ReviewEnvelopeSchema(Base):
 class ReviewListSchema(Base):
     reviews = List(Nested(ReviewSchema), required=True)
     hasMore = Bool(required=True)
+
+
+_NAMES = validate.Length(max=15)
+
+
+class ReviewRequestSchema(Base):
+    reviewers = List(
+        Str(validate=validate.Length(min=1, max=39)),
+        load_default=list,
+        validate=_NAMES,
+        metadata={"description": "usernames (at most 15)"},
+    )
+    teamReviewers = List(
+        Str(validate=validate.Length(min=1, max=100)),
+        load_default=list,
+        validate=_NAMES,
+        metadata={"description": "team names of the organization that owns the repository"},
+    )

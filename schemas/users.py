@@ -147,7 +147,7 @@ class PasswordChangeSchema(Base):
 
 
 _SCOPES_DOC = (
-    "repo, issues, statuses, org, user as :read or :write, and admin; null: every scope "
+    "repo, issues, notifications, statuses, org, user as :read or :write, and admin; null: every scope "
     "the owner has (tokens made before scopes existed too)"
 )
 _REPO_NAME = validate.Regexp(

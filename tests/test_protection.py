@@ -47,7 +47,10 @@ async def test_rules_are_set_by_admins_and_read_by_readers(client, alice, bob):
     assert resp.status == 200, await resp.text()
     body = (await resp.json())["protection"]
     assert body["pattern"] == "main" and body["enforceAdmins"] is False
-    assert body["requiredPullRequestReviews"] == {"requiredApprovingReviewCount": 2}
+    assert body["requiredPullRequestReviews"] == {
+        "requiredApprovingReviewCount": 2,
+        "requireCodeOwnerReviews": False,
+    }
     assert body["requiredStatusChecks"] == {"strict": True, "contexts": ["ci/test"]}
     assert body["allowForcePushes"] is False and body["allowDeletions"] is False
     # Readers, anonymous ones of a public repository included, see the rule.

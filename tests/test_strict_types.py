@@ -154,7 +154,10 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
 }
 VALID[("PUT", "/api/repositories/{owner}/{name}/branches/{branch}/protection")] = {
     "requiredStatusChecks": {"strict": True, "contexts": ["ci/test"]},
-    "requiredPullRequestReviews": {"requiredApprovingReviewCount": 1},
+    "requiredPullRequestReviews": {
+        "requiredApprovingReviewCount": 1,
+        "requireCodeOwnerReviews": False,
+    },
     "enforceAdmins": False,
     "allowForcePushes": False,
     "allowDeletions": False,
@@ -179,6 +182,17 @@ VALID[("POST", "/api/repositories/{owner}/{name}/keys")] = {
     "key": _SSH_KEY,
     "readOnly": True,
 }
+VALID[("POST", "/api/repositories/{owner}/{name}/pulls/{number}/requested_reviewers")] = {
+    "reviewers": ["alice"],
+    "teamReviewers": ["devs"],
+}
+VALID[("DELETE", "/api/repositories/{owner}/{name}/pulls/{number}/requested_reviewers")] = {
+    "reviewers": ["alice"],
+    "teamReviewers": ["devs"],
+}
+VALID[("PUT", "/api/notifications")] = {"lastReadAt": "2024-05-01T12:00:00Z"}
+VALID[("PUT", "/api/notifications/threads/{id}/subscription")] = {"ignored": False}
+VALID[("PUT", "/api/repositories/{owner}/{name}/issues/{number}/subscription")] = {"ignored": False}
 VALID[("POST", "/api/orgs")] = {"name": "neworg", "description": "d"}
 VALID[("PATCH", "/api/orgs/{org}")] = {
     "description": "d",

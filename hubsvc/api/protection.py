@@ -46,7 +46,10 @@ def protection_json(rule: dict[str, Any]) -> dict[str, Any]:
         "requiredStatusChecks": None
         if rule["contexts"] is None
         else {"strict": rule["strict"], "contexts": rule["contexts"]},
-        "requiredPullRequestReviews": {"requiredApprovingReviewCount": rule["approvals"]}
+        "requiredPullRequestReviews": {
+            "requiredApprovingReviewCount": rule["approvals"],
+            "requireCodeOwnerReviews": rule["code_owner_reviews"],
+        }
         if rule["require_pr"]
         else None,
         "enforceAdmins": rule["enforce_admins"],
@@ -83,6 +86,7 @@ async def put_protection(request: web.Request) -> web.Response:
         {
             "require_pr": reviews is not None,
             "approvals": reviews["requiredApprovingReviewCount"] if reviews else 0,
+            "code_owner_reviews": bool(reviews and reviews["requireCodeOwnerReviews"]),
             "contexts": sorted(set(checks["contexts"])) if checks else None,
             "strict": bool(checks and checks["strict"]),
             "enforce_admins": data["enforceAdmins"],

@@ -29,7 +29,7 @@ from ..git.objects import RANGE_COMMITS, RANGE_FILES
 from ..git.ranges import TEXT_CHUNK
 from ..keys import CONFIG, STORE
 from ..policy import requires
-from ..services import pulls
+from ..services import codeowners, pulls
 from ..services.publish import event
 from ..web import present
 from ..web.auth import require_user
@@ -169,6 +169,15 @@ async def create_pull(request: web.Request) -> web.Response:
         ],
     )
     row = await pulls.refresh(request.app, row)
+    if row["head_oid"] and row["base_oid"]:
+        # CODEOWNERS on the base branch asks the owners of the changed paths to review.
+        await codeowners.request_owners(
+            request.app, repo, row, user, row["base_oid"], row["head_oid"]
+        )
+        row = {
+            **row,
+            **(await request.app[STORE].issues.get(repo["id"], row["number"], True) or {}),
+        }
     [body] = await pulls_for_caller(request, repo, [row])
     return json_response({"pullRequest": body}, status=201)
 

@@ -8,22 +8,28 @@ from typing import Any
 from aiohttp import web
 
 from schemas.common import PageQuerySchema
-from schemas.reviews import ReviewCreateSchema, ReviewEnvelopeSchema, ReviewListSchema
+from schemas.issues import PullEnvelopeSchema
+from schemas.reviews import (
+    ReviewCreateSchema,
+    ReviewEnvelopeSchema,
+    ReviewListSchema,
+    ReviewRequestSchema,
+)
 
-from ..errors import ApiError
+from ..errors import ApiError, Forbidden
 from ..git.files import REPO_FILES
 from ..git.objects import RANGE_FILES
 from ..keys import CONFIG, STORE
 from ..policy import requires
-from ..services import pulls
+from ..services import codeowners, pulls
 from ..services.publish import event
 from ..web import present
 from ..web.auth import require_user
 from ..web.markdown import with_html
 from ..web.openapi import doc
-from ..web.permissions import load_repo
+from ..web.permissions import allows, load_repo
 from ..web.rest import json_response, read_json, read_query
-from .issues import load_issue
+from .issues import load_issue, pulls_for_caller
 
 routes = web.RouteTableDef()
 REVIEWS = "/api/repositories/{owner}/{name}/pulls/{number}/reviews"
@@ -178,3 +184,128 @@ async def list_reviews(request: web.Request) -> web.Response:
     reviews = [review_json(base_url, r, heads.head) for r in rows]
     with_html(request, repo, *reviews)
     return json_response({"reviews": reviews, "hasMore": more})
+
+
+REQUESTS = "/api/repositories/{owner}/{name}/pulls/{number}/requested_reviewers"
+
+
+async def _requested(request: web.Request) -> tuple[dict, dict, dict, dict, dict, dict]:
+    """The caller, repository, pull request, and the people and teams the body names.
+
+    422 naming the people who do not exist, may not read the repository or wrote the
+    pull request, and the teams the repository's organization does not have.
+    """
+    user = require_user(request)
+    repo = await load_repo(request)
+    item = await load_issue(request, repo, True)
+    data = await read_json(request, ReviewRequestSchema())
+    if not allows(repo["role"], "triage") and item["author_id"] != user["id"]:
+        raise Forbidden("only the author or someone with triage access may request reviews")
+    if not data["reviewers"] and not data["teamReviewers"]:
+        raise ApiError("reviewers: give reviewers or teamReviewers", 422)
+    people, teams = await codeowners.resolve(
+        request.app,
+        repo,
+        {"@" + n for n in data["reviewers"]}
+        | {f"@{repo['owner_username']}/{t}" for t in data["teamReviewers"]},
+    )
+    audience = await request.app[STORE].repos.audience(repo["id"])
+    found = {u["username"].lower() for u in people.values()}
+    missing = [n for n in data["reviewers"] if n.lower() not in found]
+    if missing:
+        raise ApiError("reviewers: no such user: " + ", ".join(missing), 422)
+    readers = None if audience is None else audience.readers
+    outside = [
+        u["username"] for u in people.values() if readers is not None and u["id"] not in readers
+    ]
+    if outside:
+        raise ApiError("reviewers: cannot read this repository: " + ", ".join(outside), 422)
+    if item["author_id"] in people:
+        raise ApiError(
+            "reviewers: the author cannot review their own pull request: "
+            + people[item["author_id"]]["username"],
+            422,
+        )
+    names = {t["name"].lower() for t in teams.values()}
+    unknown = [t for t in data["teamReviewers"] if t.lower() not in names]
+    if unknown:
+        raise ApiError(
+            f"teamReviewers: no such team of {repo['owner_username']}: " + ", ".join(unknown), 422
+        )
+    return user, repo, item, people, teams, data
+
+
+async def _answer(request: web.Request, repo: dict, item: dict, status: int) -> web.Response:
+    row = await request.app[STORE].issues.get(repo["id"], item["number"], True)
+    [body] = await pulls_for_caller(request, repo, [row or item])
+    return json_response({"pullRequest": body}, status=status)
+
+
+@routes.post(REQUESTS)
+@doc(
+    "Ask people and teams to review a pull request",
+    body=ReviewRequestSchema,
+    responses={201: PullEnvelopeSchema},
+    errors=(400, 403, 404, 422),
+    tag="pulls",
+    description="The author or someone with triage access. Reviewers must exist, read the "
+    "repository and not be the author; teams are the owning organization's (else 422 naming "
+    "them). Each new request writes a pull_request event with action `review_requested` "
+    "(requestedReviewer or requestedTeam): the inbox (reason review_requested), e-mail and "
+    "chat notices follow from it. A review by the person answers their request.",
+)
+@requires("issues.write")
+async def request_reviewers(request: web.Request) -> web.Response:
+    user, repo, item, people, teams, _ = await _requested(request)
+    if item["state"] != "open":
+        raise ApiError("only an open pull request can be reviewed", 422)
+    await codeowners.request_reviews(request.app, repo, item, user, people, teams)
+    return await _answer(request, repo, item, 201)
+
+
+@routes.delete(REQUESTS)
+@doc(
+    "Withdraw review requests",
+    body=ReviewRequestSchema,
+    responses={200: PullEnvelopeSchema},
+    errors=(400, 403, 404, 422),
+    tag="pulls",
+    description="Each withdrawn request writes a pull_request event with action "
+    "`review_request_removed`.",
+)
+@requires("issues.write")
+async def remove_reviewers(request: web.Request) -> web.Response:
+    _, repo, item, people, teams, _ = await _requested(request)
+    base_url = request.app[CONFIG].base_url
+    shown = present.pull(base_url, repo, item)
+
+    def removed(result: tuple[list[int], list[int]]) -> list:
+        users, team_ids = result
+        return [
+            event(
+                request,
+                repo,
+                "pull_request",
+                {
+                    "action": "review_request_removed",
+                    "pullRequest": shown,
+                    "requestedReviewer": present.user_summary(base_url, people[u]),
+                },
+            )
+            for u in users
+        ] + [
+            event(
+                request,
+                repo,
+                "pull_request",
+                {
+                    "action": "review_request_removed",
+                    "pullRequest": shown,
+                    "requestedTeam": present.team_summary(teams[t]),
+                },
+            )
+            for t in team_ids
+        ]
+
+    await request.app[STORE].reviews.withdraw(item["id"], list(people), list(teams), emit=removed)
+    return await _answer(request, repo, item, 200)

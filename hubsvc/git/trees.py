@@ -28,6 +28,9 @@ from .objects import (
 )
 from .process import _git_env, _git_status
 
+# Where GitHub looks for CODEOWNERS, in its order; a file over 3 MB counts as none.
+CODEOWNERS_PATHS = (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS")
+CODEOWNERS_MAX = 3 * 1024 * 1024
 SIZES: Kept[bytes, int] = Kept(1 << 16)  # object sizes by oid: 65,536, about 8 MiB
 
 
@@ -174,6 +177,17 @@ class TreeMixin(RepoBase):
             }
         data = self._store.get_raw(sha)[1]
         return {"oid": oid, "size": len(data), "data": data, "contentType": _content_type(data)}
+
+    def codeowners(self, rev: str) -> str | None:
+        """The CODEOWNERS file at rev, from the first of GitHub's places that has one."""
+        for path in CODEOWNERS_PATHS:
+            try:
+                found = self.file(rev, path, CODEOWNERS_MAX)
+            except NotFound:
+                continue
+            # Too large or not text: GitHub ignores such a file, and so no one owns anything.
+            return None if found.get("truncated") or found["isBinary"] else found["content"]
+        return None
 
     def _blob_oid(self, rev: str, path: str) -> tuple[list[str], bytes]:
         """(path parts, blob oid) of a file or symlink at rev."""

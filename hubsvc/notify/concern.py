@@ -1,4 +1,4 @@
-"""Whom an event concerns and why: issue assignees and @mentions, for e-mail and chat notices.
+"""Whom an event concerns and why: assignees, @mentions, review requests, for e-mail and chat.
 
 Both notifiers ask the same question; only the preference they honour differs
 (`notifications.email`, `notifications.chat`).
@@ -57,6 +57,9 @@ def reasons(event: Event) -> tuple[dict[str, Any] | None, dict[str, str]]:
         if author:
             why[author] = f"{_who(review)} {verdict} your pull request #{item['number']}"
         texts = [review.get("body")]
+    requested = data.get("requestedReviewer") if action == "review_requested" else None
+    if isinstance(requested, dict) and requested.get("username"):
+        why[requested["username"]] = f"you were asked to review pull request #{item['number']}"
     for name in mentions(*texts):
         why.setdefault(name, f"you were mentioned in {kind} #{item['number']}")
     return item, why
@@ -78,6 +81,14 @@ async def concerned(
     if event.inbound:
         return None, []  # what a webhook poster says happened makes the server tell no one
     item, why = reasons(event)
+    team = event.data.get("requestedTeam")
+    if event.data.get("action") == "review_requested" and isinstance(team, dict) and item:
+        members, _ = await store.orgs.team_members(int(team["id"]), 100, 0)
+        for member in members:
+            why.setdefault(
+                member["username"],
+                f"your team {team['name']} was asked to review pull request #{item['number']}",
+            )
     if not why or event.repo_id is None:
         return None, []
     actor = (event.actor or {}).get("username", "").lower()

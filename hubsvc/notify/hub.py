@@ -15,7 +15,7 @@ from aiohttp import WSCloseCode, web
 from ..cluster.counts import SharedCounts
 from ..events.shape import Event
 from ..keys import BUS, CLUSTER, CONFIG, STORE
-from ..policy import may_receive
+from ..policy import decide_action, may_receive
 from ..store.access import Audience
 from .sockets import PING_CONTROL, PING_FRAME, PING_TEXT, QUEUE_SIZE, Client, text_frame
 
@@ -234,6 +234,32 @@ class Hub:
                     client,
                     {"type": "unsubscribed", "repository": repository, "reason": "access revoked"},
                 )
+
+    def inbox(self, user_id: int, public: bool, message: dict[str, Any], tell: bool = True) -> None:
+        """An inbox message (a thread changed, the unread count) to one user's own sockets.
+
+        Told to the other processes too (their sockets of the user); a socket of a token
+        limited to some repositories or without notifications:read gets none, as the count
+        covers every repository.
+        """
+        cluster = self.app.get(CLUSTER) if tell else None
+        if cluster is not None:
+            cluster.tell("inbox", user=user_id, public=public, message=message)
+        clients = self.by_user.get(user_id)
+        if not clients:
+            return
+        text = json.dumps(message)
+        frame = text_frame(text)
+        for client in list(clients):
+            caps = client.caps
+            if caps is not None and not (
+                caps.repositories is None
+                and decide_action(caps, "notifications.read").ok
+                and (public or decide_action(caps, "repo.read").ok)
+            ):
+                continue
+            if client.live and client in self.clients:
+                self._offer(client, frame, text)
 
     async def sweep(self) -> None:
         """Close sockets whose token no longer authenticates anyone."""

@@ -42,6 +42,10 @@ def join_cluster(app: web.Application) -> None:
         lambda m: app[STORE].repos.forget_audience(None if m["repo"] is None else int(m["repo"])),
     )
     cluster.on("recheck", lambda m: _recheck(app, m))
+    cluster.on(
+        "inbox",
+        lambda m: app[HUB].inbox(int(m["user"]), bool(m["public"]), m["message"], tell=False),
+    )
     cluster.on_reconnect.append(lambda: _missed(app))
 
 

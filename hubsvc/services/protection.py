@@ -11,6 +11,7 @@ from ..git.files import REPO_FILES
 from ..keys import STORE
 from ..store.protection import matches
 from ..web.permissions import allows
+from .codeowners import owner_problems
 
 
 def exempt(rule: dict[str, Any], role: str | None) -> bool:
@@ -55,6 +56,7 @@ async def merge_problems(
     problems: list[str] = []
     latest: dict[str, str] | None = None
     approvals: int | None = None
+    owners_checked = False
     for rule in await app[STORE].protection.for_branch(repo["id"], pull["base"]):
         if exempt(rule, repo.get("role")):
             continue
@@ -69,6 +71,10 @@ async def merge_problems(
                     f"{where}: approvals {approvals} of {rule['approvals']} "
                     "(from people with write access, on the current head)"
                 )
+        if rule["require_pr"] and rule["code_owner_reviews"] and not owners_checked:
+            # One look for all rules: the owners' approvals do not depend on the rule.
+            owners_checked = True
+            problems += await owner_problems(app, repo, pull, base_oid, head_oid, where)
         if rule["contexts"]:
             if latest is None:
                 rows = await app[STORE].statuses.latest(repo["id"], head_oid)

@@ -17,6 +17,7 @@ from ..git.files import REPO_FILES, RepoFiles
 from ..keys import CONFIG, STORE
 from ..notify.leader import LEADER, consumer
 from ..web import present
+from . import codeowners
 from .protection import merge_problems
 from .publish import make_event
 from .pushes import push_data
@@ -278,11 +279,30 @@ async def _on_event(app: web.Application, event: Event) -> None:
     branch = event.data["ref"][len("refs/heads/") :]
     for pull in await app[STORE].issues.open_pulls_touching(event.repo_number, branch):
         try:
-            await refresh(app, pull)
+            pull = await refresh(app, pull)
         except Exception:
             log.exception("mergeable check failed for pull request %s", pull["id"])
+            continue
+        if pull["head"] == branch and pull["head_repo_id"] == event.repo_number:
+            try:
+                await _owners_of_push(app, pull, event)
+            except Exception:
+                log.exception("code owners of pull request %s could not be asked", pull["id"])
     # Marked after each push only: a new lease holder skims the other events again.
     await app[STORE].events.set_cursor(CURSOR, int(event.id))
+
+
+async def _owners_of_push(app: web.Application, pull: dict[str, Any], event: Event) -> None:
+    """New commits on a head: the code owners of paths it now changes are asked to review."""
+    if not pull["head_oid"] or not pull["base_oid"]:
+        return
+    store = app[STORE]
+    # The whole object (assignees, requests), as the events of the requests show it.
+    pull = {**pull, **(await store.issues.get(pull["repo_id"], pull["number"], True) or {})}
+    repo = await store.repos.by_id(pull["repo_id"])
+    actor = await store.users.by_id(int(event.actor["id"])) if event.actor else None
+    if repo is not None:
+        await codeowners.request_owners(app, repo, pull, actor, pull["base_oid"], pull["head_oid"])
 
 
 async def pull_sync_ctx(app: web.Application) -> AsyncIterator[None]:

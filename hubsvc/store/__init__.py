@@ -14,6 +14,7 @@ from .hooks import HookStore
 from .issues import IssueStore
 from .keys import KeyStore
 from .leases import LeaseStore
+from .notifications import NotificationStore
 from .orgs import OrgStore
 from .outbox import MailStore, OutboxStore
 from .passkeys import PasskeyStore
@@ -53,6 +54,7 @@ class Store:
         self.protection = ProtectionStore(self.db)
         self.statuses = StatusStore(self.db)
         self.reviews = ReviewStore(self.db)
+        self.notifications = NotificationStore(self.db)
         self.mail = MailStore(self.db)
         self.upkeep = UpkeepStore(self.db)
         self.leases = LeaseStore(self.db)

@@ -85,7 +85,36 @@ def _with_assignees(conn: Conn, rows: list[Row]) -> list[dict[str, Any]]:
                     "avatar_hash": a["avatar_hash"],
                 }
             )
+        _with_requests(conn, [i for i in issues if i["is_pull"]])
     return issues
+
+
+def _with_requests(conn: Conn, pulls: list[dict[str, Any]]) -> None:
+    """Attach requested reviewers (people and teams), in two extra queries."""
+    if not pulls:
+        return
+    by_id = {pull["id"]: pull for pull in pulls}
+    for pull in pulls:
+        pull["requested_reviewers"], pull["requested_teams"] = [], []
+    marks = ",".join("?" * len(by_id))
+    for r in conn.execute(
+        "SELECT q.issue_id, u.id, u.username, u.name, u.avatar_hash FROM review_requests q"
+        f" JOIN users u ON u.id = q.user_id WHERE q.issue_id IN ({marks})"
+        " ORDER BY q.issue_id, q.created_at, u.username_key",
+        list(by_id),
+    ):
+        by_id[r["issue_id"]]["requested_reviewers"].append(
+            {k: r[k] for k in ("id", "username", "name", "avatar_hash")}
+        )
+    for r in conn.execute(
+        "SELECT q.issue_id, t.id, t.name, o.username AS org FROM team_review_requests q"
+        " JOIN teams t ON t.id = q.team_id JOIN users o ON o.id = t.org_id"
+        f" WHERE q.issue_id IN ({marks}) ORDER BY q.issue_id, t.name_key",
+        list(by_id),
+    ):
+        by_id[r["issue_id"]]["requested_teams"].append(
+            {"id": r["id"], "name": r["name"], "org": r["org"]}
+        )
 
 
 def _set_assignees(conn: Conn, issue_id: int, user_ids: list[int]) -> None:

@@ -17,7 +17,14 @@ MAX_RULES = 100  # per repository
 def _rule(row: Row) -> dict[str, Any]:
     rule = dict(row)
     rule["contexts"] = json.loads(rule["contexts"]) if rule["contexts"] is not None else None
-    for flag in ("require_pr", "strict", "enforce_admins", "allow_force_pushes", "allow_deletions"):
+    for flag in (
+        "require_pr",
+        "strict",
+        "enforce_admins",
+        "allow_force_pushes",
+        "allow_deletions",
+        "code_owner_reviews",
+    ):
         rule[flag] = bool(rule[flag])
     return rule
 
@@ -48,16 +55,18 @@ class ProtectionStore(Table):
             int(rule["enforce_admins"]),
             int(rule["allow_force_pushes"]),
             int(rule["allow_deletions"]),
+            int(rule.get("code_owner_reviews", False)),
         )
         conn.execute(
             "INSERT INTO branch_protections (repo_id, pattern, require_pr, approvals, contexts,"
-            " strict, enforce_admins, allow_force_pushes, allow_deletions, created_at,"
-            " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " strict, enforce_admins, allow_force_pushes, allow_deletions, code_owner_reviews,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (repo_id, pattern) DO UPDATE SET require_pr = excluded.require_pr,"
             " approvals = excluded.approvals, contexts = excluded.contexts,"
             " strict = excluded.strict, enforce_admins = excluded.enforce_admins,"
             " allow_force_pushes = excluded.allow_force_pushes,"
-            " allow_deletions = excluded.allow_deletions, updated_at = excluded.updated_at",
+            " allow_deletions = excluded.allow_deletions,"
+            " code_owner_reviews = excluded.code_owner_reviews, updated_at = excluded.updated_at",
             (repo_id, pattern, *values, now, now),
         )
         return _rule(

@@ -55,6 +55,15 @@ class ReviewStore(Table):
             (issue_id, user_id, state, body, commit_id, now_iso()),
         )
         review_id = cur.fetchone()[0]
+        # A review answers its reviewer's request, and their teams' (GitHub's).
+        conn.execute(
+            "DELETE FROM review_requests WHERE issue_id = ? AND user_id = ?", (issue_id, user_id)
+        )
+        conn.execute(
+            "DELETE FROM team_review_requests WHERE issue_id = ? AND team_id IN"
+            " (SELECT team_id FROM team_members WHERE user_id = ?)",
+            (issue_id, user_id),
+        )
         conn.executemany(
             "INSERT INTO review_comments (review_id, path, line, side, body) VALUES (?, ?, ?, ?, ?)",
             [(review_id, c["path"], c["line"], c["side"], c["body"]) for c in comments],
@@ -91,3 +100,57 @@ class ReviewStore(Table):
             (repo_id, issue_id, head_oid),
         ).fetchall()
         return [r[0] for r in rows]
+
+    @writes
+    def request(
+        self, conn, issue_id: int, user_ids: list[int], team_ids: list[int], by: int | None
+    ) -> tuple[list[int], list[int]]:
+        """Ask people and teams to review; returns those not asked already."""
+        now = now_iso()
+        users = [
+            uid
+            for uid in dict.fromkeys(user_ids)
+            if conn.execute(
+                "INSERT INTO review_requests (issue_id, user_id, requested_by, created_at)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (issue_id, uid, by, now),
+            ).rowcount
+        ]
+        teams = [
+            tid
+            for tid in dict.fromkeys(team_ids)
+            if conn.execute(
+                "INSERT INTO team_review_requests (issue_id, team_id, requested_by, created_at)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (issue_id, tid, by, now),
+            ).rowcount
+        ]
+        return users, teams
+
+    @writes
+    def withdraw(
+        self, conn, issue_id: int, user_ids: list[int], team_ids: list[int]
+    ) -> tuple[list[int], list[int]]:
+        """Withdraw review requests; returns those that were there."""
+        users = [
+            uid
+            for uid in dict.fromkeys(user_ids)
+            if conn.execute(
+                "DELETE FROM review_requests WHERE issue_id = ? AND user_id = ?", (issue_id, uid)
+            ).rowcount
+        ]
+        teams = [
+            tid
+            for tid in dict.fromkeys(team_ids)
+            if conn.execute(
+                "DELETE FROM team_review_requests WHERE issue_id = ? AND team_id = ?",
+                (issue_id, tid),
+            ).rowcount
+        ]
+        return users, teams
+
+    @reads
+    def reviewed_by(self, conn, issue_id: int) -> set[int]:
+        """Everyone who has reviewed a pull request."""
+        rows = conn.execute("SELECT DISTINCT user_id FROM reviews WHERE issue_id = ?", (issue_id,))
+        return {r[0] for r in rows}

@@ -178,11 +178,21 @@ def pull(base_url: str, repo_row: dict[str, Any], row: dict[str, Any]) -> dict[s
             "mergeCommit": row["merge_commit"],
             # The combined status of the head's latest commit statuses (null: none yet).
             "status": row.get("head_status"),
+            # Asked and not yet answered by a review (GitHub's requested_reviewers/teams).
+            "requestedReviewers": [
+                user_summary(base_url, u) for u in row.get("requested_reviewers") or []
+            ],
+            "requestedTeams": [team_summary(t) for t in row.get("requested_teams") or []],
         }
     )
     if "review_decision" in row:  # for the caller only: it depends on the rules now
         data["reviewDecision"] = row["review_decision"]
     return data
+
+
+def team_summary(row: dict[str, Any]) -> dict[str, Any]:
+    """A team where one is embedded: id, name, organization."""
+    return {"id": str(row["id"]), "name": row["name"], "organization": row["org"]}
 
 
 def comment(base_url: str, row: dict[str, Any]) -> dict[str, Any]:
@@ -239,4 +249,45 @@ def team_repo(org_name: str, row: dict[str, Any]) -> dict[str, Any]:
         "fullName": f"{org_name}/{row['name']}",
         "visibility": row["visibility"],
         "permission": row["permission"],
+    }
+
+
+def notification(base_url: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A notification thread, shaped as GitHub's (camelCase), its links in this API's style."""
+    site = SiteUrl.of(base_url)
+    owner, name, pull = row["owner"], row["repo_name"], bool(row["is_pull"])
+    item_url = site.issue(owner, name, row["number"], pull)
+    thread_url = f"{site}/api/notifications/threads/{row['id']}"
+    return {
+        "id": str(row["id"]),
+        "unread": bool(row["unread"]),
+        "reason": row["reason"],
+        "updatedAt": row["updated_at"],
+        "lastReadAt": row["last_read_at"],
+        "subject": {
+            "title": row["title"],
+            "type": "PullRequest" if pull else "Issue",
+            "number": row["number"],
+            "state": row["state"],
+            "url": item_url,
+            # GitHub names the issue itself when the latest item is no comment.
+            "latestCommentUrl": f"{item_url}#comment-{row['comment_id']}"
+            if row["comment_id"]
+            else item_url,
+        },
+        "repository": {"owner": owner, "name": name},
+        "url": thread_url,
+        "subscriptionUrl": thread_url + "/subscription",
+    }
+
+
+def subscription(url: str, thread_url: str | None, row: dict[str, Any] | None) -> dict[str, Any]:
+    """A person's subscription to a thread (none yet: neither subscribed nor ignored)."""
+    return {
+        "subscribed": bool(row and row["subscribed"] and not row["ignored"]),
+        "ignored": bool(row and row["ignored"]),
+        "reason": row["reason"] if row else None,
+        "createdAt": row["created_at"] if row else None,
+        "url": url,
+        "threadUrl": thread_url,
     }
