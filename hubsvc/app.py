@@ -29,11 +29,14 @@ from .api import git as git_api
 from .api import hooks as hooks_api
 from .api import issues as issues_api
 from .api import meta as meta_api
+from .api import milestones as milestones_api
 from .api import notifications as notifications_api
 from .api import orgs as orgs_api
 from .api import passkeys as passkeys_api
 from .api import protection as protection_api
 from .api import pulls as pulls_api
+from .api import reactions as reactions_api
+from .api import releases as releases_api
 from .api import repos as repos_api
 from .api import reviews as reviews_api
 from .api import search as search_api
@@ -397,6 +400,9 @@ def create_app(config: Config) -> web.Application:
         orgs_api,
         issues_api,
         pulls_api,
+        milestones_api,
+        reactions_api,
+        releases_api,
         search_api,
         chat_api,
         chat_notices_api,

@@ -107,6 +107,10 @@ EVENT_ACTIONS = {
     "star": "repo.read",
     "fork": "repo.read",
     "status": "statuses.read",
+    "milestone": "issues.read",
+    "label": "issues.read",
+    "reaction": "issues.read",
+    "release": "repo.read",
 }
 # Credential kinds, as Identity.via names them; "sshkey" and "deploykey" are git over SSH's
 # (a user's key, and a repository's deploy key with repo:read or repo:write on it alone).

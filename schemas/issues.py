@@ -14,6 +14,39 @@ TITLE = validate.Length(min=1, max=256)
 BODY = validate.Length(max=65536)
 LABEL = Str(validate=validate.Length(min=1, max=50))
 USERNAME = Str(validate=validate.Length(min=1, max=39))
+MILESTONE = Int(
+    allow_none=True,
+    validate=validate.Range(1, 10**12 - 1),
+    metadata={"description": "a milestone's number in this repository (null: none); triage"},
+)
+
+
+class ReactionsSummarySchema(Base):
+    totalCount = Int(required=True)
+    plus_one = Int(data_key="+1", required=True)
+    minus_one = Int(data_key="-1", required=True)
+    laugh = Int(required=True)
+    confused = Int(required=True)
+    heart = Int(required=True)
+    hooray = Int(required=True)
+    rocket = Int(required=True)
+    eyes = Int(required=True)
+
+
+class LabelSchema(Base):
+    id = Str(allow_none=True, required=True)
+    name = Str(required=True)
+    color = Str(required=True, metadata={"description": "6 hex digits, no #"})
+    description = Str(required=True)
+
+
+class MilestoneBriefSchema(Base):
+    id = Str(required=True)
+    number = Int(required=True)
+    title = Str(required=True)
+    state = Str(required=True)
+    dueOn = Str(allow_none=True, required=True)
+
 
 BODY_HTML = {
     "description": "the body rendered as sanitized HTML, #N and @user linked: only when "
@@ -28,7 +61,13 @@ class IssueSchema(Base):
     body = Str(required=True)
     bodyHtml = Str(metadata=BODY_HTML)
     state = Str(required=True)
-    labels = List(Str(), required=True)
+    labels = List(Str(), required=True, metadata={"description": "label names"})
+    labelObjects = List(
+        Nested(LabelSchema),
+        metadata={"description": "the labels' objects, in the order of labels"},
+    )
+    milestone = Nested(MilestoneBriefSchema, allow_none=True)
+    reactions = Nested(ReactionsSummarySchema)
     assignees = List(Nested(UserSummarySchema), required=True)
     author = Nested(UserSummarySchema, allow_none=True, required=True)
     commentCount = Int(required=True)
@@ -51,6 +90,7 @@ class CommentSchema(Base):
     body = Str(required=True)
     bodyHtml = Str(metadata=BODY_HTML)
     author = Nested(UserSummarySchema, allow_none=True, required=True)
+    reactions = Nested(ReactionsSummarySchema)
     createdAt = Str(required=True)
     updatedAt = Str(required=True)
     edited = Bool(metadata={"description": "true once the body was changed"})
@@ -160,6 +200,7 @@ class IssueCreateSchema(Base):
     body = Str(load_default="", validate=BODY)
     labels = List(LABEL, load_default=list, validate=validate.Length(max=20))
     assignees = List(USERNAME, load_default=list, validate=validate.Length(max=10))
+    milestone = MILESTONE
 
 
 class IssueUpdateSchema(Base):
@@ -168,6 +209,7 @@ class IssueUpdateSchema(Base):
     state = Str(validate=validate.OneOf(["open", "closed"]))
     labels = List(LABEL, validate=validate.Length(max=20))
     assignees = List(USERNAME, validate=validate.Length(max=10))
+    milestone = MILESTONE
 
 
 class CommentCreateSchema(Base):
@@ -214,6 +256,10 @@ class _ListQuerySchema(Base):
     creator = fields.String(
         validate=validate.Length(min=1, max=39),
         metadata={"description": "GitHub's name for author"},
+    )
+    milestone = fields.String(
+        validate=validate.Regexp(r"^(none|\*|[1-9][0-9]{0,11})$"),
+        metadata={"description": "a milestone's number, `none` for none or `*` for any"},
     )
     since = fields.String(
         metadata={"description": "ISO 8601 time: only items updated at or after it"}
@@ -300,6 +346,7 @@ class PullCreateSchema(Base):
         metadata={"description": "the fork the head branch lives in; default: this repository"},
     )
     assignees = List(USERNAME, load_default=list, validate=validate.Length(max=10))
+    milestone = MILESTONE
 
 
 class PullUpdateSchema(Base):
@@ -308,6 +355,7 @@ class PullUpdateSchema(Base):
     state = Str(validate=validate.OneOf(["open", "closed"]))
     base = Str(validate=branch_name, metadata=BRANCH_DOC)
     assignees = List(USERNAME, validate=validate.Length(max=10))
+    milestone = MILESTONE
 
 
 class MergeSchema(Base):

@@ -23,6 +23,8 @@ PATH_PARAMS: dict[str, dict[str, Any]] = {
     "number": NUMBER,
     "id": ID,
     "deliveryId": ID,
+    "reactionId": ID,
+    "assetId": ID,
     # A commit: 40 hex digits, or an unambiguous prefix of 7 or more (either case).
     "oid": {"type": "string", "pattern": r"^[0-9a-fA-F]{7,40}$"},
     "sha": {"type": "string", "pattern": r"^[0-9a-fA-F]{40}$"},

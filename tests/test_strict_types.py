@@ -76,6 +76,7 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
         "body": "b",
         "labels": ["bug"],
         "assignees": ["alice"],
+        "milestone": 1,
     },
     ("PATCH", "/api/repositories/{owner}/{name}/issues/{number}"): {
         "title": "t",
@@ -83,6 +84,7 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
         "state": "closed",
         "labels": ["bug"],
         "assignees": ["alice"],
+        "milestone": 1,
     },
     ("POST", "/api/repositories/{owner}/{name}/issues/{number}/comments"): {"body": "c"},
     ("POST", "/api/repositories/{owner}/{name}/pulls"): {
@@ -92,6 +94,7 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
         "base": "main",
         "headRepository": {"owner": "alice", "name": "proj"},
         "assignees": ["alice"],
+        "milestone": 1,
     },
     ("PATCH", "/api/repositories/{owner}/{name}/pulls/{number}"): {
         "title": "t",
@@ -99,6 +102,7 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
         "state": "closed",
         "base": "main",
         "assignees": ["alice"],
+        "milestone": 1,
     },
     ("POST", "/api/repositories/{owner}/{name}/pulls/{number}/comments"): {"body": "c"},
     ("PATCH", "/api/repositories/{owner}/{name}/issues/{number}/comments/{id}"): {"body": "c"},
@@ -193,6 +197,26 @@ VALID[("DELETE", "/api/repositories/{owner}/{name}/pulls/{number}/requested_revi
 VALID[("PUT", "/api/notifications")] = {"lastReadAt": "2024-05-01T12:00:00Z"}
 VALID[("PUT", "/api/notifications/threads/{id}/subscription")] = {"ignored": False}
 VALID[("PUT", "/api/repositories/{owner}/{name}/issues/{number}/subscription")] = {"ignored": False}
+_MILESTONE = {"title": "m", "description": "d", "dueOn": "2030-01-01T00:00:00Z", "state": "open"}
+VALID[("POST", "/api/repositories/{owner}/{name}/milestones")] = _MILESTONE
+VALID[("PATCH", "/api/repositories/{owner}/{name}/milestones/{number}")] = _MILESTONE
+_LABEL = {"name": "ui", "color": "00ff00", "description": "d"}
+VALID[("POST", "/api/repositories/{owner}/{name}/labels")] = _LABEL
+VALID[("PATCH", "/api/repositories/{owner}/{name}/labels/{label}")] = _LABEL
+VALID[("POST", "/api/repositories/{owner}/{name}/issues/{number}/reactions")] = {"content": "+1"}
+VALID[("POST", "/api/repositories/{owner}/{name}/issues/{number}/comments/{id}/reactions")] = {
+    "content": "+1"
+}
+_RELEASE = {
+    "tagName": "v1",
+    "targetCommitish": "main",
+    "name": "n",
+    "body": "b",
+    "draft": False,
+    "prerelease": False,
+}
+VALID[("POST", "/api/repositories/{owner}/{name}/releases")] = _RELEASE
+VALID[("PATCH", "/api/repositories/{owner}/{name}/releases/{id}")] = _RELEASE
 VALID[("POST", "/api/orgs")] = {"name": "neworg", "description": "d"}
 VALID[("PATCH", "/api/orgs/{org}")] = {
     "description": "d",
@@ -230,6 +254,7 @@ PATH_VALUES = {
     "username": "bob",
     "branch": "main",
     "sha": "0" * 40,
+    "label": "bug",
 }
 # The JSON types a property of each declared type must refuse, with values a lenient
 # parser would take ("yes" and 1 as a boolean, "5" and 5.0 as an integer).
@@ -297,6 +322,20 @@ async def world(client, alice, bob, tmp_path):
         "/api/repositories/alice/proj/hooks",
         headers=alice.headers,
         json={"url": "http://127.0.0.1:9/hook", "active": False},
+    )
+    assert resp.status == 201, await resp.text()
+    resp = await client.post(
+        "/api/repositories/alice/proj/milestones", json={"title": "m1"}, headers=alice.headers
+    )
+    assert resp.status == 201, await resp.text()
+    resp = await client.post(
+        "/api/repositories/alice/proj/labels", json={"name": "bug"}, headers=alice.headers
+    )
+    assert resp.status == 201, await resp.text()
+    resp = await client.post(  # release 1, a draft: no tag
+        "/api/repositories/alice/proj/releases",
+        json={"tagName": "v0", "draft": True},
+        headers=alice.headers,
     )
     assert resp.status == 201, await resp.text()
     return {"owner": alice}

@@ -73,6 +73,19 @@ async def assignee_ids(request: web.Request, repo: dict, usernames: list[str]) -
     return ids
 
 
+async def milestone_fields(request: web.Request, repo: dict, data: dict[str, Any]) -> dict:
+    """data with milestone_id for the store when a milestone number (or null) was sent;
+    422 naming the field for a number this repository has no milestone under."""
+    if "milestone" not in data:
+        return data
+    if data["milestone"] is None:
+        return {**data, "milestone_id": None}
+    found = await request.app[STORE].milestones.get(repo["id"], data["milestone"])
+    if found is None:
+        raise Unprocessable(f"milestone: this repository has no milestone {data['milestone']}")
+    return {**data, "milestone_id": found["id"]}
+
+
 def check_edit(repo: dict, item: dict, user: dict, data: dict[str, Any]) -> None:
     """Author or triagers edit title, body, state; labels and assignees need triage, base write.
 
@@ -81,8 +94,8 @@ def check_edit(repo: dict, item: dict, user: dict, data: dict[str, Any]) -> None
     triager = allows(repo["role"], "triage")
     if not triager and item["author_id"] != user["id"]:
         raise Forbidden("only the author or someone with triage access may edit this")
-    if not triager and any(k in data for k in ("labels", "assignees")):
-        raise Forbidden("triage access is required to change labels or assignees")
+    if not triager and any(k in data for k in ("labels", "assignees", "milestone")):
+        raise Forbidden("triage access is required to change labels, assignees or milestone")
     if "base" in data and not allows(repo["role"], "write"):
         raise Forbidden("write access is required to change the base")
 
@@ -154,14 +167,14 @@ def list_filters(query: dict[str, Any]) -> dict[str, Any]:
     """The store's filters from a loaded list query."""
     return {
         k: query[k]
-        for k in ("labels", "assignee", "author", "since", "sort", "direction")
+        for k in ("labels", "assignee", "milestone", "author", "since", "sort", "direction")
         if k in query
     }
 
 
 LIST_DESCRIPTION = (
     "Filters as on GitHub: labels=bug,ui (every label must be on it), assignee "
-    "(username, `none`, `*`), author (or creator), since (ISO 8601: updated at or after), "
+    "(username, `none`, `*`), milestone (number, `none`, `*`), author (or creator), since (ISO 8601: updated at or after), "
     "sort=created|updated|comments, direction=asc|desc (default desc). Unknown query "
     "parameters answer 400 naming one, unless ignoreUnknown=true (which also ignores "
     "unknown state, sort and direction values)."
@@ -202,9 +215,12 @@ async def create_issue(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
     data = await read_json(request, IssueCreateSchema())
-    if (data["labels"] or data["assignees"]) and not allows(repo["role"], "triage"):
-        raise Forbidden("triage access is required to set labels or assignees")
+    if (data["labels"] or data["assignees"] or data.get("milestone")) and not allows(
+        repo["role"], "triage"
+    ):
+        raise Forbidden("triage access is required to set labels, assignees or milestone")
     ids = await assignee_ids(request, repo, data["assignees"])
+    data = await milestone_fields(request, repo, data)
     row = await request.app[STORE].issues.create(
         repo_id=repo["id"],
         author_id=user["id"],
@@ -212,6 +228,7 @@ async def create_issue(request: web.Request) -> web.Response:
         body=data["body"],
         labels=data["labels"],
         assignee_ids=ids,
+        milestone_id=data.get("milestone_id"),
         emit=lambda row: [
             event(request, repo, "issue", {"action": "opened", "issue": _issue(request, repo, row)})
         ],
@@ -296,7 +313,7 @@ async def show_with_comments(request: web.Request, is_pull: bool) -> web.Respons
 
 @routes.patch(ISSUES + "/{number}")
 @doc(
-    "Edit title, body, state (author or writers), labels and assignees (writers)",
+    "Edit title, body, state (author or writers), labels, assignees and milestone (triage)",
     body=IssueUpdateSchema,
     responses={200: IssueEnvelopeSchema},
     errors=(403, 404, 422),
@@ -313,7 +330,7 @@ async def patch_issue(request: web.Request) -> web.Response:
     ids = await assignee_ids(request, repo, data["assignees"]) if "assignees" in data else None
     row = await request.app[STORE].issues.update(
         item["id"],
-        data,
+        await milestone_fields(request, repo, data),
         ids,
         emit=lambda row: [
             event(

@@ -51,6 +51,7 @@ from .issues import (
     list_filters,
     list_query,
     load_issue,
+    milestone_fields,
     pulls_for_caller,
     show_with_comments,
     state_action,
@@ -138,8 +139,9 @@ async def create_pull(request: web.Request) -> web.Response:
     user = require_user(request)
     repo = await load_repo(request)
     data = await read_json(request, PullCreateSchema())
-    if data["assignees"] and not allows(repo["role"], "triage"):
-        raise Forbidden("triage access is required to set assignees")
+    if (data["assignees"] or data.get("milestone")) and not allows(repo["role"], "triage"):
+        raise Forbidden("triage access is required to set assignees or milestone")
+    data = await milestone_fields(request, repo, data)
     head_repo = await _head_repo(request, repo, data.get("headRepository"))
     base = data.get("base") or repo["default_branch"]
     files = request.app[REPO_FILES]
@@ -157,6 +159,7 @@ async def create_pull(request: web.Request) -> web.Response:
         body=data["body"],
         labels=[],
         assignee_ids=ids,
+        milestone_id=data.get("milestone_id"),
         pull={"head_repo_id": head_repo["id"], "head": data["head"], "base": base},
         # As on GitHub, the opened event comes before mergeability is known (null).
         emit=lambda row: [
@@ -349,7 +352,7 @@ async def patch_pull(request: web.Request) -> web.Response:
     ids = await assignee_ids(request, repo, data["assignees"]) if "assignees" in data else None
     row = await request.app[STORE].issues.update(
         item["id"],
-        data,
+        await milestone_fields(request, repo, data),
         ids,
         emit=lambda row: [
             event(

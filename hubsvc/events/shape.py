@@ -7,7 +7,18 @@ from typing import Any
 
 from ..timeutil import now_iso
 
-EVENT_TYPES = ("issue", "pull_request", "push", "star", "fork", "status")
+EVENT_TYPES = (
+    "issue",
+    "pull_request",
+    "push",
+    "star",
+    "fork",
+    "status",
+    "milestone",
+    "label",
+    "reaction",
+    "release",
+)
 
 
 @dataclass(frozen=True)

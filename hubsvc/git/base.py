@@ -180,6 +180,18 @@ class RepoBase:
         return sorted(out, key=lambda branch: branch["name"])
 
     @_locked
+    def tags(self) -> list[dict[str, str]]:
+        """Every tag with the commit it names (annotated tags peeled), sorted by name."""
+        out = []
+        for name in self._repo.refs.keys(base=_TAGS):
+            commit = self._commit_or_none(self._peel(self._repo.refs[_TAGS + name]))
+            if commit is not None:
+                out.append(
+                    {"name": name.decode("utf-8", "replace"), "oid": commit.id.decode("ascii")}
+                )
+        return sorted(out, key=lambda tag: tag["name"])
+
+    @_locked
     def head_oids(self) -> dict[str, str]:
         """Branch and tag refs mapped to commit oids (tags peeled), to diff pushes."""
         out = {}

@@ -173,12 +173,17 @@ class RepoFiles:
             lambda: GitRepo.clone_bare(self.path(source_id), self.path(repo_id)).close()
         )
 
+    def assets(self, repo_id: int) -> Path:
+        """<data>/assets/<id // 1000>/<id>: the repository's release assets, by asset id."""
+        return self.root.parent / "assets" / f"{int(repo_id) // 1000:03d}" / str(int(repo_id))
+
     async def remove(self, repo_id: int) -> None:
-        """Delete a repository's folder."""
+        """Delete a repository's folder and its release assets."""
 
         def remove() -> None:
             self.forget(repo_id)
             shutil.rmtree(self.path(repo_id), True)
+            shutil.rmtree(self.assets(repo_id), True)
 
         await self._thread(remove)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..errors import BadRequest
 from .base import RepoBase
-from .objects import _HEADS, _ref_name, check_oid
+from .objects import _HEADS, _TAGS, ZERO_OID, _ref_name, check_oid
 from .process import GitError, _git_status, _run_git
 
 
@@ -124,5 +124,22 @@ class MergeMixin(RepoBase):
             ref.decode(),
             check_oid(new),
             check_oid(old),
+        )
+        return code == 0
+
+    def create_tag(self, tag: str, oid: str) -> bool:
+        """A lightweight tag at a commit, only if no such tag exists; False when one does."""
+        ref = _ref_name(_TAGS, tag)
+        if ref is None:
+            raise BadRequest("tagName: not a valid tag name")
+        code, _, _ = _git_status(
+            str(self.path),
+            "update-ref",
+            "-m",
+            "hubsvc release",
+            "--end-of-options",
+            ref.decode(),
+            check_oid(oid),
+            ZERO_OID,
         )
         return code == 0

@@ -143,6 +143,36 @@ def _fork(msg: Message, event: Event, site: SiteUrl) -> None:
     msg.fields = [("Repository", msg.repo, True), ("Forker", _who(forker), True)]
 
 
+PLANNING = ("milestone", "label", "reaction", "release")
+
+
+def _planning(msg: Message, event: Event, site: SiteUrl) -> None:
+    """Milestones, labels, reactions and releases: one line saying what changed."""
+    data, kind = event.data, event.type
+    action = str(data.get("action", "changed"))
+    thing: dict[str, Any] = data[kind] if isinstance(data.get(kind), dict) else {}
+    if kind == "milestone":
+        what = f"milestone {one_line(str(thing.get('title', '?')))}"
+    elif kind == "label":
+        what = f"label {one_line(str(thing.get('name', '?')))}"
+    elif kind == "release":
+        what = f"release {one_line(str(thing.get('name') or thing.get('tagName', '?')))}"
+    else:
+        subject: dict[str, Any] = data["subject"] if isinstance(data.get("subject"), dict) else {}
+        number = subject.get("number")
+        what = f"a reaction {thing.get('content', '')} on #{number}"
+        if isinstance(number, int):
+            msg.url = site.issue(
+                event.repository["owner"],
+                event.repository["name"],
+                number,
+                subject.get("kind") == "pull_request",
+            )
+    msg.headline = f"{_who(event.actor)} {action} {what}"
+    msg.colour = GREEN if action in ("created", "published") else GRAY
+    msg.fields = [("Repository", msg.repo, True)]
+
+
 STATUS_COLOURS = {"success": GREEN, "failure": RED, "error": RED, "pending": YELLOW}
 
 
@@ -181,6 +211,8 @@ def message(event: Event, urls: str) -> Message:
         _star(msg, event)
     elif event.type == "status":
         _status(msg, event, site)
+    elif event.type in PLANNING:
+        _planning(msg, event, site)
     else:
         _fork(msg, event, site)
     if event.inbound:

@@ -13,12 +13,16 @@ from .events import EventStore
 from .hooks import HookStore
 from .issues import IssueStore
 from .keys import KeyStore
+from .labels import LabelStore
 from .leases import LeaseStore
+from .milestones import MilestoneStore
 from .notifications import NotificationStore
 from .orgs import OrgStore
 from .outbox import MailStore, OutboxStore
 from .passkeys import PasskeyStore
 from .protection import ProtectionStore
+from .reactions import ReactionStore
+from .releases import ReleaseStore
 from .repos import RepoStore
 from .reviews import ReviewStore
 from .search import SearchStore
@@ -45,6 +49,10 @@ class Store:
         self.repos = RepoStore(self.db)
         self.orgs = OrgStore(self.db, grants_changed=self.repos.forget_audience)
         self.issues = IssueStore(self.db)
+        self.milestones = MilestoneStore(self.db)
+        self.labels = LabelStore(self.db)
+        self.reactions = ReactionStore(self.db)
+        self.releases = ReleaseStore(self.db)
         self.search = SearchStore(self.db)
         self.chat = ChatStore(self.db)
         self.chat_notices = ChatNoticeStore(self.db)

@@ -11,12 +11,16 @@ from ..timeutil import now_iso
 from .access import LEVELS, level
 from .base import Table, reads, writes
 from .engines import Conn, Row
+from .labels import ensure_labels, label_objects
+from .reactions import ON_ITEM, attach
 from .reviews import writers_verdict
 from .statuses import COMBINED, LATEST
 
 ISSUE_SELECT = f"""
 SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
-       i.comment_count, i.created_at, i.updated_at, i.closed_at, i.author_id,
+       i.comment_count, i.created_at, i.updated_at, i.closed_at, i.author_id, i.milestone_id,
+       ms.number AS milestone_number, ms.title AS milestone_title,
+       ms.state AS milestone_state, ms.due_on AS milestone_due_on,
        au.username AS author_username, au.name AS author_name, au.avatar_hash AS author_avatar_hash,
        p.head, p.base, p.head_repo_id, p.head_oid, p.base_oid, p.mergeable, p.merged,
        p.merged_at, p.merge_commit, p.merged_by,
@@ -38,6 +42,7 @@ SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
   LEFT JOIN users mu ON mu.id = p.merged_by
   LEFT JOIN repositories hr ON hr.id = p.head_repo_id
   LEFT JOIN users hu ON hu.id = hr.owner_id
+  LEFT JOIN milestones ms ON ms.id = i.milestone_id
 """
 
 COMMENT_SELECT = """
@@ -60,7 +65,8 @@ MERGE_CLAIM_STALE = 600
 
 
 def _with_assignees(conn: Conn, rows: list[Row]) -> list[dict[str, Any]]:
-    """Rows as dicts with labels decoded and assignees attached, in one extra query."""
+    """Rows as dicts with labels decoded; assignees, label objects and reaction counts
+    attached, one extra query each for the whole page."""
     issues = []
     names = rows[0].keys() if rows else []
     for row in rows:
@@ -86,6 +92,8 @@ def _with_assignees(conn: Conn, rows: list[Row]) -> list[dict[str, Any]]:
                 }
             )
         _with_requests(conn, [i for i in issues if i["is_pull"]])
+        label_objects(conn, issues)
+        attach(conn, issues)
     return issues
 
 
@@ -117,6 +125,12 @@ def _with_requests(conn: Conn, pulls: list[dict[str, Any]]) -> None:
         )
 
 
+def _comments(conn: Conn, rows: list[Row]) -> list[dict[str, Any]]:
+    found = [dict(r) for r in rows]
+    attach(conn, found, on_comments=True)
+    return found
+
+
 def _set_assignees(conn: Conn, issue_id: int, user_ids: list[int]) -> None:
     conn.execute("DELETE FROM issue_assignees WHERE issue_id = ?", (issue_id,))
     conn.executemany(
@@ -140,6 +154,7 @@ class IssueStore(Table):
         labels: list[str],
         assignee_ids: list[int],
         pull: dict[str, Any] | None = None,
+        milestone_id: int | None = None,
     ) -> dict[str, Any]:
         """Insert an issue (or, with pull, a pull request) under the next number."""
         if pull is not None:
@@ -160,7 +175,8 @@ class IssueStore(Table):
         now = now_iso()
         cur = conn.execute(
             "INSERT INTO issues (repo_id, number, is_pull, title, body, author_id, labels,"
-            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            " created_at, updated_at, milestone_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " RETURNING id",
             (
                 repo_id,
                 number,
@@ -171,9 +187,11 @@ class IssueStore(Table):
                 json.dumps(labels),
                 now,
                 now,
+                milestone_id,
             ),
         )
         issue_id = cur.fetchone()[0]
+        ensure_labels(conn, repo_id, labels)
         _set_assignees(conn, issue_id, assignee_ids)
         if pull is not None:
             conn.execute(
@@ -236,6 +254,7 @@ class IssueStore(Table):
         """A page of issues or pull requests in a state, filtered and sorted as GitHub's lists are.
 
         filters: labels (all must be on the item), assignee (a username, "none" or "*"),
+        milestone (a number, "none" or "*"),
         author, since (updated at or after), sort (created, updated, comments) and
         direction (asc, desc). The default order is the issues_list index's.
         """
@@ -263,6 +282,16 @@ class IssueStore(Table):
         if filters.get("author") is not None:
             where.append("i.author_id = (SELECT id FROM users WHERE username_key = ?)")
             params.append(filters["author"].lower())
+        milestone = filters.get("milestone")
+        if milestone == "none":
+            where.append("i.milestone_id IS NULL")
+        elif milestone == "*":
+            where.append("i.milestone_id IS NOT NULL")
+        elif milestone is not None:
+            where.append(
+                "i.milestone_id = (SELECT id FROM milestones WHERE repo_id = ? AND number = ?)"
+            )
+            params.extend([repo_id, int(milestone)])
         if filters.get("since") is not None:
             where.append("i.updated_at >= ?")
             params.append(filters["since"])
@@ -289,6 +318,10 @@ class IssueStore(Table):
                 columns[key] = fields[key]
         if "labels" in fields:
             columns["labels"] = json.dumps(fields["labels"])
+            repo_id = conn.execute("SELECT repo_id FROM issues WHERE id = ?", (issue_id,))
+            ensure_labels(conn, repo_id.fetchone()[0], fields["labels"])
+        if "milestone_id" in fields:
+            columns["milestone_id"] = fields["milestone_id"]
         if "state" in fields:
             current = conn.execute("SELECT state FROM issues WHERE id = ?", (issue_id,)).fetchone()
             if current["state"] != fields["state"] and self._merging(conn, issue_id):
@@ -331,8 +364,8 @@ class IssueStore(Table):
             "UPDATE issues SET comment_count = comment_count + 1, updated_at = ? WHERE id = ?",
             (now, issue_id),
         )
-        comment = conn.execute(COMMENT_SELECT + " WHERE c.id = ?", (comment_id,)).fetchone()
-        return dict(comment), self._one(conn, issue_id)
+        comment = conn.execute(COMMENT_SELECT + " WHERE c.id = ?", (comment_id,)).fetchall()
+        return _comments(conn, comment)[0], self._one(conn, issue_id)
 
     @reads
     def comments(
@@ -343,15 +376,15 @@ class IssueStore(Table):
             COMMENT_SELECT + " WHERE c.issue_id = ? ORDER BY c.id LIMIT ? OFFSET ?",
             (issue_id, limit + 1, offset),
         ).fetchall()
-        return [dict(r) for r in rows[:limit]], len(rows) > limit
+        return _comments(conn, rows[:limit]), len(rows) > limit
 
     @reads
     def comment(self, conn, issue_id: int, comment_id: int) -> dict[str, Any] | None:
         """One comment of an issue or pull request."""
-        row = conn.execute(
+        rows = conn.execute(
             COMMENT_SELECT + " WHERE c.id = ? AND c.issue_id = ?", (comment_id, issue_id)
-        ).fetchone()
-        return dict(row) if row is not None else None
+        ).fetchall()
+        return _comments(conn, rows)[0] if rows else None
 
     @writes
     def edit_comment(
@@ -368,8 +401,8 @@ class IssueStore(Table):
             return None
         issue_id = row[0]
         conn.execute("UPDATE issues SET updated_at = ? WHERE id = ?", (now, issue_id))
-        comment = conn.execute(COMMENT_SELECT + " WHERE c.id = ?", (comment_id,)).fetchone()
-        return dict(comment), self._one(conn, issue_id)
+        comment = conn.execute(COMMENT_SELECT + " WHERE c.id = ?", (comment_id,)).fetchall()
+        return _comments(conn, comment)[0], self._one(conn, issue_id)
 
     @writes
     def delete_comment(self, conn, comment_id: int) -> dict[str, Any] | None:
@@ -379,6 +412,11 @@ class IssueStore(Table):
         ).fetchone()
         if row is None:
             return None
+        # A comment's reactions go with it (no foreign key: ON_ITEM is not a comment).
+        conn.execute(
+            "DELETE FROM reactions WHERE issue_id = ? AND comment_id = ? AND comment_id <> ?",
+            (row[0], comment_id, ON_ITEM),
+        )
         conn.execute(
             "UPDATE issues SET comment_count = comment_count - 1, updated_at = ? WHERE id = ?",
             (now_iso(), row[0]),

@@ -54,6 +54,27 @@ LINKS: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
     ("post", PULL + "/comments"): (PULL + "/comments/{id}", {"id": "$response.body#/comment/id"}),
     ("post", PULL + "/reviews"): (PULL + "/reviews", {}),
     ("post", REPO + "/hooks"): (REPO + "/hooks/{id}", {"id": "$response.body#/hook/id"}),
+    ("post", REPO + "/milestones"): (
+        REPO + "/milestones/{number}",
+        {"number": "$response.body#/milestone/number"},
+    ),
+    ("post", REPO + "/releases"): (
+        REPO + "/releases/{id}",
+        {"id": "$response.body#/release/id"},
+    ),
+    ("post", REPO + "/releases/{id}/assets"): (
+        REPO + "/releases/assets/{assetId}",
+        {"assetId": "$response.body#/asset/id"},
+    ),
+    ("post", REPO + "/labels"): (REPO + "/labels/{label}", {"label": "$response.body#/label/name"}),
+    ("post", ISSUE + "/reactions"): (
+        ISSUE + "/reactions/{reactionId}",
+        {"reactionId": "$response.body#/reaction/id"},
+    ),
+    ("post", ISSUE + "/comments/{id}/reactions"): (
+        ISSUE + "/comments/{id}/reactions/{reactionId}",
+        {"reactionId": "$response.body#/reaction/id"},
+    ),
     ("put", REPO + "/collaborators/{username}"): (REPO + "/collaborators/{username}", {}),
     ("put", REPO + "/branches/{branch}/protection"): (REPO + "/branches/{branch}/protection", {}),
     ("post", REPO + "/statuses/{sha}"): (REPO + "/commits/{ref}", {"ref": "$request.path.sha"}),

@@ -131,6 +131,38 @@ def _person(base_url: str, row: dict[str, Any], prefix: str, id_key: str) -> dic
     )
 
 
+REACTION_KINDS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
+
+
+def reactions(counts: dict[str, int] | None) -> dict[str, int]:
+    """GitHub's reaction rollup: totalCount and a count of each of the eight kinds."""
+    counts = counts or {}
+    return {"totalCount": sum(counts.values()), **{k: counts.get(k, 0) for k in REACTION_KINDS}}
+
+
+def label(row: dict[str, Any]) -> dict[str, Any]:
+    """A label object: name, colour (6 hex, no #) and description."""
+    return {
+        "id": None if row.get("id") is None else str(row["id"]),
+        "name": row["name"],
+        "color": row["color"],
+        "description": row["description"],
+    }
+
+
+def milestone_brief(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The milestone an issue shows (its own fields; counts are the milestone's to read)."""
+    if row.get("milestone_number") is None:
+        return None
+    return {
+        "id": str(row["milestone_id"]),
+        "number": row["milestone_number"],
+        "title": row["milestone_title"],
+        "state": row["milestone_state"],
+        "dueOn": row["milestone_due_on"],
+    }
+
+
 def issue(base_url: str, repo_row: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     """The issue object (also the common part of a pull request)."""
     owner, name = repo_row["owner_username"], repo_row["name"]
@@ -141,6 +173,10 @@ def issue(base_url: str, repo_row: dict[str, Any], row: dict[str, Any]) -> dict[
         "body": row["body"],
         "state": row["state"],
         "labels": row["labels"],
+        # The contract's labels stay names; their objects (colour, description) beside.
+        "labelObjects": [label(o) for o in row.get("label_objects", ())],
+        "milestone": milestone_brief(row),
+        "reactions": reactions(row.get("reaction_counts")),
         "assignees": [user_summary(base_url, a) for a in row["assignees"]],
         "author": _person(base_url, row, "author", "author_id"),
         "commentCount": row["comment_count"],
@@ -201,6 +237,7 @@ def comment(base_url: str, row: dict[str, Any]) -> dict[str, Any]:
         "id": str(row["id"]),
         "body": row["body"],
         "author": _person(base_url, row, "author", "author_id"),
+        "reactions": reactions(row.get("reaction_counts")),
         "createdAt": row["created_at"],
         "updatedAt": row["updated_at"],
     }
