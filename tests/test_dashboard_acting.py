@@ -4,6 +4,8 @@ protection that held it is met, each through the same API requests any client se
 
 from __future__ import annotations
 
+import urllib.request
+
 from .browser import chromium, quit_chromium
 from .dashboard import (  # noqa: F401 (server and browser are fixtures)
     PASSWORD,
@@ -28,6 +30,7 @@ def fill(browser, css: str, text: str) -> None:
 
 def test_an_issue_opened_here_is_answered_live_from_another_browser(server, browser):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
 
     # Sign-up is open on this server: the page offers it, and a person uses the form.
     browser.get(server.url + "/#/sign-in")
@@ -50,6 +53,11 @@ def test_an_issue_opened_here_is_answered_live_from_another_browser(server, brow
     assert clone == f"{server.url}/opener/board.git"
     shoot(browser, "repository")
     sign_up(server, "helper")
+    status, signed = server.request(
+        "POST", "/auth/sign-in", {"username": "opener", "password": PASSWORD}
+    )
+    owner = {"Authorization": f"Bearer {signed['token']}"}
+    create(server, owner, "/api/repositories/opener/board/milestones", {"title": "Week 48"})
     browser.find_element(By.ID, "repo-new-issue").click()
     fill(browser, "#issue-title", "Plan the week")
     fill(browser, "#issue-body", "**Monday** first; cc @helper, see #1 and `#2`")
@@ -64,6 +72,16 @@ def test_an_issue_opened_here_is_answered_live_from_another_browser(server, brow
     chips = [c.text for c in browser.find_elements(By.CSS_SELECTOR, "#label-chips .label")]
     assert chips == ["planning", "ui"]
     wait_text(browser, "#status", "live")
+    # A reaction (one per person and kind) and a milestone, each from the sidebar or bar.
+    browser.find_element(By.CSS_SELECTOR, "#item-reactions .add-reaction").click()
+    browser.find_element(
+        By.CSS_SELECTOR, "#item-reactions .reaction-pick[data-content='rocket']"
+    ).click()
+    wait_text(browser, "#item-reactions", "🚀 1")
+    Select(
+        wait_for(browser, "#milestone-select option[value='1']").find_element(By.XPATH, "..")
+    ).select_by_value("1")
+    wait_text(browser, "#milestone-shown", "Week 48")
 
     other = chromium()
     try:
@@ -77,6 +95,12 @@ def test_an_issue_opened_here_is_answered_live_from_another_browser(server, brow
         # A reader of a public repository may comment, not relabel or close it.
         assert not other.find_elements(By.ID, "labels-edit")
         assert not other.find_elements(By.ID, "toggle-state")
+        # helper's rocket too: two people, one count each.
+        wait_text(other, "#item-reactions", "🚀 1")
+        other.find_element(
+            By.CSS_SELECTOR, "#item-reactions .reaction[data-content='rocket']"
+        ).click()
+        wait_text(browser, "#item-reactions", "🚀 2")
         fill(other, "#comment-body", "On it: *Tuesday* works for me, fixes #1")
         other.find_element(By.ID, "comment").click()
         wait_text(other, "#timeline", "Tuesday works for me")
@@ -100,6 +124,29 @@ def test_an_issue_opened_here_is_answered_live_from_another_browser(server, brow
     wait_text(browser, "#toggle-state", "Reopen")  # the form the event's re-read brought
     browser.find_element(By.ID, "toggle-state").click()
     wait_text(browser, "#state", "open")
+    # A release with an asset, listed with its download.
+    status, made = server.request(
+        "POST",
+        "/api/repositories/opener/board/releases",
+        {"tagName": "v1.0", "name": "First week", "body": "Planned and done."},
+        owner,
+    )
+    assert status == 201, made
+    upload = urllib.request.Request(
+        f"{server.url}/api/repositories/opener/board/releases/{made['release']['id']}"
+        "/assets?name=plan.txt",
+        data=b"monday\ntuesday\n",
+        method="POST",
+        headers={**owner, "Content-Type": "application/octet-stream"},
+    )
+    with urllib.request.urlopen(upload) as resp:
+        assert resp.status == 201
+    browser.get(server.url + "/opener/board/releases")
+    wait_text(browser, "#releases", "plan.txt")
+    link = browser.find_element(By.CSS_SELECTOR, "#releases .asset a")
+    assert link.get_attribute("href").startswith(server.url + "/api/repositories/opener/board/")
+    assert "15 B · 0 downloads" in browser.find_element(By.ID, "releases").text
+    shoot(browser, "releases")
     no_script_ran(browser)
 
 
@@ -107,7 +154,7 @@ def test_a_held_merge_names_its_reason_and_goes_through_after_a_line_review(
     server, browser, tmp_path
 ):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     keeper = sign_up(server, "keeper")
     writer = sign_up(server, "writer")
@@ -134,15 +181,33 @@ def test_a_held_merge_names_its_reason_and_goes_through_after_a_line_review(
     run("commit", "-qam", "louder")
     host = server.url.replace("http://", f"http://writer:{PASSWORD.replace(' ', '%20')}@")
     run("push", "-q", f"{host}/keeper/vault.git", "feature")
+    sign_in(browser, server, "keeper")
+    assert not browser.find_element(By.ID, "inbox-count").is_displayed()
     create(
         server,
         writer,
         "/api/repositories/keeper/vault/pulls",
         {"title": "Louder two", "head": "feature", "body": "Makes **two** louder"},
     )
-    sign_in(browser, server, "keeper")
-    browser.get(server.url + "/keeper/vault/pulls/1")
+    # The owner follows their repository: a thread, and the header's count goes up live.
+    wait_text(browser, "#inbox-count", "1")
+    create(
+        server,
+        writer,
+        "/api/repositories/keeper/vault/pulls/1/requested_reviewers",
+        {"reviewers": ["keeper"]},
+    )
+    browser.find_element(By.ID, "nav-inbox").click()
+    wait_text(browser, "#inbox", "review requested")
+    assert "keeper/vault #1 Louder two" in browser.find_element(By.ID, "inbox").text
+    shoot(browser, "inbox")
+    # Opening the thread reads it: the count goes down, live.
+    browser.find_element(By.CSS_SELECTOR, "#inbox .thread-link").click()
     wait_text(browser, "#merge-problems", "approvals 0 of 1")
+    WebDriverWait(browser, 10).until(
+        lambda b: not b.find_element(By.ID, "inbox-count").is_displayed()
+    )
+    assert browser.find_element(By.ID, "requested-list").text == "● keeper"
     assert browser.find_element(By.ID, "merge").get_attribute("disabled") is not None
     # A comment on the changed line 2 (the head's side), then the approval.
     row = wait_for(browser, ".dl.add[data-line='2'][data-side='RIGHT']")
@@ -156,6 +221,7 @@ def test_a_held_merge_names_its_reason_and_goes_through_after_a_line_review(
     shoot(browser, "pull-review", bottom="#review-form")
     browser.find_element(By.ID, "submit-review").click()
     wait_text(browser, "#timeline", "approved these changes")
+    wait_text(browser, "#sidebar", "No one asked")  # the review answered the request
     wait_text(browser, "#timeline", "notes.txt:2")
     assert "Is TWO too loud?" in browser.find_element(By.ID, "timeline").text
     status, got = server.request("GET", "/api/repositories/keeper/vault/pulls/1/reviews", None)

@@ -19,6 +19,7 @@ async def test_the_links_notices_carry_open_the_page(client, alice, tmp_path):
         "/alice/vault/issues/1",  # private: the same page; its API calls answer 404
         "/nobody/nothing/pulls/7",
         "/alice/proj/issues",
+        "/alice/proj/releases",
         "/alice/proj/commit/abc1234",
         "/alice/proj/commits/main",
     ):

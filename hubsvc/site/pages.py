@@ -43,7 +43,7 @@ _REPO = "/{owner:" + OWNER + "}/{name:" + NAME + "}"
 PAGES = (
     "/{owner:" + OWNER + "}",
     _REPO,
-    _REPO + "/{kind:issues|pulls}",
+    _REPO + "/{kind:issues|pulls|releases}",
     _REPO + r"/{kind:issues|pulls}/{number:[1-9]\d{0,11}}",
     _REPO + "/{kind:commit|commits}/{ref}",
 )
@@ -54,7 +54,7 @@ PAGE_PARAMS: dict[str, dict[str, Any]] = {
         "description": "a user or an organization",
     },
     "name": {"type": "string", "pattern": f"^{NAME}$"},
-    "kind": {"type": "string", "enum": ["issues", "pulls", "commit", "commits"]},
+    "kind": {"type": "string", "enum": ["issues", "pulls", "releases", "commit", "commits"]},
     "ref": {"type": "string", "minLength": 1, "description": "a commit, or a branch"},
 }
 

@@ -4,6 +4,7 @@
 import { ApiError, get, post } from "./api.js";
 import { h, mount, refreshTimes } from "./dom.js";
 import { showActivity, stopActivity } from "./activity.js";
+import { leaveInbox, showInbox, startInbox, stopInbox } from "./inbox.js";
 import { stopWatching } from "./live.js";
 import { showNewRepo, showRepo, showRepos, showSearch, showUser } from "./repo.js";
 import { showSecondFactor, showSecurity } from "./security.js";
@@ -44,6 +45,8 @@ async function loadMe() {
     else throw err;
   }
   showMe();
+  if (me) startInbox();
+  else stopInbox();
   if (me) {
     try {
       const settings = (await get("/api/users/me/settings")).settings;
@@ -152,6 +155,7 @@ async function signedIn() {
 
 async function signOut() {
   stopActivity();
+  stopInbox();
   try {
     await post("/auth/sign-out");
   } catch (_) {
@@ -170,6 +174,7 @@ async function route() {
   const params = new URLSearchParams(query || "");
   stopWatching();
   leaveThread();
+  leaveInbox();
   if (!me && !OPEN.includes(parts[0])) {
     if (parts[0]) sessionStorage.setItem("next", location.hash);
     location.hash = "#/sign-in";
@@ -188,6 +193,9 @@ async function route() {
   } else if (parts[0] === "u" && parts[1]) {
     stopActivity();
     await showUser(parts[1]);
+  } else if (parts[0] === "inbox") {
+    stopActivity();
+    await showInbox(params);
   } else if (parts[0] === "new") {
     stopActivity();
     showNewRepo(me);

@@ -3,6 +3,7 @@
 import { get, post, repoPath } from "./api.js";
 import { h, mount } from "./dom.js";
 import { branchPicker, commitList, showCommit, showCommits } from "./history.js";
+import { showReleases } from "./planning.js";
 import { showNewIssue, showThread, showThreads, threadList } from "./threads.js";
 import { crumbs, markdown, q, repoHash, section, userLink } from "./views.js";
 
@@ -153,6 +154,7 @@ async function showOverview(owner, name, rest, me) {
       h("a", { href: `${home}/issues` }, "Issues"),
       h("a", { href: `${home}/pulls` }, "Pull requests"),
       h("a", { href: `${home}/commits/${q(branch)}` }, "Commits"),
+      h("a", { href: `${home}/releases` }, "Releases"),
       me ? h("a", { href: `${home}/issues/new`, class: "button primary", id: "repo-new-issue" }, "New issue") : null,
     ),
     h(
@@ -206,6 +208,7 @@ export async function showRepo(owner, name, rest, params, me) {
   if ((what === "issues" || what === "pulls") && arg) return showThread(owner, name, what, arg, me);
   if (what === "issues" || what === "pulls") return showThreads(owner, name, what, params, me);
   if (what === "commits") return showCommits(owner, name, arg, params);
+  if (what === "releases") return showReleases(owner, name);
   if (what === "commit" && arg) return showCommit(owner, name, arg);
   if (what === "blob" && arg) return showFile(owner, name, arg, rest.slice(2).join("/"));
   return showOverview(owner, name, rest, me);

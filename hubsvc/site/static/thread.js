@@ -1,9 +1,10 @@
 // One issue or pull request: its body and timeline as the server rendered them, its
 // labels, assignees and state, and the forms that act on it, all through the public API.
 // What a form changes shows at once and is then read again when its live event comes.
-import { ApiError, get, getHtml, patch, postHtml, repoPath } from "./api.js";
+import { ApiError, api, get, getHtml, patch, post, postHtml, repoPath } from "./api.js";
 import { h, mount, timeEl } from "./dom.js";
 import { watchRepo } from "./live.js";
+import { milestoneSelect, reactionBar } from "./planning.js";
 import { filesView, mergeBox, reviewItem, statusList } from "./pull.js";
 import { body, crumbs, labelChip, q, repoHash, section, userLink, words } from "./views.js";
 
@@ -39,11 +40,15 @@ function header(v) {
 }
 
 function commentItem(c, pending = false) {
+  const v = view;
   return h(
     "li",
     { class: `comment${pending ? " pending" : ""}`, "data-id": c.id || "" },
     h("div", { class: "comment-head" }, h("strong", {}, userLink(c.author)), " ", pending ? h("span", { class: "muted" }, "sending…") : timeEl(c.createdAt)),
     body(c, ""),
+    !pending && c.id && v && c.reactions
+      ? reactionBar(v.me, `${repoPath(v.owner, v.name)}/issues/${q(v.number)}/comments/${q(c.id)}/reactions`, c.reactions)
+      : null,
   );
 }
 
@@ -101,14 +106,32 @@ function sidebar(v, statuses) {
     }
   };
   const labels = it.labels || [];
+  const colours = new Map((it.labelObjects || []).map((o) => [o.name, o.color]));
   const assignees = it.assignees || [];
+  const requested = [...(it.requestedReviewers || []).map((u) => u.username), ...(it.requestedTeams || []).map((t) => `${t.organization || t.org || v.owner}/${t.name}`)];
+  const mayRequest = v.me && (triager || (it.author && it.author.username === v.me.username));
+  // Reviewers asked: the list's additions are POSTed, its removals DELETEd.
+  const ask = async (list) => {
+    const people = (it.requestedReviewers || []).map((u) => u.username);
+    const added = list.filter((n) => !people.includes(n));
+    const removed = people.filter((n) => !list.includes(n));
+    const path = `${v.base}/requested_reviewers`;
+    let answer = null;
+    if (added.length) answer = await post(path, { reviewers: added });
+    if (removed.length) answer = await api("DELETE", path, { reviewers: removed });
+    if (answer && answer.pullRequest) {
+      it.requestedReviewers = answer.pullRequest.requestedReviewers;
+      it.requestedTeams = answer.pullRequest.requestedTeams;
+      renderSide(v);
+    }
+  };
   return h(
     "aside",
     { class: "sidebar", id: "sidebar" },
     sideBlock(
       "labels",
       "Labels",
-      labels.length ? h("div", { class: "chips", id: "label-chips" }, labels.map(labelChip)) : h("p", { class: "muted" }, "None yet"),
+      labels.length ? h("div", { class: "chips", id: "label-chips" }, labels.map((l) => labelChip(l, colours.get(l)))) : h("p", { class: "muted" }, "None yet"),
       v.kind === "issues" && writer ? { value: labels.join(", "), save: save("labels") } : null,
     ),
     sideBlock(
@@ -117,9 +140,31 @@ function sidebar(v, statuses) {
       assignees.length ? h("ul", { class: "plain", id: "assignee-list" }, assignees.map((a) => h("li", {}, userLink(a)))) : h("p", { class: "muted" }, "No one"),
       (v.kind === "issues" ? writer : triager) ? { value: assignees.map((a) => a.username).join(", "), save: save("assignees") } : null,
     ),
+    sideBlock(
+      "milestone",
+      "Milestone",
+      h(
+        "div",
+        { id: "milestone-shown" },
+        it.milestone ? h("span", { class: "milestone" }, "⚑ ", it.milestone.title) : h("span", { class: "muted" }, "No milestone"),
+        triager ? h("div", { class: "milestone-pick" }) : null,
+      ),
+    ),
     v.kind === "pulls"
       ? [
-          sideBlock("decision", "Reviews", h("p", { id: "review-decision" }, decisionText(it.reviewDecision))),
+          sideBlock(
+            "reviewers",
+            "Reviewers",
+            h(
+              "div",
+              {},
+              requested.length
+                ? h("ul", { class: "plain", id: "requested-list" }, requested.map((n) => h("li", {}, h("span", { class: "warn", title: "asked, no review yet" }, "● "), n)))
+                : h("p", { class: "muted" }, "No one asked"),
+              h("p", { id: "review-decision" }, decisionText(it.reviewDecision)),
+            ),
+            mayRequest ? { value: (it.requestedReviewers || []).map((u) => u.username).join(", "), save: ask } : null,
+          ),
           sideBlock("checks", "Checks", statusList(statuses)),
         ]
       : null,
@@ -136,6 +181,24 @@ function decisionText(decision) {
 function renderSide(v) {
   const old = document.getElementById("sidebar");
   if (old) old.replaceWith(sidebar(v, v.statuses));
+  fillMilestones(v);
+}
+
+// The open milestones arrive after the sidebar: a select for those who may set one.
+function fillMilestones(v) {
+  const spot = document.querySelector("#sidebar .milestone-pick");
+  if (!spot) return;
+  const it = v.item;
+  milestoneSelect(v.owner, v.name, it.milestone, async (number) => {
+    const before = it.milestone;
+    try {
+      const answer = await patch(v.base, { milestone: number });
+      it.milestone = (answer.issue || answer.pullRequest || {}).milestone ?? null;
+    } catch (_) {
+      it.milestone = before;
+    }
+    renderSide(v);
+  }).then((select) => spot.replaceChildren(select));
 }
 
 // The comment box, with close / reopen for the author and writers.
@@ -212,6 +275,10 @@ async function refresh() {
   if (view !== v) return;
   document.getElementById("thread-head").replaceWith(header(v));
   document.getElementById("thread-body").replaceWith(h("div", { id: "thread-body" }, body(v.item)));
+  const bar = document.getElementById("item-reactions");
+  if (bar && v.item.reactions) {
+    bar.replaceWith(reactionBar(v.me, `${repoPath(v.owner, v.name)}/issues/${q(v.number)}/reactions`, v.item.reactions, "item-reactions"));
+  }
   document.getElementById("timeline").replaceWith(timeline(v.comments, v.reviews));
   renderSide(v);
   const box = document.getElementById("merge-box");
@@ -233,7 +300,7 @@ function later() {
 function concerns(v, event) {
   if (event === null) return true; // back after a drop: read it all again
   const d = event.data || {};
-  const it = d.issue || d.pullRequest;
+  const it = d.issue || d.pullRequest || d.subject;
   if (it && it.number === v.item.number) return true;
   // Statuses and pushes change what holds a pull request's merge.
   return v.kind === "pulls" && (event.type === "status" || event.type === "push");
@@ -267,6 +334,7 @@ export async function showThread(owner, name, kind, number, me) {
       { class: "comment opening" },
       h("div", { class: "comment-head" }, h("strong", {}, userLink(it.author)), " ", timeEl(it.createdAt)),
       h("div", { id: "thread-body" }, body(it)),
+      it.reactions ? reactionBar(me, `${repoPath(owner, name)}/issues/${q(number)}/reactions`, it.reactions, "item-reactions") : null,
     ),
     timeline(v.comments, v.reviews),
     kind === "pulls" ? mergeBox(v, refresh) : null,
@@ -283,6 +351,7 @@ export async function showThread(owner, name, kind, number, me) {
   }
   if (view !== v) return;
   mount(...parts);
+  fillMilestones(v);
   if (me) watchRepo(owner, name, (event) => concerns(v, event) && later());
 }
 

@@ -27,7 +27,7 @@ export function threadList(items, owner, name, kind, empty) {
         h("span", { class: `state s-${stateOf(it)}` }, stateOf(it)),
         " ",
         h("a", { href: `${repoHash(owner, name)}/${kind}/${it.number}` }, `#${it.number} ${it.title}`),
-        (it.labels || []).length ? [" ", (it.labels || []).map(labelChip)] : null,
+        (it.labels || []).length ? [" ", (it.labels || []).map((l) => labelChip(l, ((it.labelObjects || []).find((o) => o.name === l) || {}).color))] : null,
         " ",
         h("span", { class: "muted" }, (it.author && it.author.username) || ""),
         " ",

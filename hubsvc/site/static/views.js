@@ -92,12 +92,22 @@ export function body(item, empty = "No description provided.") {
   return h("p", { class: "muted" }, empty);
 }
 
-// A label as a coloured chip: its hue comes from its name, so "bug" looks the same everywhere.
-export function labelChip(name) {
+// A label as a coloured chip: its own colour (six hex digits) when the repository gave it
+// one, else a hue from its name, so "bug" looks the same everywhere.
+export function labelChip(name, color) {
+  const chip = h("span", { class: "label" }, name);
+  // CSSOM, not a style attribute: allowed under style-src 'self'.
+  if (/^[0-9a-fA-F]{6}$/.test(color || "")) {
+    const n = Number.parseInt(color, 16);
+    const light = 0.299 * (n >> 16) + 0.587 * ((n >> 8) & 255) + 0.114 * (n & 255) > 150;
+    chip.classList.add("coloured");
+    chip.style.setProperty("--label-bg", `#${color}`);
+    chip.style.setProperty("--label-fg", light ? "#1f2328" : "#ffffff");
+    return chip;
+  }
   let hue = 0;
   for (const c of String(name)) hue = (hue * 31 + c.codePointAt(0)) % 360;
-  const chip = h("span", { class: "label" }, name);
-  chip.style.setProperty("--hue", String(hue)); // CSSOM: allowed under style-src 'self'
+  chip.style.setProperty("--hue", String(hue));
   return chip;
 }
 
