@@ -81,7 +81,7 @@ def test_an_issue_opened_here_is_answered_live_from_another_browser(server, brow
     Select(
         wait_for(browser, "#milestone-select option[value='1']").find_element(By.XPATH, "..")
     ).select_by_value("1")
-    wait_text(browser, "#milestone-shown", "Week 48")
+    wait_text(browser, "#milestone-shown .milestone", "Week 48")
 
     other = chromium()
     try:

@@ -146,7 +146,7 @@ function sidebar(v, statuses) {
       h(
         "div",
         { id: "milestone-shown" },
-        it.milestone ? h("span", { class: "milestone" }, "⚑ ", it.milestone.title) : h("span", { class: "muted" }, "No milestone"),
+        it.milestone ? h("span", { class: "milestone" }, "⚑ ", it.milestone.title) : triager ? null : h("span", { class: "muted" }, "No milestone"),
         triager ? h("div", { class: "milestone-pick" }) : null,
       ),
     ),
