@@ -28,9 +28,24 @@ def fill(browser, css: str, text: str) -> None:
     field.send_keys(text)
 
 
+def choose(browser, css: str, value: str) -> None:
+    """Pick an option, again if a live re-read replaced the select meanwhile."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    def attempt(b) -> bool:
+        try:
+            Select(b.find_element(By.CSS_SELECTOR, css)).select_by_value(value)
+        except (NoSuchElementException, StaleElementReferenceException):
+            return False
+        return True
+
+    WebDriverWait(browser, 10, poll_frequency=0.05).until(attempt)
+
+
 def test_an_issue_opened_here_is_answered_live_from_another_browser(server, browser):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
 
     # Sign-up is open on this server: the page offers it, and a person uses the form.
     browser.get(server.url + "/#/sign-in")
@@ -78,9 +93,7 @@ def test_an_issue_opened_here_is_answered_live_from_another_browser(server, brow
         By.CSS_SELECTOR, "#item-reactions .reaction-pick[data-content='rocket']"
     ).click()
     wait_text(browser, "#item-reactions", "🚀 1")
-    Select(
-        wait_for(browser, "#milestone-select option[value='1']").find_element(By.XPATH, "..")
-    ).select_by_value("1")
+    choose(browser, "#milestone-select", "1")
     wait_text(browser, "#milestone-shown .milestone", "Week 48")
 
     other = chromium()
@@ -181,6 +194,11 @@ def test_a_held_merge_names_its_reason_and_goes_through_after_a_line_review(
     run("commit", "-qam", "louder")
     host = server.url.replace("http://", f"http://writer:{PASSWORD.replace(' ', '%20')}@")
     run("push", "-q", f"{host}/keeper/vault.git", "feature")
+    # A public repository reads without an account: its page, its clone box, no forms.
+    browser.get(server.url + "/keeper/vault")
+    wait_for(browser, "#clone-url")
+    assert browser.find_element(By.ID, "sign-in-link").is_displayed()
+    assert not browser.find_elements(By.ID, "repo-new-issue")
     sign_in(browser, server, "keeper")
     assert not browser.find_element(By.ID, "inbox-count").is_displayed()
     create(

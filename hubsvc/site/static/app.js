@@ -180,7 +180,6 @@ async function route() {
     location.hash = "#/sign-in";
     return;
   }
-  if (!me && (parts[0] === "r" || parts[0] === "u")) sessionStorage.setItem("next", location.hash);
   if (parts[0] === "sign-in" || parts[0] === "sign-up") {
     if (me) location.hash = "#/";
     else if (parts[0] === "sign-up" && openSignUp) showSignUp();
@@ -218,6 +217,10 @@ async function route() {
 function inPage(ev) {
   const a = ev.target.closest && ev.target.closest("a[href]");
   if (!a || ev.defaultPrevented || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.altKey) return;
+  // "Sign in" from a page anyone may read comes back to that page afterwards.
+  if (["#/sign-in", "#/sign-up"].includes(a.getAttribute("href")) && /^#\/(r|u)\//.test(location.hash)) {
+    sessionStorage.setItem("next", location.hash);
+  }
   const url = new URL(a.href, location.href);
   const hash = url.origin === location.origin && !url.hash ? hashOfPath(url.pathname) : null;
   if (!hash) return;
