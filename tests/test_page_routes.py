@@ -4,10 +4,20 @@ merge, named before anyone tries it."""
 
 from __future__ import annotations
 
+from hubsvc.web.markdown import render
+
 from .test_pull_reviews import REPO, review, setup
 from .test_repos import create
 
 HTML = {"Accept": "application/vnd.github.html+json"}
+
+
+def test_references_are_linked_outside_code_and_links_only():
+    html = render(
+        '<a href="https://x.org">see #1</a> [#2](https://y.org) `#3` mail a@b.org #4', ("o w", "n")
+    )
+    assert html.count("/issues/") == 1 and 'href="/o%20w/n/issues/4"' in html
+    assert "@b.org" in html and 'href="/b' not in html
 
 
 async def test_the_links_notices_carry_open_the_page(client, alice, tmp_path):

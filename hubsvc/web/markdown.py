@@ -48,6 +48,10 @@ def _refs(state: StateCore) -> None:
         for token in block.children:
             depth += token.type == "link_open"
             depth -= token.type == "link_close"
+            if token.type == "html_inline":  # a raw <a …>…</a> is a link too
+                tag = token.content.lower()
+                depth += tag.startswith("<a ") or tag == "<a>"
+                depth -= tag.startswith("</a")
             if token.type != "text" or depth or not _REF.search(token.content):
                 out.append(token)
                 continue
