@@ -12,6 +12,7 @@ import { leaveThread } from "./thread.js";
 
 let me = null;
 let openSignUp = false;
+let metaRead = Promise.resolve();
 // What may be read without signing in (public repositories and people); the rest asks.
 const OPEN = ["r", "u", "sign-in", "sign-up"];
 const ROOT_WORDS = ["api", "auth", "chat", "health", "ui", "ws"];
@@ -181,6 +182,7 @@ async function route() {
     return;
   }
   if (parts[0] === "sign-in" || parts[0] === "sign-up") {
+    await metaRead;
     if (me) location.hash = "#/";
     else if (parts[0] === "sign-up" && openSignUp) showSignUp();
     else showSignIn();
@@ -236,9 +238,14 @@ async function start() {
   document.addEventListener("click", inPage);
   window.addEventListener("hashchange", () => route().catch(fail));
   setInterval(refreshTimes, 30000);
-  const [, meta] = await Promise.all([loadMe(), get("/api/meta").catch(() => ({}))]);
-  openSignUp = !!meta.openSignUp;
-  showMe();
+  // Whether sign-up is open matters to the sign-in and sign-up pages only: they wait for it.
+  metaRead = get("/api/meta")
+    .then((meta) => {
+      openSignUp = !!meta.openSignUp;
+      showMe();
+    })
+    .catch(() => {});
+  await loadMe();
   await route();
 }
 
