@@ -30,3 +30,4 @@ CREATE TABLE notification_threads (
 );
 CREATE INDEX notification_threads_inbox ON notification_threads(user_id, updated_at);
 CREATE INDEX notification_threads_issue ON notification_threads(issue_id);
+CREATE INDEX notification_threads_repo ON notification_threads(repo_id);

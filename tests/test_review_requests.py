@@ -222,3 +222,51 @@ def test_codeowners_patterns_as_github_reads_them():
     assert owners_of(rules, "src/a/b/x.c") == ("@x",) and owners_of(rules, "src/x.c") == ("@x",)
     assert owners_of(rules, "vendor/lib.js") == ()  # a line without owners unowns
     assert owners_of(rules, "README") == ()
+
+
+async def test_teams_are_mentioned_and_asked_to_review(client, alice, bob, tmp_path):
+    carol = await sign_up(client, "carol")
+    org = "/api/orgs/acme"
+    assert (
+        await client.post("/api/orgs", json={"name": "acme"}, headers=alice.headers)
+    ).status == 201
+    for who in ("bob", "carol"):
+        await client.put(f"{org}/members/{who}", json={"role": "member"}, headers=alice.headers)
+    await client.post(
+        f"{org}/teams", json={"name": "devs", "permission": "write"}, headers=alice.headers
+    )
+    await client.put(f"{org}/teams/devs/members/carol", headers=alice.headers)
+    resp = await client.post(
+        "/api/repositories",
+        json={"name": "site", "owner": "acme", "visibility": "private", "autoInit": True},
+        headers=alice.headers,
+    )
+    assert resp.status == 201, await resp.text()
+    site = "/api/repositories/acme/site"
+    await client.post(f"{site}/issues", json={"title": "Hi @acme/devs"}, headers=bob.headers)
+    assert reasons(await inbox(client, carol)) == {1: "team_mention"}
+    work = tmp_path / "site"
+    await git("clone", "-q", remote(client, alice, "acme", "site"), str(work))
+    await git("checkout", "-q", "-b", "feature", cwd=work)
+    await commit(work, {"b.txt": "b\n"}, "b")
+    await git("push", "-q", "origin", "feature", cwd=work)
+    resp = await client.post(
+        f"{site}/pulls", json={"title": "B", "head": "feature"}, headers=alice.headers
+    )
+    assert resp.status == 201, await resp.text()
+    resp = await client.post(
+        f"{site}/pulls/2/requested_reviewers",
+        json={"teamReviewers": ["devs"]},
+        headers=alice.headers,
+    )
+    assert resp.status == 201, await resp.text()
+    teams = (await resp.json())["pullRequest"]["requestedTeams"]
+    assert [(t["name"], t["organization"]) for t in teams] == [("devs", "acme")]
+    assert reasons(await inbox(client, carol)) == {1: "team_mention", 2: "review_requested"}
+    # A member's review answers the team's request.
+    resp = await client.post(
+        f"{site}/pulls/2/reviews", json={"event": "APPROVE"}, headers=carol.headers
+    )
+    assert resp.status == 201
+    resp = await client.get(f"{site}/pulls/2", headers=bob.headers)
+    assert (await resp.json())["pullRequest"]["requestedTeams"] == []

@@ -62,7 +62,7 @@ def _issue(msg: Message, event: Event, site: SiteUrl, pull: bool) -> None:
         msg.headline = f"New comment on {kind} #{number}: {title}"
         msg.body = event.data["comment"].get("body") or ""
     else:
-        msg.headline = f"{kind.capitalize()} {action}: #{number} {title}"
+        msg.headline = f"{kind.capitalize()} {str(action).replace('_', ' ')}: #{number} {title}"
         msg.body = item.get("body") or ""
     if isinstance(number, int):
         msg.url = site.issue(owner, name, number, pull)
