@@ -36,6 +36,7 @@ from .api import passkeys as passkeys_api
 from .api import protection as protection_api
 from .api import pulls as pulls_api
 from .api import reactions as reactions_api
+from .api import release_assets as release_assets_api
 from .api import releases as releases_api
 from .api import repos as repos_api
 from .api import reviews as reviews_api
@@ -402,6 +403,7 @@ def create_app(config: Config) -> web.Application:
         pulls_api,
         milestones_api,
         reactions_api,
+        release_assets_api,
         releases_api,
         search_api,
         chat_api,

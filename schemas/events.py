@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from marshmallow import fields, validate
 
+from hubsvc.events.shape import EVENT_TYPES
+
 from .common import Base, Bool, Dict, List, Nested, RepoRefSchema, Str, UserSummarySchema
 
 _CURSOR = fields.String(
@@ -42,7 +44,7 @@ class EventSchema(Base):
     id = Str(required=True, metadata={"description": "the log id: increasing in commit order"})
     type = Str(
         required=True,
-        metadata={"enum": ["issue", "pull_request", "push", "star", "fork", "status"]},
+        metadata={"enum": list(EVENT_TYPES)},
     )
     repository = Nested(RepoRefSchema, required=True)
     actor = Nested(UserSummarySchema, required=True, allow_none=True)

@@ -11,3 +11,5 @@ CREATE TABLE reactions (
     UNIQUE (issue_id, comment_id, user_id, content)
 );
 CREATE INDEX reactions_user ON reactions(user_id);
+-- A page of comments counts its reactions by comment id.
+CREATE INDEX reactions_comment ON reactions(comment_id, content);

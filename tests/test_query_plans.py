@@ -40,6 +40,11 @@ BIG = {
     "webhook_attempts",
     "chat_links",
     "chat_link_tokens",
+    "labels",
+    "milestones",
+    "reactions",
+    "releases",
+    "release_assets",
 }
 # Statements that read a whole table by their nature (an administrator's user list and
 # count, the outbox status counts), or that run only on a rare administrative change
@@ -110,14 +115,25 @@ async def test_hot_queries_use_indexes(client, app, tmp_path):
         f"{base}/collaborators/bob", json={"permission": "write"}, headers=alice.headers
     )
     await client.post(f"{base}/star", headers=bob.headers)
+    await client.post(f"{base}/milestones", json={"title": "v1"}, headers=alice.headers)
     for n in range(3):
         resp = await client.post(
             f"{base}/issues",
-            json={"title": f"crash number {n}", "body": "it crashes", "assignees": ["bob"]},
+            json={
+                "title": f"crash number {n}",
+                "body": "it crashes",
+                "assignees": ["bob"],
+                "labels": ["bug"],
+                "milestone": 1,
+            },
             headers=alice.headers,
         )
         assert resp.status == 201, await resp.text()
     await client.post(f"{base}/issues/1/comments", json={"body": "seen"}, headers=bob.headers)
+    await client.post(f"{base}/issues/1/reactions", json={"content": "+1"}, headers=bob.headers)
+    await client.post(
+        f"{base}/releases", json={"tagName": "v1", "draft": True}, headers=alice.headers
+    )
     pull = await store.issues.create(
         repo_id=repo["id"],
         author_id=int(alice.id),
@@ -145,6 +161,11 @@ async def test_hot_queries_use_indexes(client, app, tmp_path):
         (f"{base}/issues?state=closed", {}),
         (f"{base}/issues/1", {}),
         (f"{base}/issues/1/comments", {}),
+        (f"{base}/issues?milestone=1&labels=bug", {}),
+        (f"{base}/issues/1/reactions", {}),
+        (f"{base}/milestones?state=all", {}),
+        (f"{base}/labels", {}),
+        (f"{base}/releases", alice.headers),
         (f"{base}/pulls", {}),
         (f"{base}/pulls?state=merged", {}),
         (f"{base}/pulls/{pull['number']}", {}),

@@ -412,3 +412,19 @@ async def test_inbound_refuses_deep_or_non_json_bodies(hooked):
         "/api/webhooks/chat", data=raw, headers={**headers, "Content-Type": "text/plain"}
     )
     assert resp.status == 415
+
+
+async def test_planning_events_reach_the_channel_but_reactions_do_not(hooked, receiver):
+    client, admin = hooked
+    await create(client, admin, "proj")
+    base = "/api/repositories/boss/proj"
+    await client.post(base + "/issues", json={"title": "t"}, headers=admin.headers)
+    [opened] = await receiver.wait_for(1)
+    resp = await client.post(
+        base + "/issues/1/reactions", json={"content": "+1"}, headers=admin.headers
+    )
+    assert resp.status == 201
+    await client.post(base + "/milestones", json={"title": "v1"}, headers=admin.headers)
+    requests = await receiver.wait_for(2)
+    assert [r["headers"]["X-Hubsvc-Event"] for r in requests] == ["issue", "milestone"]
+    assert "created milestone v1" in requests[1]["json"]["embeds"][0]["title"]

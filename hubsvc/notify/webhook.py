@@ -58,6 +58,9 @@ CURSOR = "chat-webhook"
 EXCERPT_CHARS = 1000  # of a receiver's answer, shown with the delivery
 READ_LIMIT = 65536  # bytes of an answer read at most
 MAX_RETRY_AFTER = 3600.0  # a 429's Retry-After is honoured up to an hour
+# A shared channel hears what changed, not every +1: reactions stay off it (GitHub sends
+# no reaction webhook either); repository hooks that ask for them still get them.
+CHAT_QUIET = frozenset({"reaction"})
 
 
 @dataclass
@@ -201,7 +204,7 @@ class WebhookSender:
 
     async def on_event(self, event: Event) -> None:
         """Bus subscriber: queue the chat message of an event of a public repository."""
-        if not self.enabled:
+        if not self.enabled or event.type in CHAT_QUIET:
             return
         repo = await self.app[STORE].repos.by_id(int(event.repo_id)) if event.repo_id else None
         if repo is None or repo["visibility"] != "public" or not event.public:
