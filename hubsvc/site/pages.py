@@ -66,24 +66,23 @@ def _page() -> web.Response:
     )
 
 
+@doc(
+    "The dashboard's page at a forge's path (a user, a repository, its issues, pull "
+    "requests, releases, a commit)",
+    public=True,
+    tag="meta",
+    responses={200: HTML},
+    errors=(404,),
+    path=PAGE_PARAMS,
+    description="The same page as /, for the links notices and rendered Markdown carry; "
+    "it turns the path into its #/ route. It reads nothing: whether the repository "
+    "exists, or may be read, is what the page's own API calls answer.",
+)
+@requires("public")
 async def page(request: web.Request) -> web.Response:
     return _page()
 
 
-page = requires("public")(
-    doc(
-        "The dashboard's page at a forge's path (a user, a repository, an issue, a pull "
-        "request, a commit)",
-        public=True,
-        tag="meta",
-        responses={200: HTML},
-        errors=(404,),
-        path=PAGE_PARAMS,
-        description="The same page as /, for the links notices and rendered Markdown "
-        "carry; it turns the path into its #/ route. It reads nothing: whether the "
-        "repository exists, or may be read, is what the page's own API calls answer.",
-    )(page)
-)
 for _path in PAGES:
     routes.get(_path)(page)
 
