@@ -161,6 +161,14 @@ def test_an_issue_opened_here_is_answered_live_from_another_browser(server, brow
     assert "15 B · 0 downloads" in browser.find_element(By.ID, "releases").text
     shoot(browser, "releases")
     no_script_ran(browser)
+    # Signed out, the issue still reads (a public repository), with no form to act.
+    browser.find_element(By.ID, "sign-out").click()
+    wait_for(browser, "#login")
+    browser.get(server.url + "/opener/board/issues/1")
+    wait_text(browser, "#item-reactions", "2")
+    assert browser.find_element(By.ID, "item-reactions").text == "🚀 2"
+    assert "Sign in to comment." in browser.find_element(By.TAG_NAME, "main").text
+    assert not browser.find_elements(By.CSS_SELECTOR, "#comment-form, .add-reaction, #labels-edit")
 
 
 def test_a_held_merge_names_its_reason_and_goes_through_after_a_line_review(

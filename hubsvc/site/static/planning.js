@@ -22,10 +22,8 @@ export function reactionBar(me, base, counts, id) {
   const bar = h("div", { class: "reactions", id });
   const render = () => {
     const shown = Object.keys(EMOJI).filter((k) => counts[k]);
-    bar.replaceChildren(
-      ...shown.map((k) => chip(k)),
-      me ? picker() : null,
-    );
+    // replaceChildren would write null as the text "null": the picker only when signed in.
+    bar.replaceChildren(...shown.map((k) => chip(k)), ...(me ? [picker()] : []));
   };
   const toggle = async (kind) => {
     const mine = (await get(`${base}?content=${q(kind)}&limit=100`)).reactions.find(
