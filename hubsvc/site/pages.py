@@ -40,21 +40,19 @@ ROOT_WORDS = "api|auth|chat|health|ui|ws"
 OWNER = r"(?!(?:" + ROOT_WORDS + r")(?:/|$))[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?"
 NAME = r"(?!\.\.?(?:/|$))[A-Za-z0-9._-]{1,100}"
 _REPO = "/{owner:" + OWNER + "}/{name:" + NAME + "}"
-PAGES = (
-    "/{owner:" + OWNER + "}",
-    _REPO,
-    _REPO + "/{kind:issues|pulls|releases}",
-    _REPO + r"/{kind:issues|pulls}/{number:[1-9]\d{0,11}}",
-    _REPO + "/{kind:commit|commits}/{ref}",
-)
-# Documented loosely: a path the routes above do not take answers 404, as any other
-# unknown path does (a pattern here would have to say what aiohttp decodes first).
+# Documented loosely: a path the routes do not take answers 404, as any other unknown
+# path does (a pattern here would have to say what aiohttp decodes first).
+LOOSE = {"type": "string", "minLength": 1}
 PAGE_PARAMS: dict[str, dict[str, Any]] = {
-    "owner": {"type": "string", "minLength": 1, "description": "a user or an organization"},
-    "name": {"type": "string", "minLength": 1, "description": "a repository"},
-    "kind": {"type": "string", "enum": ["issues", "pulls", "releases", "commit", "commits"]},
-    "ref": {"type": "string", "minLength": 1, "description": "a commit, or a branch"},
+    "owner": {**LOOSE, "description": "a user or an organization"},
+    "name": {**LOOSE, "description": "a repository"},
+    "ref": {**LOOSE, "description": "a commit, or a branch"},
 }
+ABOUT = (
+    "The same page as /, for the links notices and rendered Markdown carry; it turns the "
+    "path into its #/ route. It reads nothing: whether the repository exists, or may be "
+    "read, is what the page's own API calls answer."
+)
 
 
 def _page() -> web.Response:
@@ -66,25 +64,45 @@ def _page() -> web.Response:
     )
 
 
-@doc(
-    "The dashboard's page at a forge's path (a user, a repository, its issues, pull "
-    "requests, releases, a commit)",
-    public=True,
-    tag="meta",
-    responses={200: HTML},
-    errors=(404,),
-    path=PAGE_PARAMS,
-    description="The same page as /, for the links notices and rendered Markdown carry; "
-    "it turns the path into its #/ route. It reads nothing: whether the repository "
-    "exists, or may be read, is what the page's own API calls answer.",
+def _page_route(paths: tuple[str, ...], what: str, kinds: tuple[str, ...] = ()) -> Any:
+    """One handler of the page for paths whose {kind} (if any) is one of kinds."""
+
+    @doc(
+        f"The dashboard's page at a forge's path: {what}",
+        public=True,
+        tag="meta",
+        responses={200: HTML},
+        errors=(404,),
+        path={**PAGE_PARAMS, "kind": {"type": "string", "enum": list(kinds)}},
+        description=ABOUT,
+    )
+    @requires("public")
+    async def page(request: web.Request) -> web.Response:
+        return _page()
+
+    for path in paths:
+        routes.get(path)(page)
+    return page
+
+
+PAGE_HANDLERS = (
+    _page_route(("/{owner:" + OWNER + "}", _REPO), "a user or organization, a repository"),
+    _page_route(
+        (_REPO + "/{kind:issues|pulls|releases}",),
+        "a repository's issues, pull requests or releases",
+        ("issues", "pulls", "releases"),
+    ),
+    _page_route(
+        (_REPO + r"/{kind:issues|pulls}/{number:[1-9]\d{0,11}}",),
+        "an issue or a pull request",
+        ("issues", "pulls"),
+    ),
+    _page_route(
+        (_REPO + "/{kind:commit|commits}/{ref}",),
+        "a commit, or a branch's commits",
+        ("commit", "commits"),
+    ),
 )
-@requires("public")
-async def page(request: web.Request) -> web.Response:
-    return _page()
-
-
-for _path in PAGES:
-    routes.get(_path)(page)
 
 
 @routes.get("/")
