@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -317,6 +318,28 @@ class Writer(threading.Thread):
             self.commits.append(oid)
 
 
+ASSET = os.urandom(3000)
+
+
+def _release_asset(server: ServerProcess, token: str, data: bytes) -> str:
+    """A release of alice/base with one asset; the asset's download path."""
+    auth = {"Authorization": f"Bearer {token}"}
+    status, body = server.request(
+        "POST", "/api/repositories/alice/base/releases", {"tagName": "v1"}, auth
+    )
+    assert status == 201, body
+    req = urllib.request.Request(
+        f"{server.url}/api/repositories/alice/base/releases/{body['release']['id']}/assets"
+        "?name=a.bin",
+        data=data,
+        method="POST",
+        headers={**auth, "Content-Type": "application/octet-stream"},
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        asset = json.loads(resp.read())["asset"]
+    return f"/api/repositories/alice/base/releases/assets/{asset['id']}"
+
+
 def test_backup_during_writes_restores_to_a_working_service(tmp_path):
     data, dest, restored = tmp_path / "data", tmp_path / "backup", tmp_path / "restored"
     server = ServerProcess(data).start()
@@ -339,6 +362,7 @@ def test_backup_during_writes_restores_to_a_working_service(tmp_path):
             {"Authorization": f"Bearer {body['token']}"},
         )
         assert status == 201
+        asset_url = _release_asset(server, body["token"], ASSET)
         work = tmp_path / "work"
         git("clone", "-q", remote(server, "alice", "base"), str(work))
         writer = Writer(server, body["token"], work)
@@ -387,6 +411,8 @@ def test_backup_during_writes_restores_to_a_working_service(tmp_path):
         assert set(before["issues"]) <= {issue["title"] for issue in body["issues"]}
         status, body = copy.request("GET", "/api/repositories/alice/base/tree")
         assert status == 200 and any(f["name"] == "README.md" for f in body["files"])
+        with urllib.request.urlopen(copy.url + asset_url, timeout=30) as resp:
+            assert resp.read() == ASSET  # release assets are in the backup too
         for name in sorted(names):
             clone = tmp_path / "clones" / name
             git("clone", "-q", remote(copy, "alice", name), str(clone))

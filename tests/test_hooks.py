@@ -99,7 +99,18 @@ async def test_hook_crud_shape_and_secret_never_shown(client, alice, receiver):
     }
     assert hook["format"] == "discord" and hook["active"] is True and hook["hasSecret"] is True
     # Every event type by default, as GitHub's "send me everything".
-    assert hook["events"] == ["issue", "pull_request", "push", "star", "fork", "status"]
+    assert hook["events"] == [
+        "issue",
+        "pull_request",
+        "push",
+        "star",
+        "fork",
+        "status",
+        "milestone",
+        "label",
+        "reaction",
+        "release",
+    ]
     assert hook["branches"] is None and hook["lastDelivery"] is None
     resp = await client.patch(
         f"{HOOKS_URL}/{hook['id']}",

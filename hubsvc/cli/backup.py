@@ -36,7 +36,7 @@ from .common import (
     _schema_version,
     _sha256,
 )
-from .copying import _copy_repository, _copy_secret, finish_backup, stage_into
+from .copying import _copy_repository, _copy_secret, copy_assets, finish_backup, stage_into
 from .pgbackup import backup_postgres, restore_postgres
 
 
@@ -107,6 +107,7 @@ def backup(config: Config, dest: Path) -> None:
     finally:
         copy.close()
 
+    copy_assets(config.data_dir, dest)
     secret = config.data_dir / SECRET_NAME
     if secret.is_file():
         _copy_secret(secret, dest / SECRET_NAME)

@@ -14,6 +14,7 @@ PASSWORD_ENV = "HUBSVC_PASSWORD"
 DB_NAME = "hubsvc.db"
 SECRET_NAME = "secret_key"
 REPOS_NAME = "repositories"
+ASSETS_NAME = "assets"  # release assets, <assets>/<repo_id // 1000>/<repo_id>/<asset id>
 MANIFEST_NAME = "manifest.json"
 BACKUP_FORMAT = "hubsvc-backup"
 BACKUP_FORMAT_VERSION = 1
@@ -24,6 +25,7 @@ DATA_ENTRIES = (
     f"{DB_NAME}-shm",
     f"{DB_NAME}-journal",
     REPOS_NAME,
+    ASSETS_NAME,
     SECRET_NAME,
 )
 COPY_ATTEMPTS = 5

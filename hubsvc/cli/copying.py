@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..datadir import tighten
 from .common import (
+    ASSETS_NAME,
     COPY_ATTEMPTS,
     DB_NAME,
     MANIFEST_NAME,
@@ -157,6 +158,13 @@ def _copy_secret(src: Path, dst: Path) -> None:
     os.chmod(dst, 0o600)
 
 
+def copy_assets(data_dir: Path, dest: Path) -> None:
+    """Copy the release assets into a backup: each file is written once, then renamed into
+    place, so every file copied is whole (one uploaded after the snapshot is an extra)."""
+    if (data_dir / ASSETS_NAME).is_dir():
+        shutil.copytree(data_dir / ASSETS_NAME, dest / ASSETS_NAME)
+
+
 def stage_into(target: Path, src: Path, present: list[str], with_database: bool) -> None:
     """Copy a backup's files into the data folder through a staging folder, whole or not at all.
 
@@ -174,6 +182,8 @@ def stage_into(target: Path, src: Path, present: list[str], with_database: bool)
             shutil.copytree(src / REPOS_NAME, staging / REPOS_NAME)
         else:
             (staging / REPOS_NAME).mkdir()
+        if (src / ASSETS_NAME).is_dir():
+            shutil.copytree(src / ASSETS_NAME, staging / ASSETS_NAME)
         if (src / SECRET_NAME).is_file():
             _copy_secret(src / SECRET_NAME, staging / SECRET_NAME)
         os.sync()

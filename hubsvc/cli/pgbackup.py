@@ -20,6 +20,7 @@ from ..store.repos import RepoStore
 from ..timeutil import now_iso
 from .check import check_data
 from .common import (
+    ASSETS_NAME,
     BACKUP_FORMAT,
     BACKUP_FORMAT_VERSION,
     REPOS_NAME,
@@ -28,7 +29,7 @@ from .common import (
     CommandError,
     _sha256,
 )
-from .copying import _copy_repository, _copy_secret, finish_backup, stage_into
+from .copying import _copy_repository, _copy_secret, copy_assets, finish_backup, stage_into
 from .moving import _safe
 
 DUMP_NAME = "hubsvc.pgdump"
@@ -85,6 +86,7 @@ def backup_postgres(config: Config, dest: Path) -> None:
             shutil.rmtree(dest_files.path(row[0]), ignore_errors=True)
         elif status != "ok":
             failed.append(f"repository {row[0]} ({row[1]}): {reason or 'folder missing'}")
+    copy_assets(config.data_dir, dest)
     secret = config.data_dir / SECRET_NAME
     if secret.is_file():
         _copy_secret(secret, dest / SECRET_NAME)
@@ -119,7 +121,7 @@ def restore_postgres(config: Config, src: Path, manifest: dict[str, Any], force:
             )
     target = config.data_dir
     private_dir(target)
-    present = [name for name in (REPOS_NAME, SECRET_NAME) if (target / name).exists()]
+    present = [name for name in (REPOS_NAME, ASSETS_NAME, SECRET_NAME) if (target / name).exists()]
     if present and not force:
         raise CommandError(f"{target} already holds data ({', '.join(present)}); pass --force")
     clean = ["--clean", "--if-exists"] if force else []
