@@ -13,9 +13,9 @@ class SiteUrl(str):
     """The API's base URL, as a plain string, that also builds every link to a resource.
 
     A str, so every caller that passes config.base_url on (present, publish, the chat
-    messages) gets the configured web_url with it without a new parameter. The server
-    serves no web pages: with web_url empty, links name the API resource (which answers
-    200); with it set (a front-end or proxy that serves pages), the GitHub-shaped page.
+    messages) gets the configured web_url with it without a new parameter. With web_url
+    empty, links name the API resource (which answers 200); with it set (this server's
+    own URL, whose dashboard answers these paths, or a front-end), the GitHub-shaped page.
     """
 
     web_url: str

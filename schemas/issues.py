@@ -48,11 +48,18 @@ class MilestoneBriefSchema(Base):
     dueOn = Str(allow_none=True, required=True)
 
 
+BODY_HTML = {
+    "description": "the body rendered as sanitized HTML, #N and @user linked: only when "
+    "Accept names application/vnd.github.html+json or …full+json (body stays beside it)"
+}
+
+
 class IssueSchema(Base):
     id = Str(required=True)
     number = Int(required=True)
     title = Str(required=True)
     body = Str(required=True)
+    bodyHtml = Str(metadata=BODY_HTML)
     state = Str(required=True)
     labels = List(Str(), required=True, metadata={"description": "label names"})
     labelObjects = List(
@@ -81,6 +88,7 @@ class IssueSchema(Base):
 class CommentSchema(Base):
     id = Str(required=True)
     body = Str(required=True)
+    bodyHtml = Str(metadata=BODY_HTML)
     author = Nested(UserSummarySchema, allow_none=True, required=True)
     reactions = Nested(ReactionsSummarySchema)
     createdAt = Str(required=True)
@@ -126,6 +134,16 @@ class PullSchema(IssueSchema):
     mergedAt = Str(allow_none=True, required=True)
     mergedBy = Nested(UserSummarySchema, allow_none=True, required=True)
     mergeCommit = Str(allow_none=True, required=True)
+    mergeProblems = List(
+        Str(),
+        allow_none=True,
+        metadata={
+            "description": "what holds the merge now, for the caller, as the merge would "
+            "answer it (a conflict, the base branch's protection: approvals, required "
+            "statuses, the head behind the base); [] when it may merge; null when merged "
+            "or closed. Only in GET of one pull request"
+        },
+    )
     requestedReviewers = List(
         Nested(UserSummarySchema),
         required=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from marshmallow import validate
 
 from .common import Base, Bool, Int, List, Nested, Str, UserSummarySchema
+from .issues import BODY_HTML
 
 BODY_MAX = 65536
 COMMENTS_MAX = 100
@@ -37,6 +38,7 @@ class ReviewCommentSchema(Base):
     line = Int(required=True)
     side = Str(required=True)
     body = Str(required=True)
+    bodyHtml = Str(metadata=BODY_HTML)
 
 
 class ReviewSchema(Base):
@@ -44,6 +46,7 @@ class ReviewSchema(Base):
     user = Nested(UserSummarySchema, required=True, allow_none=True)
     state = Str(required=True, metadata={"enum": ["APPROVED", "CHANGES_REQUESTED", "COMMENTED"]})
     body = Str(required=True)
+    bodyHtml = Str(metadata=BODY_HTML)
     commitId = Str(required=True, metadata={"description": "the head the review was given on"})
     stale = Bool(
         required=True, metadata={"description": "the head has moved since: it no longer counts"}

@@ -92,7 +92,7 @@ def test_issue_appears_live_within_a_second(server, browser):
     browser.get(server.url + "/#/search/arrives/issues")
     wait_text(browser, "#results", "#2 arrives live")
     browser.find_element("link text", "#2 arrives live").click()
-    wait_text(browser, "main h1", "#2 arrives live")
+    wait_text(browser, "main h1", "arrives live #2")
     no_script_ran(browser)
 
 
@@ -213,8 +213,8 @@ def test_pull_request_page_shows_files_and_diff(server, browser, tmp_path):
     wait_text(browser, "#events li:first-child", "opened pull request")
     browser.get(f"{server.url}/#/r/puller/pr/pulls/{number}")
     wait_text(browser, "main", "Files changed (1)")
-    added = browser.find_elements("css selector", ".diff .add")
-    removed = browser.find_elements("css selector", ".diff .del")
+    added = browser.find_elements("css selector", ".diff .add .code")
+    removed = browser.find_elements("css selector", ".diff .del .code")
     assert [e.text for e in added] == ["+three"] and [e.text for e in removed] == ["-two"]
     shoot(browser, "pull-request")
     browser.get(f"{server.url}/#/r/puller/pr")

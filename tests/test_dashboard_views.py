@@ -120,8 +120,8 @@ def test_issues_and_pulls_by_state_and_page(server, browser, tmp_path):
     assert not browser.find_elements("id", "pager")
     shoot(browser, "issues-closed")
     browser.find_element("link text", "#1 bug 0").click()
-    wait_text(browser, "main h1", "#1 bug 0")
-    assert "closed" in browser.find_element("css selector", "main p.muted").text
+    wait_text(browser, "main h1", "bug 0 #1")
+    assert "closed" in browser.find_element("css selector", "#state").text
     browser.get(server.url + "/#/r/tracker/bugs/pulls")
     wait_text(browser, "#pulls-list", "pull one")
     assert "pull two" not in browser.find_element("id", "pulls-list").text

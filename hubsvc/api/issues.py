@@ -23,11 +23,13 @@ from schemas.issues import (
 from ..errors import BadRequest, Forbidden, NotFound, Unprocessable
 from ..keys import CONFIG, STORE
 from ..policy import requires
+from ..services import pulls
 from ..services.protection import required_approvals, review_decision
 from ..services.publish import event
 from ..web import present
 from ..web.auth import current_user, require_user
 from ..web.conditional import CONDITIONAL, NOT_MODIFIED, conditional_json, entity_tag
+from ..web.markdown import with_html
 from ..web.names import path_username
 from ..web.openapi import doc
 from ..web.permissions import allows, load_repo
@@ -271,7 +273,9 @@ async def _comment_page(request: web.Request, is_pull: bool) -> tuple[dict, dict
     page = read_query(request, shared(PageQuerySchema))
     rows, more = await request.app[STORE].issues.comments(item["id"], page["limit"], page["offset"])
     base = request.app[CONFIG].base_url
-    return repo, item, {"comments": [comment_json(base, c) for c in rows], "hasMore": more}
+    comments = [comment_json(base, c) for c in rows]
+    with_html(request, repo, *comments)
+    return repo, item, {"comments": comments, "hasMore": more}
 
 
 async def pulls_for_caller(request: web.Request, repo: dict, rows: list[dict]) -> list[dict]:
@@ -336,6 +340,9 @@ async def show_with_comments(request: web.Request, is_pull: bool) -> web.Respons
         if is_pull
         else ("issue", present.issue(base, repo, item))
     )
+    if is_pull:
+        body["mergeProblems"] = await pulls.merge_holds(request.app, repo, item)
+    with_html(request, repo, body)
     return json_response({key: body, **comments})
 
 
@@ -423,7 +430,9 @@ async def add_comment(request: web.Request, is_pull: bool) -> web.Response:
     comment, _ = await request.app[STORE].issues.add_comment(
         item["id"], user["id"], data["body"], emit=commented
     )
-    return json_response({"comment": comment_json(base, comment)}, status=201)
+    answer = comment_json(base, comment)
+    with_html(request, repo, answer)
+    return json_response({"comment": answer}, status=201)
 
 
 async def list_comments(request: web.Request, is_pull: bool) -> web.Response:
@@ -525,7 +534,9 @@ async def edit_comment(request: web.Request, is_pull: bool) -> web.Response:
     )
     if changed is None:
         raise NotFound("comment not found")
-    return json_response({"comment": comment_json(base, changed[0])})
+    answer = comment_json(base, changed[0])
+    with_html(request, repo, answer)
+    return json_response({"comment": answer})
 
 
 async def delete_comment(request: web.Request, is_pull: bool) -> web.Response:

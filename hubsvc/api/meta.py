@@ -166,6 +166,10 @@ class MetaSchema(Base):
         required=True,
         metadata={"description": "the SSH server's host keys (empty with [ssh] port 0)"},
     )
+    openSignUp = fields.Boolean(
+        required=True,
+        metadata={"description": "whether POST /auth/sign-up is open ([auth] open_signup)"},
+    )
 
 
 @routes.get("/api/meta")
@@ -175,12 +179,18 @@ class MetaSchema(Base):
     tag="meta",
     responses={200: MetaSchema},
     description="`sshHostKeyFingerprints`: the SHA256 fingerprints of the SSH host keys, "
-    "to compare with what ssh prints on the first connection (`ssh-keygen -lf`).",
+    "to compare with what ssh prints on the first connection (`ssh-keygen -lf`); "
+    "`openSignUp`: whether anyone may make an account (the dashboard shows its form).",
 )
 @requires("public")
 async def meta(request: web.Request) -> web.Response:
     fingerprints = request.app[STATE].get("ssh_fingerprints", {})
-    return json_response({"sshHostKeyFingerprints": fingerprints})
+    return json_response(
+        {
+            "sshHostKeyFingerprints": fingerprints,
+            "openSignUp": bool(request.app[CONFIG]["auth"]["open_signup"]),
+        }
+    )
 
 
 @routes.get("/api/openapi.json")

@@ -25,6 +25,7 @@ from ..services import codeowners, pulls
 from ..services.publish import event
 from ..web import present
 from ..web.auth import require_user
+from ..web.markdown import with_html
 from ..web.openapi import doc
 from ..web.permissions import allows, load_repo
 from ..web.rest import json_response, read_json, read_query, shared
@@ -158,7 +159,9 @@ async def create_review(request: web.Request) -> web.Response:
             )
         ],
     )
-    return json_response({"review": review_json(base_url, row, heads.head)}, status=201)
+    answer = review_json(base_url, row, heads.head)
+    with_html(request, repo, answer)
+    return json_response({"review": answer}, status=201)
 
 
 @routes.get(REVIEWS)
@@ -178,9 +181,9 @@ async def list_reviews(request: web.Request) -> web.Response:
     rows, more = await request.app[STORE].reviews.page(item["id"], page["limit"], page["offset"])
     heads = await pulls.resolve_heads(request.app, item)
     base_url = request.app[CONFIG].base_url
-    return json_response(
-        {"reviews": [review_json(base_url, r, heads.head) for r in rows], "hasMore": more}
-    )
+    reviews = [review_json(base_url, r, heads.head) for r in rows]
+    with_html(request, repo, *reviews)
+    return json_response({"reviews": reviews, "hasMore": more})
 
 
 REQUESTS = "/api/repositories/{owner}/{name}/pulls/{number}/requested_reviewers"

@@ -114,6 +114,25 @@ async def refresh(app: web.Application, pull: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+async def merge_holds(
+    app: web.Application, repo: dict[str, Any], pull: dict[str, Any]
+) -> list[str] | None:
+    """What holds the merge now, as merge would answer it for repo's caller; None once
+    merged or closed, [] when nothing does (the caller may still lack write access)."""
+    if pull["merged"] or pull["state"] != "open":
+        return None
+    heads = await resolve_heads(app, pull)
+    if heads.head is None:
+        return ["the head branch no longer exists"]
+    if heads.base is None:
+        return ["the base branch no longer exists"]
+    holds = []
+    known = pull["head_oid"] == heads.head and pull["base_oid"] == heads.base
+    if known and pull["mergeable"] is not None and not pull["mergeable"]:
+        holds.append(f"the head conflicts with {pull['base']}: merge {pull['base']} into it first")
+    return holds + await merge_problems(app, repo, pull, heads.base, heads.head)
+
+
 MERGE_LOCKS = web.AppKey("merge_locks", defaultdict)
 HEAD_MOVED = "Head branch was modified. Review and try the merge again."
 

@@ -1,18 +1,20 @@
-// Issues and pull requests: a list per state, one page at a time, and one with its
-// comments (a pull request with its files and diff too).
-import { get, repoPath } from "./api.js";
+// Issues and pull requests: a list per state, one page at a time, and the form that
+// opens an issue (one issue or pull request is thread.js).
+import { get, post, repoPath } from "./api.js";
 import { h, mount, timeEl } from "./dom.js";
-import { PAGE, crumbs, diffFiles, pageOf, pager, q, repoHash, section, stateTabs } from "./views.js";
+import { PAGE, crumbs, labelChip, pageOf, pager, q, repoHash, stateTabs, words } from "./views.js";
+
+export { showThread } from "./thread.js";
 
 const STATES = { issues: ["open", "closed", "all"], pulls: ["open", "closed", "merged", "all"] };
 const NOUN = { issues: "issues", pulls: "pull requests" };
 
-function stateOf(item) {
+export function stateOf(item) {
   if (item.merged) return "merged";
   return item.state;
 }
 
-// One line per issue or pull request: its number and title, state, author and age.
+// One line per issue or pull request: its number and title, state, labels, author and age.
 export function threadList(items, owner, name, kind, empty) {
   if (!items.length) return h("p", { class: "muted" }, empty);
   return h(
@@ -25,16 +27,18 @@ export function threadList(items, owner, name, kind, empty) {
         h("span", { class: `state s-${stateOf(it)}` }, stateOf(it)),
         " ",
         h("a", { href: `${repoHash(owner, name)}/${kind}/${it.number}` }, `#${it.number} ${it.title}`),
+        (it.labels || []).length ? [" ", (it.labels || []).map((l) => labelChip(l, ((it.labelObjects || []).find((o) => o.name === l) || {}).color))] : null,
         " ",
         h("span", { class: "muted" }, (it.author && it.author.username) || ""),
         " ",
         timeEl(it.createdAt),
+        it.commentCount ? h("span", { class: "muted count", title: "comments" }, ` 💬 ${it.commentCount}`) : null,
       ),
     ),
   );
 }
 
-export async function showThreads(owner, name, kind, params) {
+export async function showThreads(owner, name, kind, params, me) {
   const states = STATES[kind];
   const state = states.includes(params.get("state")) ? params.get("state") : "open";
   const page = pageOf(params);
@@ -45,42 +49,55 @@ export async function showThreads(owner, name, kind, params) {
   const base = `${repoHash(owner, name)}/${kind}`;
   mount(
     crumbs(owner, name),
-    h("h1", {}, kind === "pulls" ? "Pull requests" : "Issues"),
+    h(
+      "div",
+      { class: "title-row" },
+      h("h1", {}, kind === "pulls" ? "Pull requests" : "Issues"),
+      kind === "issues" && me ? h("a", { class: "button primary", id: "new-issue", href: `${base}/new` }, "New issue") : null,
+    ),
     stateTabs(base, states, state),
     threadList(items, owner, name, kind, `No ${state === "all" ? "" : `${state} `}${NOUN[kind]}.`),
     pager(page, data.hasMore, (n) => `${base}?state=${state}&page=${n}`),
   );
 }
 
-export async function showThread(owner, name, kind, number) {
-  const base = `${repoPath(owner, name)}/${kind}/${q(number)}`;
-  const data = await get(base);
-  const item = data.issue || data.pullRequest || data;
-  const comments = (await get(`${base}/comments?limit=100`).catch(() => ({}))).comments || [];
-  const parts = [
-    crumbs(owner, name, " / ", h("a", { href: `${repoHash(owner, name)}/${kind}?state=${stateOf(item) === "open" ? "open" : "all"}` }, NOUN[kind])),
-    h("h1", {}, `#${item.number} ${item.title}`),
-    h(
-      "p",
-      { class: "muted" },
-      h("span", { class: `state s-${stateOf(item)}` }, stateOf(item)),
-      " ",
-      (item.author && item.author.username) || "",
-      " · ",
-      timeEl(item.createdAt),
-      kind === "pulls" ? ` · ${item.head} → ${item.base}` : "",
-    ),
-    h("pre", { class: "body" }, item.body || ""),
-    section(
-      "Comments",
-      comments.length
-        ? h("ul", { class: "list" }, comments.map((c) => h("li", { class: "item" }, h("strong", {}, (c.author && c.author.username) || "?"), " ", timeEl(c.createdAt), h("pre", { class: "body" }, c.body || ""))))
-        : h("p", { class: "muted" }, "No comments."),
-    ),
-  ];
-  if (kind === "pulls") {
-    const files = (await get(`${base}/files`).catch(() => ({}))).files || [];
-    parts.push(section(`Files changed (${files.length})`, diffFiles(files)));
-  }
-  mount(...parts);
+// POST …/issues {title, body, labels}: what any client sends; then the new issue's page.
+export function showNewIssue(owner, name) {
+  const title = h("input", { id: "issue-title", name: "title", required: true, maxlength: 256, autocomplete: "off" });
+  const text = h("textarea", { id: "issue-body", name: "body", rows: 8, placeholder: "Markdown: #12 and @name link" });
+  const labels = h("input", { id: "issue-labels", name: "labels", placeholder: "bug, ui", autocomplete: "off" });
+  const message = h("p", { class: "error", role: "alert", id: "issue-error" });
+  const submit = h("button", { type: "submit", class: "primary", id: "submit-issue" }, "Open issue");
+  const form = h(
+    "form",
+    { class: "card stack", id: "new-issue-form" },
+    h("label", { for: "issue-title" }, "Title"),
+    title,
+    h("label", { for: "issue-body" }, "Description"),
+    text,
+    h("label", { for: "issue-labels" }, "Labels (comma-separated)"),
+    labels,
+    h("div", { class: "actions" }, submit),
+    message,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    submit.disabled = true;
+    message.textContent = "";
+    try {
+      const made = await post(`${repoPath(owner, name)}/issues`, {
+        title: title.value.trim(),
+        body: text.value,
+        labels: words(labels.value),
+      });
+      location.hash = `${repoHash(owner, name)}/issues/${made.issue.number}`;
+    } catch (err) {
+      message.textContent = err.message || "The issue was not opened.";
+      submit.disabled = false;
+    }
+  });
+  mount(crumbs(owner, name, " / ", h("a", { href: `${repoHash(owner, name)}/issues` }, "issues")), h("h1", {}, "New issue"), form);
+  title.focus();
 }
+
+

@@ -76,3 +76,49 @@ export function pageOf(params) {
   const n = Number.parseInt(params.get("page") || "1", 10);
   return Number.isFinite(n) && n > 0 ? n : 1;
 }
+
+// HTML the server rendered from Markdown and sanitized (nh3: bodyHtml, a README's html);
+// the page's CSP is the second line: no inline script runs and no other origin is reached.
+export function markdown(html, attrs = {}) {
+  const div = h("div", { class: "markdown", ...attrs });
+  div.innerHTML = html;
+  return div;
+}
+
+// An issue's, a comment's or a review's body: rendered when the server sent bodyHtml.
+export function body(item, empty = "No description provided.") {
+  if (item.bodyHtml) return markdown(item.bodyHtml);
+  if (item.body) return h("div", { class: "markdown" }, h("p", {}, item.body));
+  return h("p", { class: "muted" }, empty);
+}
+
+// A label as a coloured chip: its own colour (six hex digits) when the repository gave it
+// one, else a hue from its name, so "bug" looks the same everywhere.
+export function labelChip(name, color) {
+  const chip = h("span", { class: "label" }, name);
+  // CSSOM, not a style attribute: allowed under style-src 'self'.
+  if (/^[0-9a-fA-F]{6}$/.test(color || "")) {
+    const n = Number.parseInt(color, 16);
+    const light = 0.299 * (n >> 16) + 0.587 * ((n >> 8) & 255) + 0.114 * (n & 255) > 150;
+    chip.classList.add("coloured");
+    chip.style.setProperty("--label-bg", `#${color}`);
+    chip.style.setProperty("--label-fg", light ? "#1f2328" : "#ffffff");
+    return chip;
+  }
+  let hue = 0;
+  for (const c of String(name)) hue = (hue * 31 + c.codePointAt(0)) % 360;
+  chip.style.setProperty("--hue", String(hue));
+  return chip;
+}
+
+export const userHash = (username) => `#/u/${q(username)}`;
+
+export function userLink(user) {
+  const name = (user && user.username) || "ghost";
+  return h("a", { href: userHash(name), class: "user" }, name);
+}
+
+// A comma-separated field into a list, blanks and repeats dropped.
+export function words(text) {
+  return [...new Set(String(text).split(",").map((w) => w.trim()).filter(Boolean))];
+}
