@@ -23,6 +23,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class PortTaken(RuntimeError):
+    """The chosen port was taken before the server could bind it."""
+
+
 class ServerProcess:
     """python run.py over a data folder, with a config written from `settings`."""
 
@@ -50,6 +54,18 @@ class ServerProcess:
         return path
 
     def start(self, timeout: float = 20) -> ServerProcess:
+        for _ in range(3):
+            try:
+                return self._start(timeout)
+            except PortTaken:
+                # free_port's port was taken before the server bound it (another test's
+                # process or an outgoing connection): the same start on another port.
+                self.port = free_port()
+                self.url = f"http://127.0.0.1:{self.port}"
+                self.log_path = self.data_dir.parent / f"server-{self.port}.log"
+        return self._start(timeout)
+
+    def _start(self, timeout: float) -> ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         config = self._write_config()
         self.log = open(self.log_path, "ab")
@@ -77,10 +93,14 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self.log.close()
-                raise RuntimeError(f"server exited: {self.logs()}")
+                logs = self.logs()
+                if f"port {self.port} is in use" in logs:
+                    raise PortTaken(logs)
+                raise RuntimeError(f"server exited: {logs}")
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=1) as resp:
-                    if resp.status == 200:
+                    # Another process may hold the port: only this one's answer counts.
+                    if resp.status == 200 and self.proc.poll() is None:
                         return self
             except (urllib.error.URLError, ConnectionError, OSError):
                 time.sleep(0.05)

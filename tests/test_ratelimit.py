@@ -34,7 +34,8 @@ async def test_headers_on_every_answer_and_429_after_the_burst(aiohttp_client, t
     client = await aiohttp_client(create_app(config))
     seen = []
     for _ in range(5):
-        resp = await client.get("/nothing-here")
+        # Under /api/: a bare /name is a person's page now (the dashboard's HTML).
+        resp = await client.get("/api/nothing-here")
         assert resp.status == 404
         assert resp.headers["RateLimit-Limit"] == "5"
         seen.append(int(resp.headers["RateLimit-Remaining"]))

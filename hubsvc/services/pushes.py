@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import shutil
@@ -13,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..errors import Conflict
+from ..errors import Conflict, DiskFull
 from ..git.files import REPO_FILES
 from ..git.repo import GitRepo
 from ..keys import STORE
@@ -90,15 +91,31 @@ async def after_answer(
     walked once, so history pages stay fast from the first one."""
     try:
         await app[REPO_FILES].run(repo_id, lambda g: g.write_commit_graph())
-    except Exception:
-        log.warning("commit-graph write failed for repository %s", repo_id, exc_info=True)
+    except Exception as exc:
+        log.warning(
+            "commit-graph write failed for repository %s", repo_id, exc_info=not _disk_full(exc)
+        )
     mark("commit-graph")
     if tips:
         try:
             await app[REPO_FILES].run(repo_id, lambda g: g.keep_history(tips))
-        except Exception:
-            log.warning("walking new history failed for repository %s", repo_id, exc_info=True)
+        except Exception as exc:
+            log.warning(
+                "walking new history failed for repository %s: %s",
+                repo_id,
+                exc,
+                exc_info=not _disk_full(exc),
+            )
         mark("history")
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """A full disk: one line says it all (the upkeep is only a speed-up, redone later)."""
+    return (
+        isinstance(exc, DiskFull)
+        or getattr(exc, "errno", None) == errno.ENOSPC
+        or "No space left on device" in str(exc)
+    )
 
 
 def push_data(
