@@ -79,14 +79,13 @@ from .web.auth import (
     TokenCache,
     cookie_key,
 )
-from .web.drain import DRAINERS, Drainer, close_when_draining
-from .web.front import add_request_id, front_middleware
+from .web.drain import DRAINERS, Drainer
+from .web.front import answer_headers, front_middleware
 from .web.ratelimit import (
     GIT_LIMITER,
     LIMITER,
     SIGN_IN_LIMITER,
     TokenBucket,
-    add_rate_headers,
 )
 
 log = logging.getLogger("hubsvc")
@@ -315,7 +314,7 @@ def create_app(config: Config) -> web.Application:
     app.on_shutdown.extend([_mark_shutdown, _hand_off, close_sockets, wake_polls, ssh_closing])
     drainers: list[Drainer] = [app[SSH].drain]
     app[DRAINERS] = drainers
-    app.on_response_prepare.extend([add_rate_headers, add_request_id, close_when_draining])
+    app.on_response_prepare.append(answer_headers)
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
     for module in (
         meta_api,

@@ -51,8 +51,8 @@ def draining(app: web.Application) -> bool:
     return bool(app[STATE].get("draining"))
 
 
-async def close_when_draining(request: web.Request, response: web.StreamResponse) -> None:
-    """on_response_prepare: while draining, each answer says `Connection: close`."""
+def close_when_draining(request: web.Request, response: web.StreamResponse) -> None:
+    """While draining, each answer says `Connection: close` (front.answer_headers calls it)."""
     # A WebSocket's 101 keeps its `Connection: upgrade`: the hub closes it with 1001.
     if draining(request.app) and response.status != 101:
         response.force_close()

@@ -22,8 +22,9 @@ from ..requestid import request_id_var
 from ..requestid import valid as valid_request_id
 from .auth import BOT_KEY_HEADER, auth_middleware, authenticate
 from .deadlines import BodyWatch
+from .drain import close_when_draining
 from .errors import failure_answer
-from .ratelimit import LIMITER, rate_limit_middleware
+from .ratelimit import LIMITER, add_rate_headers, rate_limit_middleware
 
 
 def front_middleware(sessions: Middleware, health: Handler) -> Middleware:
@@ -127,8 +128,10 @@ def _bare_probe(request: web.Request) -> bool:
     )
 
 
-async def add_request_id(request: web.Request, response: web.StreamResponse) -> None:
-    """on_response_prepare: X-Request-Id, and Server-Timing when the fan-out held the answer."""
+async def answer_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """on_response_prepare: the rate-limit headers, X-Request-Id, Server-Timing, and
+    `Connection: close` while draining; one hook, where three each cost a coroutine."""
+    add_rate_headers(request, response)
     rid = request.get(REQUEST_ID)
     if rid:
         response.headers["X-Request-Id"] = rid
@@ -138,3 +141,4 @@ async def add_request_id(request: web.Request, response: web.StreamResponse) -> 
         response.headers["Server-Timing"] = (
             f'fanout;dur={paced * 1000:.1f};desc="waited for the WebSocket fan-out"'
         )
+    close_when_draining(request, response)

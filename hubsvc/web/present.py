@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 from urllib.parse import quote
 
@@ -11,10 +12,14 @@ from .avatars import default_version
 
 def avatar_url(base_url: str, user: dict[str, Any]) -> str:
     """Absolute avatar URL with the content hash as cache buster."""
-    version = (
-        user["avatar_hash"][:16] if user.get("avatar_hash") else default_version(user["username"])
-    )
-    return f"{base_url}/api/users/{quote(user['username'])}/avatar?v={version}"
+    return _avatar_url(base_url, user["username"], user.get("avatar_hash"))
+
+
+@lru_cache(maxsize=4096)
+def _avatar_url(base_url: str, username: str, avatar_hash: str | None) -> str:
+    # Kept: every user object embeds one, and the hash and the quoting showed in profiles.
+    version = avatar_hash[:16] if avatar_hash else default_version(username)
+    return f"{base_url}/api/users/{quote(username)}/avatar?v={version}"
 
 
 def user_url(base_url: str, username: str) -> str:

@@ -204,8 +204,8 @@ async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.S
     return response
 
 
-async def add_rate_headers(request: web.Request, response: web.StreamResponse) -> None:
-    """on_response_prepare hook: copy the rate-limit headers onto the answer."""
+def add_rate_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Copy the rate-limit headers onto the answer (front.answer_headers calls it)."""
     headers = request.get(RATE_HEADERS)
     if headers:
         response.headers.update(headers)
