@@ -257,7 +257,9 @@ async def diff(request: web.Request) -> web.Response:
             data = g.diff(oid, limits["max_diff_bytes"], limits["max_diff_files"])
             signed_oids = g.signed_of([data["commit"]["oid"]])
             if read_under is not None:
-                weight = sum(300 + len(f["patch"]) for f in data["files"])
+                weight = len(data["commit"]["message"]) + sum(
+                    300 + len(f["patch"]) for f in data["files"]
+                )
                 DIFFS.put(key, (read_under, data, signed_oids), weight)
             return data, signed_oids
 
