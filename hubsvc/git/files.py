@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from .answers import Stamp, branch_tip, prune_stamp
 from .push_hooks import install_hooks
 from .repo import GitRepo
 
@@ -55,6 +56,14 @@ class RepoFiles:
     def path(self, repo_id: int) -> Path:
         """<root>/<id // 1000>/<id>.git: a rename never touches a file."""
         return self.root / f"{int(repo_id) // 1000:03d}" / f"{int(repo_id)}.git"
+
+    def tip(self, repo_id: int, branch: str) -> str | None:
+        """Where a branch points, read on the event loop; None: ask a git thread instead."""
+        return branch_tip(self.path(repo_id), branch)
+
+    def prune_stamp(self, repo_id: int) -> Stamp | None:
+        """The identity of the repository's prune stamp (one stat, fine on the event loop)."""
+        return prune_stamp(self.path(repo_id))
 
     def get(self, repo_id: int) -> GitRepo:
         """An open GitRepo, reused across requests; blocking: call it in a git thread.

@@ -8,6 +8,7 @@ from dulwich.errors import ObjectFormatException
 from dulwich.objects import Commit
 
 from ..errors import BadRequest, NotFound
+from .answers import replace_prune_stamp
 from .base import RepoBase, _locked
 from .objects import (
     _LOG_FORMAT,
@@ -224,5 +225,7 @@ class HistoryMixin(RepoBase):
         # loose ones; the commit-graph is rewritten so it names no pruned commit.
         _run_git(git_dir, "repack", "-a", "-d", "-q")
         _run_git(git_dir, "prune", "--expire=now")
+        # A new stamp: every process stops answering diffs it kept from before the prune.
+        replace_prune_stamp(self.path)
         WALKS.forget(git_dir)
         self.write_commit_graph()

@@ -63,14 +63,20 @@ async def record_push(
     if branches and (not had_branches or repo["default_branch"] not in branches):
         new_default = _pick_default(repo["default_branch"], branches)
         await files.run(repo["id"], lambda g: g.set_default_branch(new_default))
-    events = []
-    for old, new, ref in updates:
-        others = [
-            oid for name, oid in before.items() if name.startswith("refs/heads/") and name != ref
-        ]
-        total = (counts or {}).get((old, new, ref))
-        data = await files.run(repo["id"], push_data, ref, old, new, others, total)
-        events.append(make_event(app, repo, "push", data, actor))
+    jobs = [
+        (
+            ref,
+            old,
+            new,
+            [oid for name, oid in before.items() if name.startswith("refs/heads/") and name != ref],
+            (counts or {}).get((old, new, ref)),
+        )
+        for old, new, ref in updates
+    ]
+    # Every update's data in one git hop: a push of a dozen tags paid a dozen hand-offs,
+    # each two thread wake-ups, before its answer.
+    found = await files.run(repo["id"], lambda g: [push_data(g, *job) for job in jobs])
+    events = [make_event(app, repo, "push", data, actor) for data in found]
     mark("event-data")
     # The bookkeeping and the push events commit together; the refs seen move by this
     # push's own updates only (as `after` has them: tags peeled).
