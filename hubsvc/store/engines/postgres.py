@@ -32,6 +32,10 @@ T = TypeVar("T")
 BASELINE = 29
 # Held while migrating, so processes starting together apply each migration once.
 _MIGRATION_LOCK = 0x6875627376630001
+# A statement is prepared on a connection once used this often there; at most this many
+# stay prepared per connection (psycopg deallocates the least recently used).
+PREPARE_THRESHOLD = 1
+PREPARED_MAX = 256
 # Held for a server's life (startup.claim_database): shared by servers that share state
 # through Redis, exclusive by one without it (a second process would run with split state).
 SERVER_LOCK = 0x6875627376630002
@@ -152,14 +156,38 @@ class Cursor:
 
 
 class Connection:
-    """The part of sqlite3.Connection the store uses, over a psycopg connection."""
+    """The part of sqlite3.Connection the store uses, over a psycopg connection.
+
+    server_bound (reads): statements go with their parameters bound on the server, so
+    psycopg prepares each one on its second use on a pooled connection and the server
+    parses and plans it once per connection, not on every call (_server_form). Writes
+    stay bound on the client: their SERIALIZABLE retries roll back, and a ROLLBACK
+    empties psycopg's prepared cache, so preparing them would buy nothing.
+    """
 
     dialect = "postgresql"
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, server_bound: bool = False) -> None:
         self.raw = conn
+        self.server_bound = server_bound
 
     def execute(self, sql: str, params: Any = None) -> Cursor:
+        if self.server_bound and sql not in _CLIENT_BOUND:
+            form = _server_form(sql, params)
+            if form is not None:
+                text, values, prepare = form
+                # psycopg.Cursor, not the connection's factory (ClientCursor, for writes)
+                cursor = _driver().Cursor(self.raw)
+                try:
+                    cursor.execute(text, values, prepare=prepare)
+                    return Cursor(cursor)
+                except Exception as exc:
+                    if not _needs_client_binding(exc):
+                        raise
+                    # A parameter whose type only the literal told (autocommit: nothing
+                    # else was undone); this statement is bound on the client from now on.
+                    _CLIENT_BOUND.add(sql)
+                    log.info("statement bound on the client from now on: %s (%s)", sql, exc)
         cursor = self.raw.cursor()
         cursor.execute(translate(sql), _params(params))
         return Cursor(cursor)
@@ -168,6 +196,82 @@ class Connection:
         cursor = self.raw.cursor()
         cursor.executemany(translate(sql), [_params(p) for p in seq])
         return Cursor(cursor)
+
+
+# --- server-side binding for reads ------------------------------------------------------
+
+# Statements that failed bound on the server (a parameter PostgreSQL could not type).
+_CLIENT_BOUND: set[str] = set()
+
+# `IN (?, ?, …)` (or NOT IN) with only positional marks: its length changes with the call.
+_IN_LIST = re.compile(r"(?i)\b(NOT\s+)?IN\s*\(\s*\?(?:\s*,\s*\?)*\s*\)")
+_POSITIONAL = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|(\?)""")
+
+
+def _needs_client_binding(exc: BaseException) -> bool:
+    # Class 42 (an operator or function for an untyped or wrongly typed parameter, an
+    # undeterminable type), 22P02/22003 (text or a small int where the literal coerced)
+    # and 0A000 (a cached plan's result type changed).
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    return sqlstate.startswith("42") or sqlstate in ("22P02", "22003", "0A000")
+
+
+@functools.lru_cache(maxsize=4096)
+def _in_lists(sql: str) -> tuple[tuple[int, int, int, int, bool], ...]:
+    """Each IN list of marks in sql: (start, end, first mark's index, marks, negated)."""
+    found = []
+    for match in _IN_LIST.finditer(sql):
+        before = sum(1 for m in _POSITIONAL.finditer(sql, 0, match.start()) if m.group(1))
+        marks = match.group(0).count("?")
+        found.append((match.start(), match.end(), before, marks, bool(match.group(1))))
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=4096)
+def _with_arrays(sql: str, kinds: tuple[str, ...]) -> str:
+    """sql with its IN lists as `= ANY(?::kind[])` (`<> ALL` when negated), translated."""
+    parts, at = [], 0
+    for (start, end, _, _, negated), kind in zip(_in_lists(sql), kinds, strict=True):
+        test = "<> ALL" if negated else "= ANY"
+        parts += [sql[at:start], f"{test}(?::{kind}[])"]
+        at = end
+    return translate("".join(parts) + sql[at:])
+
+
+def _kind(values: Sequence[Any]) -> str | None:
+    if all(type(v) is int for v in values):
+        return "bigint"
+    if all(type(v) is str for v in values):
+        return "text"
+    return None
+
+
+def _server_form(sql: str, params: Any) -> tuple[str, Any, bool | None] | None:
+    """(text, parameters, prepare) to send sql bound on the server; None: bind on the client.
+
+    An IN list of marks becomes one array parameter, so a page of 30 ids and a page of 29
+    are one prepared statement, not one each crowding the others out of psycopg's cache
+    (prepared_max per connection).
+    """
+    lists = _in_lists(sql)
+    if not lists:
+        return translate(sql), _params(params), None
+    if not isinstance(params, list | tuple):
+        return None  # named parameters with IN lists of marks: not written in the store
+    values = _params(params)
+    out: list[Any] = []
+    kinds = []
+    at = 0
+    for _, _, first, marks, _ in lists:
+        group = values[first : first + marks]
+        kind = _kind(group)
+        if kind is None:
+            return None
+        kinds.append(kind)
+        out += [*values[at:first], group]
+        at = first + marks
+    out += values[at:]
+    return _with_arrays(sql, tuple(kinds)), out, None
 
 
 # Held from taking event ids until commit: event writers commit in id order.
@@ -430,6 +534,10 @@ class PostgresDatabase(DatabaseBase):
         # lift it for their transaction (_transaction).
         conn.autocommit = True
         conn.execute(f"SET statement_timeout = {int(self.read_timeout_ms)}")
+        # A read statement is prepared on its second use on this connection (Connection:
+        # server_bound); the store has a few hundred distinct ones, IN lists folded.
+        conn.prepare_threshold = PREPARE_THRESHOLD
+        conn.prepared_max = PREPARED_MAX
 
     async def open(self) -> None:
         """Open the pool and apply the migrations."""
@@ -567,7 +675,7 @@ class PostgresDatabase(DatabaseBase):
             # own snapshot under READ COMMITTED before too.
             raw.autocommit = True
             try:
-                return fn(Connection(raw), *args)
+                return fn(Connection(raw, server_bound=True), *args)
             except errors.QueryCanceled:
                 raise ReadTimeout(self.read_timeout_ms) from None
             finally:

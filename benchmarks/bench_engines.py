@@ -1,0 +1,261 @@
+"""The store's hot paths on SQLite and PostgreSQL, measured in the same run.
+
+    python benchmarks/bench_engines.py --database postgresql://postgres@127.0.0.1/postgres
+                                       [--issues 3000 --pulls 300 --requests 300 --rounds 5
+                                        --concurrency 8]
+
+Opens two stores (hubsvc.store.Store), one on a fresh SQLite file, one on a fresh
+PostgreSQL database made on that server (dropped at the end), and seeds both the same
+way through the store's own write methods, `--concurrency` writes in flight: accounts,
+one repository, `--issues` issues (labels, assignees, reactions on a third) and
+`--pulls` pull requests (review requests on half), prose from bench_issues.TextGen.
+
+Then, in `--rounds` interleaved rounds (the engines alternate which goes first), it
+times `--requests` sequential calls per path, each past every cache:
+
+- the issue and pull request list pages (IssueStore.page, 30 rows, a random offset);
+- issue, pull request and user search (SearchStore, its cache emptied first);
+- one issue by number (IssueStore.get);
+- a write: an issue's title changed (IssueStore.update, with its events);
+
+and prints, for each path, the SQLite median, the PostgreSQL median and their ratio,
+and the seeding time of each. No HTTP: the request path above the store is the same
+on both engines (bench_issues.py measures it whole).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for hubsvc
+
+import harness
+from bench_issues import LABELS, TextGen
+
+from hubsvc.errors import DatabaseBusy
+from hubsvc.store import Store
+
+Path_ = Callable[[Store, random.Random], Awaitable[object]]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database", required=True, help="postgresql:// URL of a server")
+    parser.add_argument("--issues", type=int, default=3000)
+    parser.add_argument("--pulls", type=int, default=300)
+    parser.add_argument("--requests", type=int, default=300, help="per path, over all rounds")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--concurrency", type=int, default=8, help="writes in flight (seeding)")
+    parser.add_argument("--query", default="error")
+    parser.add_argument("--seed", type=int, default=1)
+    return parser.parse_args(argv)
+
+
+busy = [0]  # writes answered "database busy" and tried again
+BUSY_RETRIES = 10
+
+
+async def in_flight(jobs: list[Callable[[], Awaitable[object]]], concurrency: int) -> None:
+    left = iter(jobs)
+
+    async def worker() -> None:
+        for job in left:
+            for attempt in range(BUSY_RETRIES):  # as a client told 503 busy would
+                try:
+                    await job()
+                    break
+                except DatabaseBusy:
+                    busy[0] += 1
+                    await asyncio.sleep(0.05 * (attempt + 1))
+            else:
+                await job()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def seed(store: Store, args: argparse.Namespace) -> dict[str, float]:
+    """The same accounts, repository, issues and pull requests on either engine."""
+    rng, text = random.Random(args.seed), TextGen(args.seed)
+    times: dict[str, float] = {}
+    start = time.perf_counter()
+    users = []
+    for i in range(9):
+        users.append(
+            await store.users.create(
+                username=f"dev{i}", email=f"dev{i}@example.com", name=f"Dev {i}", password_hash="x"
+            )
+        )
+    owner = users[0]
+    repo = await store.repos.create(
+        owner_id=owner["id"],
+        name="tracker",
+        description="",
+        visibility="public",
+        default_branch="main",
+    )
+    times["accounts and repository"] = time.perf_counter() - start
+
+    made: list[dict] = []
+
+    def create(pull: int | None) -> Callable[[], Awaitable[object]]:
+        title, body = text.title(), text.body()
+        labels = rng.sample(LABELS, rng.randint(0, 3))
+        assignees = [u["id"] for u in rng.sample(users[1:], rng.choice([0, 0, 1, 2]))]
+        author = rng.choice(users)["id"]
+        spec = None
+        if pull is not None:
+            spec = {"head_repo_id": repo["id"], "head": f"topic-{pull}", "base": "main"}
+
+        async def job() -> None:
+            made.append(
+                await store.issues.create(
+                    repo_id=repo["id"],
+                    author_id=author,
+                    title=title,
+                    body=body,
+                    labels=labels,
+                    assignee_ids=assignees,
+                    pull=spec,
+                )
+            )
+
+        return job
+
+    jobs = [create(None) for _ in range(args.issues)] + [create(i) for i in range(args.pulls)]
+    rng.shuffle(jobs)
+    start = time.perf_counter()
+    await in_flight(jobs, args.concurrency)
+    times["issues and pull requests created"] = time.perf_counter() - start
+    made.sort(key=lambda m: m["number"])  # the same extras on both engines
+
+    extra: list[Callable[[], Awaitable[object]]] = []
+    for issue in made:
+        if rng.random() < 0.33:
+            who, kind = rng.choice(users)["id"], rng.choice(["+1", "heart", "eyes"])
+            extra.append(lambda i=issue["id"], w=who, k=kind: store.reactions.add(i, 0, w, k))
+        if issue["is_pull"] and rng.random() < 0.5:
+            who = rng.choice(users[1:])["id"]
+            extra.append(
+                lambda i=issue["id"], w=who: store.reviews.request(i, [w], [], owner["id"])
+            )
+    start = time.perf_counter()
+    await in_flight(extra, args.concurrency)
+    times["reactions and review requests"] = time.perf_counter() - start
+    store._bench = {"repo": repo["id"], "numbers": [m["number"] for m in made], "ids": made}  # type: ignore[attr-defined]
+    return times
+
+
+def paths(args: argparse.Namespace) -> dict[str, Path_]:
+    def page(is_pull: bool, total: int) -> Path_:
+        async def run(store: Store, rng: random.Random) -> object:
+            offset = rng.randrange(0, max(1, total - 30))
+            repo = store._bench["repo"]  # type: ignore[attr-defined]
+            return await store.issues.page(repo, is_pull, "all", 30, offset)
+
+        return run
+
+    def search(kind: str) -> Path_:
+        async def run(store: Store, rng: random.Random) -> object:
+            store.search._cache.clear()
+            if kind == "users":
+                return await store.search.users("dev", 20, 0)
+            return await store.search.issues(args.query, 0, kind == "pulls", 20, 0)
+
+        return run
+
+    async def get(store: Store, rng: random.Random) -> object:
+        number = rng.choice(store._bench["numbers"])  # type: ignore[attr-defined]
+        repo = store._bench["repo"]  # type: ignore[attr-defined]
+        return await store.issues.get(repo, number, False) or await store.issues.get(
+            repo, number, True
+        )
+
+    async def update(store: Store, rng: random.Random) -> object:
+        issue = rng.choice(store._bench["ids"])  # type: ignore[attr-defined]
+        return await store.issues.update(issue["id"], {"title": f"renamed {rng.random()}"})
+
+    return {
+        "issue list page (30, random offset)": page(False, args.issues),
+        "pull request list page (30, random offset)": page(True, args.pulls),
+        f"issue search '{args.query}' (uncached)": search("issues"),
+        f"pull request search '{args.query}' (uncached)": search("pulls"),
+        "user search 'dev' (uncached)": search("users"),
+        "one issue by number": get,
+        "a write: an issue's title": update,
+    }
+
+
+async def run(args: argparse.Namespace, url: str) -> int:
+    with tempfile.TemporaryDirectory(prefix="bench-engines-") as tmp:
+        stores = {
+            "sqlite": Store(Path(tmp) / "hubsvc.db"),
+            "postgresql": Store(Path(tmp) / "unused.db", url=url),
+        }
+        try:
+            return await measure(args, stores)
+        finally:
+            for store in stores.values():
+                await store.close()
+
+
+async def measure(args: argparse.Namespace, stores: dict[str, Store]) -> int:
+    seeding: dict[str, dict[str, float]] = {}
+    for engine, store in stores.items():
+        await store.open()
+        busy[0] = 0
+        seeding[engine] = await seed(store, args)
+        for name, seconds in seeding[engine].items():
+            print(f"# {engine} seeding: {name}: {seconds:.2f} s", flush=True)
+        print(f"# {engine} seeding: {busy[0]} writes busy and tried again", flush=True)
+    timed = paths(args)
+    samples: dict[tuple[str, str], list[float]] = {}
+    per_round = max(1, args.requests // args.rounds)
+    for round_no in range(args.rounds):
+        order = list(stores) if round_no % 2 == 0 else list(reversed(stores))
+        for name, fn in timed.items():
+            for engine in order:
+                store, rng = stores[engine], random.Random(round_no)
+                for _ in range(3):  # unmeasured
+                    await fn(store, rng)
+                got = []
+                for _ in range(per_round):
+                    start = time.perf_counter()
+                    await fn(store, rng)
+                    got.append((time.perf_counter() - start) * 1000)
+                samples.setdefault((name, engine), []).extend(got)
+        print(f"# round {round_no + 1} done", flush=True)
+    print()
+    print(f"{'path':<48} {'sqlite ms':>10} {'postgresql ms':>14} {'ratio':>7}")
+    for name in timed:
+        lite = statistics.median(samples[(name, "sqlite")])
+        pg = statistics.median(samples[(name, "postgresql")])
+        print(f"{name:<48} {lite:>10.3f} {pg:>14.3f} {pg / lite:>7.2f}")
+    for phase in seeding["sqlite"]:
+        lite, pg = seeding["sqlite"][phase], seeding["postgresql"][phase]
+        print(f"{'seeding: ' + phase:<48} {lite:>9.2f}s {pg:>13.2f}s {pg / lite:>7.2f}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    print(f"# command: {shlex.join([sys.executable, *sys.argv])}", flush=True)
+    with open("/proc/loadavg") as fh:
+        print(f"# load average at start: {' '.join(fh.read().split()[:3])}", flush=True)
+    with harness.postgres_database(args.database) as url:
+        code = asyncio.run(run(args, url))
+    with open("/proc/loadavg") as fh:
+        print(f"# load average at end: {' '.join(fh.read().split()[:3])}", flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
