@@ -185,6 +185,7 @@ async def run_once(args: argparse.Namespace, processes: int, bare: str = "") -> 
         "rate_limit": {"enabled": False},
         "security": {"bcrypt_rounds": 4},
         "websocket": {"max_per_ip": args.clients + 100},
+        "ssh": {"port": 0},  # off, so runs side by side never meet on 2222
     }
     if processes > 1:
         settings["redis"] = {"url": args.redis, "prefix": prefix}
