@@ -6,10 +6,25 @@ import asyncio
 import itertools
 import os
 import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+# Where the environment says not to write bytecode (PYTHONDONTWRITEBYTECODE), every
+# server process, command-line run and xdist worker would compile hubsvc and the tests
+# again: seconds each, hundreds of times a run. Their bytecode goes to a folder of its
+# own outside the tree instead (PYTHONPYCACHEPREFIX), for this process and every one
+# it starts; set before hubsvc is imported below.
+if sys.flags.dont_write_bytecode and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    _prefix = os.path.join(tempfile.gettempdir(), f"hubsvc-test-pycache-{os.getuid()}")
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = _prefix
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = _prefix
+
 from aiohttp import web
 
 from hubsvc.app import create_app
@@ -17,6 +32,7 @@ from hubsvc.config import load_config
 from hubsvc.keys import BUS
 
 from .servers import (  # noqa: F401 - fixtures for every test module
+    close_databases,
     fresh_postgres_database,
     postgres_server,
     postgres_url,
@@ -27,6 +43,10 @@ _names = itertools.count(1)
 # The SSH port (2222 by default) stays off in tests unless one asks for it: tests run in
 # parallel, and each app and server process would otherwise bind the same port.
 os.environ["HUBSVC_SSH_PORT"] = "0"
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    close_databases()  # the PostgreSQL databases still being dropped, or made ahead
 
 
 def make_config(tmp_path, **overrides: Any):
