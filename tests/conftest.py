@@ -45,6 +45,31 @@ _names = itertools.count(1)
 os.environ["HUBSVC_SSH_PORT"] = "0"
 
 
+# The files whose tests run several server processes for tens of seconds each. Run
+# first, they are shared out between the xdist workers early; left in alphabetical
+# order, a late one ran alone at the end while the other worker sat idle.
+LONGEST_FIRST = (
+    "test_rolling_restart.py",
+    "test_outages.py",
+    "test_postgres_restart.py",
+    "test_full_disk_cluster.py",
+    "test_lease_faults.py",
+    "test_crash_journals.py",
+    "test_crash.py",
+    "test_leases.py",
+    "test_cluster.py",
+    "test_cluster_proxy.py",
+    "test_copy_database.py",
+    "test_admin.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
+    # Stable: each file's tests keep their order, and every worker sorts the same way.
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 def pytest_sessionfinish(session, exitstatus) -> None:
     close_databases()  # the PostgreSQL databases still being dropped, or made ahead
 
