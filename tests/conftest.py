@@ -6,10 +6,25 @@ import asyncio
 import itertools
 import os
 import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+# Where the environment says not to write bytecode (PYTHONDONTWRITEBYTECODE), every
+# server process, command-line run and xdist worker would compile hubsvc and the tests
+# again: seconds each, hundreds of times a run. Their bytecode goes to a folder of its
+# own outside the tree instead (PYTHONPYCACHEPREFIX), for this process and every one
+# it starts; set before hubsvc is imported below.
+if sys.flags.dont_write_bytecode and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    _prefix = os.path.join(tempfile.gettempdir(), f"hubsvc-test-pycache-{os.getuid()}")
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = _prefix
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = _prefix
+
 from aiohttp import web
 
 from hubsvc.app import create_app
@@ -17,6 +32,7 @@ from hubsvc.config import load_config
 from hubsvc.keys import BUS
 
 from .servers import (  # noqa: F401 - fixtures for every test module
+    close_databases,
     fresh_postgres_database,
     postgres_server,
     postgres_url,
@@ -27,6 +43,35 @@ _names = itertools.count(1)
 # The SSH port (2222 by default) stays off in tests unless one asks for it: tests run in
 # parallel, and each app and server process would otherwise bind the same port.
 os.environ["HUBSVC_SSH_PORT"] = "0"
+
+
+# The files whose tests run several server processes for tens of seconds each. Run
+# first, they are shared out between the xdist workers early; left in alphabetical
+# order, a late one ran alone at the end while the other worker sat idle.
+LONGEST_FIRST = (
+    "test_rolling_restart.py",
+    "test_outages.py",
+    "test_postgres_restart.py",
+    "test_full_disk_cluster.py",
+    "test_lease_faults.py",
+    "test_crash_journals.py",
+    "test_crash.py",
+    "test_leases.py",
+    "test_cluster.py",
+    "test_cluster_proxy.py",
+    "test_copy_database.py",
+    "test_admin.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
+    # Stable: each file's tests keep their order, and every worker sorts the same way.
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    close_databases()  # the PostgreSQL databases still being dropped, or made ahead
 
 
 def make_config(tmp_path, **overrides: Any):

@@ -104,6 +104,10 @@ class ServerProcess:
                         return self
             except (urllib.error.URLError, ConnectionError, OSError):
                 time.sleep(0.05)
+        # Not left running behind the failure: it would take the CPU from the tests after.
+        self.proc.kill()
+        self.proc.wait()
+        self.log.close()
         raise RuntimeError(f"server did not start: {self.logs()}")
 
     def logs(self) -> str:
