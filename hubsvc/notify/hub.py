@@ -196,12 +196,14 @@ class Hub:
                     if now - client.last_seen > 2 * self.interval:
                         self._end(client, WSCloseCode.GOING_AWAY, b"heartbeat timeout")
                         continue
+                    # Straight to the socket (_deliver, not _offer): a ping carries no
+                    # state, so it need not wait for, or force out, a fan-out round.
                     if client.compress:  # its ping message is compressed on its own
-                        self._offer(client, PING_FRAME, PING_TEXT)
+                        self._deliver(client, PING_FRAME, PING_TEXT)
                         if client in self.clients:  # not dropped as too slow just now
-                            self._offer(client, PING_CONTROL, None)
+                            self._deliver(client, PING_CONTROL, None)
                     else:
-                        self._offer(client, PING_BOTH, None, 1)
+                        self._deliver(client, PING_BOTH, None, 1)
                     if client in self.clients:
                         self._schedule_beat(client, tick + per_interval)
 
