@@ -282,3 +282,47 @@ async def test_a_cut_off_reader_that_never_reads_again_loses_its_connection(
 
     await asyncio.wait_for(until_cut(), 10)
     writer.close()
+
+
+class CountedWrites:
+    """A socket's real transport, counting the writes made to it."""
+
+    def __init__(self, transport):
+        self.transport, self.writes = transport, 0
+
+    def write(self, data):
+        self.writes += 1
+        self.transport.write(data)
+
+    def writelines(self, items):
+        self.writes += 1
+        self.transport.writelines(items)
+
+    def __getattr__(self, name):
+        return getattr(self.transport, name)
+
+
+async def test_messages_staged_in_one_loop_turn_reach_a_socket_in_one_write(client, alice, bob):
+    await create(client, alice, "proj")
+    hub = client.app[HUB]
+    ws = await connect(client, bob)
+    other = await connect(client, alice)
+    peer = next(c for c in hub.clients if c.username == "bob")
+    counted = peer.transport = CountedWrites(peer.transport)
+    texts = [json.dumps({"type": "notification", "n": n}) for n in range(3)]
+    everyone = [c for c in hub.clients if c.username in ("alice", "bob")]
+    hub.out.stage(text_frame(texts[0]), texts[0], everyone)
+    hub.out.stage(text_frame(texts[1]), texts[1], [peer])
+    hub.out.stage(text_frame(texts[2]), texts[2], everyone)
+    await hub.out.idle()
+    assert counted.writes == 1
+    for n in range(3):
+        assert (await next_of(ws, "notification"))["n"] == n
+    assert [(await next_of(other, "notification"))["n"] for _ in range(2)] == [0, 2]
+    # A message to the one socket, sent before the staged ones were written, comes after them.
+    hub.out.stage(text_frame(texts[0]), texts[0], [peer])
+    hub.send(peer, {"type": "error", "error": "after"})
+    assert (await next_of(ws, "notification"))["n"] == 0
+    assert (await next_of(ws, "error"))["error"] == "after"
+    await ws.close()
+    await other.close()

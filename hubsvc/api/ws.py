@@ -13,7 +13,7 @@ from ..clients import client_ip
 from ..errors import ApiError, BadRequest, Forbidden
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB, Hub
-from ..notify.sockets import Client
+from ..notify.sockets import Client, slim
 from ..policy import Caps, decide, requires
 from ..web.auth import allowed_origin, caps_of, require_identity
 from ..web.openapi import doc
@@ -96,6 +96,7 @@ async def websocket(request: web.Request) -> web.StreamResponse:
         hub.release(ip, ticket)
         await ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
         return ws
+    slim(ws, request.protocol)
     client = Client(ws, user, ip, request.transport, digest, caps)
     client.ticket = ticket
     hub.add(client)

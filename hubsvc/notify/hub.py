@@ -17,7 +17,16 @@ from ..events.shape import Event
 from ..keys import BUS, CLUSTER, CONFIG, STORE
 from ..policy import decide_action, may_receive
 from ..store.access import Audience
-from .sockets import PING_CONTROL, PING_FRAME, PING_TEXT, QUEUE_SIZE, Client, text_frame
+from .fanout import WriteOut
+from .sockets import (
+    PING_BOTH,
+    PING_CONTROL,
+    PING_FRAME,
+    PING_TEXT,
+    QUEUE_SIZE,
+    Client,
+    text_frame,
+)
 
 log = logging.getLogger("hubsvc.ws")
 REVOKED = 4001  # close code of a socket whose credential was revoked
@@ -30,9 +39,6 @@ REPLAY_BATCH = 500
 PACE = 4
 REACH_SECONDS = 2.0
 CLOSE_SECONDS = 5.0  # a dropped socket's close, before its connection is cut
-# Sockets written before the fan-out lets other tasks run: 10,000 writes hold the loop
-# for ~80 ms, mostly in the kernel (bench_ws: receipts came sooner with this, too).
-FANOUT_BATCH = 200
 
 
 def _wants(client: Client, event: Event, audience: Audience) -> bool:
@@ -82,6 +88,8 @@ class Hub:
         self.beats: defaultdict[int, set[Client]] = defaultdict(set)
         self.interval = float(app[CONFIG]["websocket"]["heartbeat_seconds"])
         self.tick = min(1.0, self.interval / 20)
+        # Notifications staged for their sockets, written from the next loop turn.
+        self.out = WriteOut(self._deliver, self.clients)
 
     async def admit(self, ip: str, limit: int) -> str | Literal[False] | None:
         """Whether another socket from ip fits under limit: False if not, else its ticket.
@@ -156,8 +164,16 @@ class Hub:
         text = json.dumps(message)
         self._offer(client, text_frame(text), text)
 
-    def _offer(self, client: Client, frame: bytes, text: str | None) -> None:
-        if not client.put(frame, text):
+    def _offer(
+        self, client: Client, frame: bytes, text: str | None, messages: int | None = None
+    ) -> None:
+        self.out.flush()  # what the fan-out staged goes first
+        self._deliver(client, frame, text, messages)
+
+    def _deliver(
+        self, client: Client, frame: bytes, text: str | None, messages: int | None = None
+    ) -> None:
+        if not client.put(frame, text, messages):
             # A client that falls behind is dropped; it never stalls the others.
             log.warning("websocket client %s fell behind; dropping it", client.username)
             self._end(client, WSCloseCode.POLICY_VIOLATION, b"too slow")
@@ -180,9 +196,14 @@ class Hub:
                     if now - client.last_seen > 2 * self.interval:
                         self._end(client, WSCloseCode.GOING_AWAY, b"heartbeat timeout")
                         continue
-                    self._offer(client, PING_FRAME, PING_TEXT)
-                    if client in self.clients:  # not dropped as too slow just now
-                        self._offer(client, PING_CONTROL, None)
+                    # Straight to the socket (_deliver, not _offer): a ping carries no
+                    # state, so it need not wait for, or force out, a fan-out round.
+                    if client.compress:  # its ping message is compressed on its own
+                        self._deliver(client, PING_FRAME, PING_TEXT)
+                        if client in self.clients:  # not dropped as too slow just now
+                            self._deliver(client, PING_CONTROL, None)
+                    else:
+                        self._deliver(client, PING_BOTH, None, 1)
                     if client in self.clients:
                         self._schedule_beat(client, tick + per_interval)
 
@@ -287,6 +308,10 @@ class Hub:
         if not self.clients or event.repo_id is None:
             self.cursor = int(event.id)
             return
+        if self.out.writing:
+            # Events handled in one loop turn go out together; once their sockets are
+            # being written, the next waits (the bus paces writers by this handler).
+            await self.out.idle()
         repo_id = int(event.repo_id)
         audience = await self.app[STORE].repos.audience(repo_id)
         # From here to the cursor update nothing awaits: a resume that ends meanwhile
@@ -298,13 +323,7 @@ class Hub:
         # Encoded once: the same frame bytes go to every socket (a compressed one
         # compresses the text itself).
         text = json.dumps({"type": "notification", "notification": event.to_dict()})
-        frame = text_frame(text)
-        for n, client in enumerate(targets, 1):
-            # Not dropped, revoked or resuming (a replay sends it) since the list was made.
-            if client.live and client in self.clients:
-                self._offer(client, frame, text)
-            if n % FANOUT_BATCH == 0:
-                await asyncio.sleep(0)
+        self.out.stage(text_frame(text), text, targets)
 
     def _targets(self, event: Event, audience: Audience) -> list[Client]:
         """The live clients an event goes to: watchers and subscribers who may read it."""

@@ -40,6 +40,36 @@ def text_frame(text: str) -> bytes:
 PING_TEXT = '{"type": "ping"}'
 PING_FRAME = text_frame(PING_TEXT)
 PING_CONTROL = b"\x89\x00"  # a control ping with no payload: what ws.ping() sends
+# A heartbeat's two frames in one write (one send system call a socket, not two).
+PING_BOTH = PING_FRAME + PING_CONTROL
+
+
+_SHARED_LOCK: asyncio.Lock | None = None
+
+
+def slim(ws: web.WebSocketResponse, protocol: Any) -> None:
+    """Let go of what an upgraded socket holds that hubsvc's frames never use (~1.6 KiB).
+
+    aiohttp keeps them for the connection's life: the HTTP request parser and the
+    request queue of its connection (unused once upgraded: aiohttp itself reads past
+    a missing parser, and a queue of () cannot take a message by mistake: it would
+    raise), and the writer's lock and task set for compressed frames (on a socket
+    without permessage-deflate, never used).
+    """
+    global _SHARED_LOCK
+    if getattr(protocol, "_upgraded", False) and getattr(protocol, "_payload_parser", None):
+        if not getattr(protocol, "_messages", True):
+            protocol._messages = ()
+        protocol._parser = None
+    writer = getattr(ws, "_writer", None)
+    if writer is not None and not ws.compress and hasattr(writer, "_send_lock"):
+        if _SHARED_LOCK is None:
+            _SHARED_LOCK = asyncio.Lock()
+        writer._send_lock = _SHARED_LOCK
+        writer._background_tasks = _NO_TASKS
+
+
+_NO_TASKS: set[asyncio.Task] = set()
 
 
 class Client:
@@ -112,14 +142,14 @@ class Client:
         self.last_seen = asyncio.get_running_loop().time()
         self.beat = 0  # the hub's tick of its next heartbeat
 
-    def put(self, frame: bytes, text: str | None) -> bool:
+    def put(self, frame: bytes, text: str | None, messages: int | None = None) -> bool:
         """Write a message now, or queue it behind others; False when the client is behind.
 
         `frame` is the message's whole frame, `text` its text (None for a control frame,
-        written as is even on a compressed socket).
+        or for several messages' frames joined, written as is even on a compressed
+        socket); `messages`: how many messages the frame bytes hold, when not one.
         """
-        if text is not None:
-            WS_MESSAGES.n += 1  # a message, not a control frame
+        WS_MESSAGES.n += (text is not None) if messages is None else messages
         backlog = self.backlog
         item: bytes | str = text if self.compress and text is not None else frame
         if backlog is not None:

@@ -63,6 +63,9 @@ def close_when_draining(request: web.Request, response: web.StreamResponse) -> N
 class _Handler(RequestHandler):
     """aiohttp's connection handler, telling whether it is between requests."""
 
+    # aiohttp's handler has slots: without these each connection had a __dict__ as well.
+    __slots__ = ("partial", "quiet_since")
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.quiet_since = self._loop.time()
@@ -75,7 +78,14 @@ class _Handler(RequestHandler):
         if self._request_count == before:
             self.partial = True
 
-    async def _handle_request(self, *args: Any, **kwargs: Any) -> Any:
+    def _handle_request(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        if request.headers.get("Upgrade", "").lower() == "websocket":
+            # A WebSocket holds this frame for its whole life (~0.3 KiB a socket), and its
+            # connection closes after it: nothing to note once it ends.
+            return super()._handle_request(request, *args, **kwargs)
+        return self._handle_then_note(request, *args, **kwargs)
+
+    async def _handle_then_note(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return await super()._handle_request(*args, **kwargs)
         finally:
