@@ -205,6 +205,8 @@ def test_postgres_and_redis_link_state_lag_and_pool(tmp_path, postgres_url):
     """On PostgreSQL with a Redis of the test's own: the pool, the consumers' lag, and
     hubsvc_redis_up turning 0 once that Redis is stopped (the process keeps answering)."""
     if shutil.which("redis-server") is None:
+        if os.environ.get("HUBSVC_TEST_REDIS_URL"):
+            pytest.fail("HUBSVC_TEST_REDIS_URL is set but redis-server is not on PATH")
         pytest.skip("needs redis-server on PATH for a Redis the test may stop")
     redis_port = free_port()
     redis = subprocess.Popen(
