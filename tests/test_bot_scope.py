@@ -138,7 +138,11 @@ async def test_link_endpoints_share_one_budget_per_bot_key(aiohttp_client, tmp_p
     from hubsvc.app import create_app
 
     config = make_config(
-        tmp_path, chat__bot_key=BOT_KEY, rate_limit__enabled=True, rate_limit__burst=3
+        tmp_path,
+        chat__bot_key=BOT_KEY,
+        rate_limit__enabled=True,
+        rate_limit__burst=3,
+        rate_limit__per_minute=1,
     )
     client = await aiohttp_client(create_app(config))
     statuses = []
@@ -214,7 +218,11 @@ async def test_made_up_chat_ids_spend_the_bot_keys_budget(aiohttp_client, tmp_pa
     from hubsvc.app import create_app
 
     config = make_config(
-        tmp_path, chat__bot_key=BOT_KEY, rate_limit__enabled=True, rate_limit__burst=3
+        tmp_path,
+        chat__bot_key=BOT_KEY,
+        rate_limit__enabled=True,
+        rate_limit__burst=3,
+        rate_limit__per_minute=1,
     )
     client = await aiohttp_client(create_app(config))
     statuses = []

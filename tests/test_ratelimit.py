@@ -54,6 +54,7 @@ async def test_forwarded_address_only_from_trusted_proxies(aiohttp_client, tmp_p
         tmp_path,
         rate_limit__enabled=True,
         rate_limit__burst=2,
+        rate_limit__per_minute=1,  # no refill between the requests, however slow
         server__trusted_proxies=["127.0.0.0/8"],
     )
     client = await aiohttp_client(create_app(config))
@@ -64,7 +65,9 @@ async def test_forwarded_address_only_from_trusted_proxies(aiohttp_client, tmp_p
 
 
 async def test_forwarded_header_ignored_from_untrusted_peer(aiohttp_client, tmp_path):
-    config = make_config(tmp_path, rate_limit__enabled=True, rate_limit__burst=2)
+    config = make_config(
+        tmp_path, rate_limit__enabled=True, rate_limit__burst=2, rate_limit__per_minute=1
+    )
     client = await aiohttp_client(create_app(config))
     for n in range(2):
         assert (
@@ -83,7 +86,11 @@ async def test_disabled_means_no_limit(client):
 
 async def test_chat_users_count_apart_only_with_a_valid_bot_key(aiohttp_client, tmp_path):
     config = make_config(
-        tmp_path, rate_limit__enabled=True, rate_limit__burst=2, chat__bot_key="k" * 32
+        tmp_path,
+        rate_limit__enabled=True,
+        rate_limit__burst=2,
+        rate_limit__per_minute=1,  # at 60 a minute, a slow second refilled a token (CI)
+        chat__bot_key="k" * 32,
     )
     client = await aiohttp_client(create_app(config))
     # A wrong key with rotating chat ids still spends the address's bucket.
@@ -126,6 +133,7 @@ async def test_request_limit_counts_an_ipv6_64_as_one_client(aiohttp_client, tmp
         tmp_path,
         rate_limit__enabled=True,
         rate_limit__burst=2,
+        rate_limit__per_minute=1,  # no refill between the requests, however slow
         server__trusted_proxies=["127.0.0.0/8"],
     )
     client = await aiohttp_client(create_app(config))
