@@ -503,3 +503,17 @@ def test_several_processes_share_one_port_with_reuse_port(tmp_path, redis_url):
             assert greeting.returncode == 1 and "Hi alice!" in greeting.stderr, greeting.stderr
     finally:
         stop_all(servers)
+
+
+def test_the_host_keys_survive_a_restart(tmp_path):
+    with open_site(tmp_path) as built:
+        key, line = keypair(tmp_path, "alice-restart")
+        register(built, line, "alice")
+        assert built.ssh(key, opts=("-T",)).returncode == 1
+        meta = built.api("GET", "/api/meta")
+        built.server.stop()
+        built.server.start()
+        # The same known_hosts under StrictHostKeyChecking=yes: a new host key would be 255.
+        greeting = built.ssh(key, opts=("-T",))
+        assert greeting.returncode == 1 and "Hi alice!" in greeting.stderr, greeting.stderr
+        assert built.api("GET", "/api/meta") == meta
