@@ -20,7 +20,7 @@ from .test_cluster import call, sign_up, socket, subscribe
 # 12 s crosses every timer that matters while Redis is away: the 5 s head poll, the 5 s
 # per-process rate-limit fallback, the 5 s token cache and socket sweep, redis-py's 10 s
 # health check. Past that nothing changes until it is back (HUBSVC_TEST_REDIS_OUTAGE_SECONDS
-# runs the 30 s).
+# runs the 30 s; .ci/run sets it).
 OUTAGE_SECONDS = float(os.environ.get("HUBSVC_TEST_REDIS_OUTAGE_SECONDS", "12"))
 HEAD_POLL_SECONDS = 5.0
 
