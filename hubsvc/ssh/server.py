@@ -29,6 +29,10 @@ from .session import Principal, serve
 log = logging.getLogger("hubsvc.ssh")
 WATCH_SECONDS = 0.5  # an open session of a removed key ends within this (and a query)
 DRAIN_GRACE = 2.0  # draining: a connection signing in gets this long to open its session
+# Draining: a connection whose sessions ended is closed by us only after this, so the
+# client reads its exit status and hangs up first. OpenSSH exits 255 when our disconnect
+# arrives in the same read as the channel's close, even though the session ended well.
+HANG_UP_GRACE = 2.0
 
 
 class SshService:
@@ -82,10 +86,16 @@ class SshService:
         loop = asyncio.get_running_loop()
         started = loop.time()
         while self.connections and loop.time() < deadline:
+            now = time.monotonic()
             for conn in list(self.connections):
-                # A connection that has not opened its session yet gets a moment to.
-                fresh = loop.time() - started < DRAIN_GRACE and conn.sessions_run == 0
-                if conn.sessions == 0 and not fresh:
+                if conn.sessions:
+                    continue
+                if conn.sessions_run == 0:
+                    # A connection that has not opened its session yet gets a moment to.
+                    done = loop.time() - started >= DRAIN_GRACE
+                else:
+                    done = now - conn.ended >= HANG_UP_GRACE
+                if done:
                     conn.close()
             await asyncio.sleep(0.05)
 
@@ -126,6 +136,7 @@ class SshService:
             await serve(self.app, process, conn.principal, conn.group, conn.touch)
         finally:
             conn.sessions -= 1
+            conn.ended = time.monotonic()
 
     async def _watch(self) -> None:
         """Close connections of keys removed or accounts disabled, and idle ones."""
@@ -178,6 +189,7 @@ class _Connection(asyncssh.SSHServer):
         self.last = time.monotonic()
         self.sessions = 0  # sessions under way
         self.sessions_run = 0  # sessions opened, ended or not
+        self.ended = 0.0  # when a session last ended (time.monotonic)
 
     def touch(self) -> None:
         """Bytes moved: the idle clock starts again."""
