@@ -53,7 +53,8 @@ class ServerProcess:
         path.write_text("\n".join(lines) + "\n")
         return path
 
-    def start(self, timeout: float = 20) -> ServerProcess:
+    def start(self, timeout: float = 45) -> ServerProcess:
+        # 45 s: at a load average of 10+ on two cores a start took past 20 s (a helper's run).
         for _ in range(3):
             try:
                 return self._start(timeout)
