@@ -332,11 +332,18 @@ class IssueStore(Table):
             },
             "issue_assignees a JOIN users u ON u.id = a.user_id WHERE a.issue_id = i.id",
         )
+        # The page's ids first, from the issues (and pulls, for a pull's state) alone; the
+        # row with its access checks is then built for those rows only. As one statement,
+        # PostgreSQL computed every column for the OFFSET rows it skipped, too.
         rows = conn.execute(
-            ISSUE_SELECT.replace("SELECT i.id,", f"SELECT {assignees} AS assignees_json, i.id,", 1)
-            + " WHERE "
+            "WITH page AS MATERIALIZED (SELECT i.id AS hit FROM issues i"
+            " LEFT JOIN pulls p ON p.issue_id = i.id WHERE "
             + " AND ".join(where)
-            + f" ORDER BY {order} LIMIT ? OFFSET ?",
+            + f" ORDER BY {order} LIMIT ? OFFSET ?)"
+            + ISSUE_SELECT.replace(
+                "SELECT i.id,", f"SELECT {assignees} AS assignees_json, i.id,", 1
+            )
+            + f" JOIN page h ON h.hit = i.id ORDER BY {order}",
             (*params, limit + 1, offset),
         ).fetchall()
         issues = _with_assignees_column(rows[:limit])

@@ -531,9 +531,16 @@ class PostgresDatabase(DatabaseBase):
         conn.cursor_factory = psycopg.ClientCursor
         conn.row_factory = row_factory
         # Reads run outside a transaction, under the session's statement_timeout; writes
-        # lift it for their transaction (_transaction).
+        # lift it for their transaction (_transaction). A prepared statement's plan is
+        # made once and kept: by default (plan_cache_mode auto) PostgreSQL plans it again
+        # with its values for its first five executions on each connection, and the issue
+        # statements' correlated access checks take 10-20 ms to plan, against under 6 ms
+        # to run (benchmarks/README.md, item 3). Writes are bound on the client: unaffected.
         conn.autocommit = True
-        conn.execute(f"SET statement_timeout = {int(self.read_timeout_ms)}")
+        conn.execute(
+            f"SET statement_timeout = {int(self.read_timeout_ms)};"
+            " SET plan_cache_mode = force_generic_plan"
+        )
         # A read statement is prepared on its second use on this connection (Connection:
         # server_bound); the store has a few hundred distinct ones, IN lists folded.
         conn.prepare_threshold = PREPARE_THRESHOLD
