@@ -46,6 +46,14 @@ SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
   LEFT JOIN milestones ms ON ms.id = i.milestone_id
 """
 
+# ISSUE_SELECT for the rows of a `page` (WITH page AS (… hit …)), which comes first: past
+# join_collapse_limit (8) PostgreSQL keeps the written join order, and with the page
+# joined last it joined every issue of the repository before keeping the page's 30
+# (EXPLAIN ANALYZE, 600 issues: execution 11.6 -> 4.3 ms on a loaded machine).
+ISSUE_SELECT_PAGED = ISSUE_SELECT.replace(
+    "\n  FROM issues i\n", "\n  FROM page h JOIN issues i ON i.id = h.hit\n", 1
+)
+
 COMMENT_SELECT = """
 SELECT c.*, u.username AS author_username, u.name AS author_name,
        u.avatar_hash AS author_avatar_hash
@@ -340,10 +348,10 @@ class IssueStore(Table):
             " LEFT JOIN pulls p ON p.issue_id = i.id WHERE "
             + " AND ".join(where)
             + f" ORDER BY {order} LIMIT ? OFFSET ?)"
-            + ISSUE_SELECT.replace(
+            + ISSUE_SELECT_PAGED.replace(
                 "SELECT i.id,", f"SELECT {assignees} AS assignees_json, i.id,", 1
             )
-            + f" JOIN page h ON h.hit = i.id ORDER BY {order}",
+            + f" ORDER BY {order}",
             (*params, limit + 1, offset),
         ).fetchall()
         issues = _with_assignees_column(rows[:limit])
