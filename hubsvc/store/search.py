@@ -159,7 +159,7 @@ class SearchStore(Table):
             return [], False
         sql = self.db.sql
         rows = conn.execute(
-            sql.issue_hits(VISIBLE + narrowed(within))
+            sql.issue_hits(VISIBLE + narrowed(within), is_pull)
             + ISSUE_SELECT_PAGED.replace(
                 "SELECT i.id,", "SELECT ru.username AS repo_owner, r.name AS repo_name, i.id,", 1
             )
@@ -168,7 +168,6 @@ class SearchStore(Table):
             {
                 "q": sql.fts_query(groups),
                 "viewer": viewer,
-                "pull": int(is_pull),
                 "limit": limit + 1,
                 "offset": offset,
             },
