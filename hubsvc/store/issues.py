@@ -46,6 +46,14 @@ SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
   LEFT JOIN milestones ms ON ms.id = i.milestone_id
 """
 
+# ISSUE_SELECT for the rows of a `page` (WITH page AS (… hit …)), which comes first: past
+# join_collapse_limit (8) PostgreSQL keeps the written join order, and with the page
+# joined last it joined every issue of the repository before keeping the page's 30
+# (EXPLAIN ANALYZE, 600 issues: execution 11.6 -> 4.3 ms on a loaded machine).
+ISSUE_SELECT_PAGED = ISSUE_SELECT.replace(
+    "\n  FROM issues i\n", "\n  FROM page h JOIN issues i ON i.id = h.hit\n", 1
+)
+
 COMMENT_SELECT = """
 SELECT c.*, u.username AS author_username, u.name AS author_name,
        u.avatar_hash AS author_avatar_hash
@@ -282,10 +290,14 @@ class IssueStore(Table):
         filters = filters or {}
         where = [
             "i.repo_id = ?",
-            "i.is_pull = ?",
+            # A literal, not a parameter: PostgreSQL keeps one generic plan per prepared
+            # statement, and pull requests may be a few among many issues (16 times
+            # slower with is_pull a parameter: 100,000 issues, 100 pull requests, 175 ms
+            # against 11 ms planned with the value).
+            f"i.is_pull = {int(is_pull)}",
             (PULL_STATES if is_pull else ISSUE_STATES)[state],
         ]
-        params: list[Any] = [repo_id, int(is_pull)]
+        params: list[Any] = [repo_id]
         for label in filters.get("labels", ()):
             where.append(self.db.sql.json_array_has_lower("i.labels"))
             params.append(label.lower())
@@ -332,11 +344,18 @@ class IssueStore(Table):
             },
             "issue_assignees a JOIN users u ON u.id = a.user_id WHERE a.issue_id = i.id",
         )
+        # The page's ids first, from the issues (and pulls, for a pull's state) alone; the
+        # row with its access checks is then built for those rows only. As one statement,
+        # PostgreSQL computed every column for the OFFSET rows it skipped, too.
         rows = conn.execute(
-            ISSUE_SELECT.replace("SELECT i.id,", f"SELECT {assignees} AS assignees_json, i.id,", 1)
-            + " WHERE "
+            "WITH page AS MATERIALIZED (SELECT i.id AS hit FROM issues i"
+            " LEFT JOIN pulls p ON p.issue_id = i.id WHERE "
             + " AND ".join(where)
-            + f" ORDER BY {order} LIMIT ? OFFSET ?",
+            + f" ORDER BY {order} LIMIT ? OFFSET ?)"
+            + ISSUE_SELECT_PAGED.replace(
+                "SELECT i.id,", f"SELECT {assignees} AS assignees_json, i.id,", 1
+            )
+            + f" ORDER BY {order}",
             (*params, limit + 1, offset),
         ).fetchall()
         issues = _with_assignees_column(rows[:limit])

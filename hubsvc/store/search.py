@@ -15,7 +15,7 @@ from typing import Any
 from .access import VISIBLE, Readable, narrowed
 from .base import Table, reads
 from .engines import AnyDatabase
-from .issues import ISSUE_SELECT, _with_assignees
+from .issues import ISSUE_SELECT_PAGED, _with_assignees
 from .repos import REPO_SELECT, _page, _repo
 
 MAX_TERMS = 10
@@ -159,17 +159,15 @@ class SearchStore(Table):
             return [], False
         sql = self.db.sql
         rows = conn.execute(
-            sql.issue_hits(VISIBLE + narrowed(within))
-            + ISSUE_SELECT.replace(
+            sql.issue_hits(VISIBLE + narrowed(within), is_pull)
+            + ISSUE_SELECT_PAGED.replace(
                 "SELECT i.id,", "SELECT ru.username AS repo_owner, r.name AS repo_name, i.id,", 1
             )
-            + " JOIN page h ON h.hit = i.id"
-            " JOIN repositories r ON r.id = i.repo_id JOIN users ru ON ru.id = r.owner_id"
+            + " JOIN repositories r ON r.id = i.repo_id JOIN users ru ON ru.id = r.owner_id"
             " ORDER BY h.score, i.id DESC",
             {
                 "q": sql.fts_query(groups),
                 "viewer": viewer,
-                "pull": int(is_pull),
                 "limit": limit + 1,
                 "offset": offset,
             },

@@ -366,14 +366,14 @@ class PostgresSql:
         )
 
     @staticmethod
-    def issue_hits(visible: str) -> str:
-        """WITH … page: a page of matching issues of kind :pull, hit and score."""
+    def issue_hits(visible: str, pull: bool) -> str:
+        """WITH … page: a page of matching issues (pull requests when pull), hit and score."""
         q = _TSQUERY.format("q")
         return (
             "WITH page AS MATERIALIZED ("
             f" SELECT k.id AS hit, -ts_rank(k.search_words, {q}) AS score"
             "   FROM issues k JOIN repositories r ON r.id = k.repo_id"
-            f"  WHERE k.search_words @@ {q} AND k.is_pull = :pull AND {visible}"
+            f"  WHERE k.search_words @@ {q} AND k.is_pull = {int(pull)} AND {visible}"
             "  ORDER BY score, k.id DESC LIMIT :limit OFFSET :offset)"
         )
 
@@ -531,9 +531,19 @@ class PostgresDatabase(DatabaseBase):
         conn.cursor_factory = psycopg.ClientCursor
         conn.row_factory = row_factory
         # Reads run outside a transaction, under the session's statement_timeout; writes
-        # lift it for their transaction (_transaction).
+        # lift it for their transaction (_transaction). A prepared statement's plan is
+        # made once and kept: by default (plan_cache_mode auto) PostgreSQL plans it again
+        # with its values for its first five executions on each connection, and the issue
+        # statements' correlated access checks take 10-20 ms to plan, against under 6 ms
+        # to run (benchmarks/README.md, item 3). Writes are bound on the client: unaffected.
+        # No JIT: a generic plan guesses a LIMIT parameter keeps 10% of the rows, so at
+        # 100,000 issues a page's estimate passed jit_above_cost and every execution
+        # compiled 500 functions first (0.5 s, for a statement that runs in 6 ms).
         conn.autocommit = True
-        conn.execute(f"SET statement_timeout = {int(self.read_timeout_ms)}")
+        conn.execute(
+            f"SET statement_timeout = {int(self.read_timeout_ms)};"
+            " SET plan_cache_mode = force_generic_plan; SET jit = off"
+        )
         # A read statement is prepared on its second use on this connection (Connection:
         # server_bound); the store has a few hundred distinct ones, IN lists folded.
         conn.prepare_threshold = PREPARE_THRESHOLD

@@ -254,8 +254,8 @@ class SqliteSql:
         )
 
     @staticmethod
-    def issue_hits(visible: str) -> str:
-        """WITH … page: a page of matching issues of kind :pull, hit and score."""
+    def issue_hits(visible: str, pull: bool) -> str:
+        """WITH … page: a page of matching issues (pull requests when pull), hit and score."""
         # The FTS hits come first, as their own materialized step, and each is then
         # checked (kind, readable repository) by primary key: the planner may never walk
         # every issue to find the few that match.
@@ -267,7 +267,7 @@ class SqliteSql:
             "  SELECT h.hit, h.score FROM hits h"
             "    JOIN issues k INDEXED BY issues_kind ON k.id = h.hit"
             "    JOIN repositories r ON r.id = k.repo_id"
-            f"  WHERE k.is_pull = :pull AND {visible}"
+            f"  WHERE k.is_pull = {int(pull)} AND {visible}"
             "   ORDER BY h.score, h.hit DESC LIMIT :limit OFFSET :offset)"
         )
 
