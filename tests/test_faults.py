@@ -307,9 +307,11 @@ async def test_git_processes_past_the_per_client_cap_get_503(aiohttp_client, tmp
     assert resp.content_type == "text/plain" and "too many git operations" in await resp.text()
     assert len(_children_running("upload-pack")) == 0
     # A push's POST is answered inside git's protocol, which git prints as "remote: …".
+    # (A lone flush-pkt is git's probe, answered with no git and so no slot.)
+    command = _pkt(f"{'0' * 40} {'1' * 40} refs/heads/x\0report-status\n") + b"0000"
     resp = await client.post(
         "/alice/proj.git/git-receive-pack",
-        data=b"0000",
+        data=command,
         headers={
             **headers,
             "User-Agent": "git/2.43.0",

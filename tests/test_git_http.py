@@ -348,3 +348,41 @@ async def test_a_password_change_ends_cached_git_credentials(client, alice, tmp_
     assert (await git("ls-remote", remote(client, alice, "alice", "creds", "another password")))[
         0
     ] == 0
+
+
+async def test_gits_probe_before_a_large_push_is_answered_without_receive_pack(
+    client, events, alice, tmp_path
+):
+    """A body over http.postBuffer is preceded by a lone flush-pkt checking the credentials."""
+    await create(client, alice, "probed")
+    url = "/alice/probed.git/git-receive-pack"
+    probe = {"Content-Type": "application/x-git-receive-pack-request"}
+    basic = "Basic " + base64.b64encode(f"alice:{alice.password}".encode()).decode()
+    resp = await client.post(url, data=b"0000", headers=probe)
+    assert resp.status == 401  # still a credential check
+    resp = await client.post(url, data=b"0000", headers={**probe, "Authorization": basic})
+    assert resp.status == 200 and await resp.read() == b""
+    assert resp.headers["Content-Type"] == "application/x-git-receive-pack-result"
+    resp = await client.post(url, data=b"0001", headers={**probe, "Authorization": basic})
+    assert resp.status == 400
+    # git itself, made to probe: a small post buffer and a body over it.
+    work = tmp_path / "w"
+    await git("init", "-q", "-b", "main", str(work))
+    (work / "noise.bin").write_bytes(os.urandom(20_000))
+    await git("add", "-A", cwd=work)
+    await git("commit", "-qm", "noise", cwd=work)
+    code, _, err = await git(
+        "-c",
+        "http.postBuffer=1024",
+        "-c",
+        "http.version=HTTP/1.1",
+        "push",
+        remote(client, alice, "alice", "probed"),
+        "main",
+        cwd=work,
+        check=False,
+    )
+    assert code == 0, err
+    await events.wait_for(1)
+    [pushed] = events.of("push")
+    assert pushed.data["ref"] == "refs/heads/main" and pushed.data["totalCommits"] == 1

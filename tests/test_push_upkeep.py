@@ -86,6 +86,30 @@ async def test_a_packed_push_with_a_file_over_the_limit_is_refused_naming_it(
     assert [b["name"] for b in branches["branches"]] == ["main"]
 
 
+async def test_a_file_over_the_limit_that_compresses_to_nothing_is_refused_all_the_same(
+    aiohttp_client, tmp_path
+):
+    """The size checked is the file's, not what it takes in the pack: zeros, loose and packed."""
+    client = await limited_client(aiohttp_client, tmp_path, max_object_bytes=5000)
+    alice = await sign_up(client, "alice")
+    await create(client, alice, "loose")
+    await create(client, alice, "packed")
+    zeros = bytes(200_000)  # a few hundred bytes deflated
+    code, _, err = await push_files(
+        client, alice, tmp_path / "loose", "loose", {"zeros.bin": zeros}, check=False
+    )
+    assert code != 0 and "remote: error: zeros.bin is 0.2 MiB" in err, err
+    # Over receive.unpackLimit: kept as a pack, the file's entry a few hundred bytes.
+    files = {f"docs/{n:03}.txt": f"page {n}\n".encode() for n in range(150)}
+    code, _, err = await push_files(
+        client, alice, tmp_path / "packed", "packed", {**files, "zeros.bin": zeros}, check=False
+    )
+    assert code != 0 and "remote: error: zeros.bin is 0.2 MiB" in err, err
+    for name in ("loose", "packed"):
+        branches = await (await client.get(f"/api/repositories/alice/{name}/branches")).json()
+        assert branches["branches"] == []  # no ref moved
+
+
 async def test_push_timing_is_logged_when_asked(client, alice, tmp_path, caplog):
     await create(client, alice, "demo")
     with caplog.at_level(logging.DEBUG, logger="hubsvc.push.timing"):
@@ -114,12 +138,21 @@ async def test_the_pre_receive_hook_counts_what_each_branch_update_brings(tmp_pa
     await git("checkout", "-qb", "topic", cwd=work)
     await git("commit", "-q", "--allow-empty", "-m", "topic", cwd=work)
     topic = (await git("rev-parse", "topic", cwd=work))[1].strip()
+    # Two more new branches, counted in the same walk as topic: one forks from topic's
+    # parent with a merge of topic, one sits on a commit main already has.
+    await git("checkout", "-qb", "side", "main", cwd=work)
+    for n in range(2):
+        await git("commit", "-q", "--allow-empty", "-m", f"side {n}", cwd=work)
+    await git("merge", "-q", "--no-ff", "-m", "merge topic", "topic", cwd=work)
+    side = (await git("rev-parse", "side", cwd=work))[1].strip()
     await git("checkout", "-q", "--detach", cwd=work)
-    await git("update-ref", "-d", "refs/heads/topic", cwd=work)  # as before the push
+    for branch in ("topic", "side"):  # as before the push
+        await git("update-ref", "-d", f"refs/heads/{branch}", cwd=work)
     hooks = install_hooks(tmp_path / "hooks")
     counts = tmp_path / "counts"
     zero, first = "0" * 40, (await git("rev-parse", "main~2", cwd=work))[1].strip()
     updates = f"{first} {main} refs/heads/main\n{zero} {topic} refs/heads/topic\n"
+    updates += f"{zero} {side} refs/heads/side\n{zero} {first} refs/heads/old\n"
     updates += f"{zero} {main} refs/tags/v1\n{main} {zero} refs/heads/gone\n"
     server = HookSocket(tmp_path)  # the hook asks a server first; this one says yes
     await server.start()
@@ -146,11 +179,13 @@ async def test_the_pre_receive_hook_counts_what_each_branch_update_brings(tmp_pa
     finally:
         await server.stop()
     assert proc.returncode == 0
-    assert len(asked) == 1 and len(asked[0]) == 4
-    # main moved two commits; the new topic brings the one commit no branch had.
+    assert len(asked) == 1 and len(asked[0]) == 6
+    # main moved two commits; the new topic brings the one commit no branch had, side
+    # its two, the merge and topic's. old is on main already: left to the server.
     assert parse_push_counts(counts.read_text()) == {
         (first, main, "refs/heads/main"): 2,
         (zero, topic, "refs/heads/topic"): 1,
+        (zero, side, "refs/heads/side"): 4,
     }
 
 

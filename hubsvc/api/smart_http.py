@@ -14,7 +14,7 @@ from schemas.git import InfoRefsQuerySchema
 
 from ..errors import ApiError, BadRequest, Forbidden, Unauthorized
 from ..git.files import REPO_FILES
-from ..git.protocol import SERVICES, advertise, serve_rpc
+from ..git.protocol import SERVICES, advertise, answer_probe, serve_rpc
 from ..git.slots import git_slot
 from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
@@ -255,6 +255,9 @@ async def receive_pack(request: web.Request) -> web.StreamResponse:
     clock = PushClock()
     repo = await _git_repo(request, "write")
     clock.mark("auth")
+    probed = await answer_probe(request, "git-receive-pack")
+    if probed is not None:
+        return probed  # git's credential check before a large push: nothing to receive
     # The slot first: a push refused for want of one has written nothing. pushing: a
     # repository going public is pruned with no push half-way (RepoFiles.quiet).
     with git_slot(request):

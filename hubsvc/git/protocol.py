@@ -263,6 +263,32 @@ def _too_large(limit: int) -> PayloadTooLarge:
     return PayloadTooLarge(f"push is larger than {limit} bytes (the server's limits.push_bytes)")
 
 
+async def answer_probe(request: web.Request, service: str) -> web.StreamResponse | None:
+    """git's probe before a large body, answered as git would; None for any other request.
+
+    Before streaming a body larger than its http.postBuffer, git POSTs a lone flush-pkt
+    ("0000", 4 bytes) to learn whether its credentials hold: only the status counts.
+    receive-pack answers that with nothing, and no ref can move in it, so neither git nor
+    a push's bookkeeping is started for it. No request git makes is 4 bytes otherwise.
+    """
+    if (
+        request.content_length != 4
+        or request.content_type != f"application/x-{service}-request"
+        or request.headers.get("Content-Encoding", "").lower() == "gzip"
+    ):
+        return None
+    try:
+        body = await request.content.readexactly(4)
+    except asyncio.IncompleteReadError:
+        raise BadRequest("request body ended early") from None
+    if body != b"0000":
+        raise BadRequest(f"malformed {service} request")
+    return web.Response(
+        content_type=f"application/x-{service}-result",
+        headers={"Cache-Control": "no-cache, max-age=0, must-revalidate"},
+    )
+
+
 async def serve_rpc(
     request: web.Request,
     service: str,

@@ -1,8 +1,8 @@
 """The server's git hooks for receive-pack, and the files they hand back to the server.
 
-post-receive names the ref updates git applied; pre-receive asks the server whether they
-may land (hookcall.py, hook_socket.py), refuses a file over `[git] max_object_bytes`,
-and counts each branch update's new commits for its push event meanwhile.
+post-receive names the ref updates git applied; pre-receive runs hookcall.py, which asks
+the server whether they may land (hook_socket.py) and meanwhile refuses a file over
+`[git] max_object_bytes` and counts each branch update's new commits for its push event.
 """
 
 from __future__ import annotations
@@ -25,58 +25,11 @@ if [ -n "$HUBSVC_PUSH_LOG" ]; then cat > "$HUBSVC_PUSH_LOG"; else cat > /dev/nul
 # non-zero exit refuses the whole push. What it prints reaches the pusher as "remote: ".
 # {python} and {hookcall} are filled in at install (hooks_text).
 _PRE_RECEIVE = """#!/bin/sh
-# Written by hubsvc: asks the server whether the push may land (hookcall.py: who pushes
-# and the branch rules, as they are now), then refuses a file larger than
-# $HUBSVC_MAX_OBJECT_BYTES bytes (the server's [git] max_object_bytes).
-zero=0000000000000000000000000000000000000000
-updates=$(cat)
-printf '%s\\n' "$updates" | {python} -I -S {hookcall} || exit 1
-# The commit counts the push events carry ("old new ref count" lines for the server),
-# counted meanwhile: the pushed objects are readable here, and the size check below
-# takes longer. A new branch brings what no branch had, an update what old lacked.
-if [ -n "$HUBSVC_PUSH_COUNTS" ]; then
-  printf '%s\\n' "$updates" | while read -r old new ref; do
-    case "$ref" in refs/heads/*) ;; *) continue ;; esac
-    [ -n "$new" ] && [ "$new" != "$zero" ] || continue
-    if [ "$old" = "$zero" ]; then not=--branches; else not=$old; fi
-    count=$(git rev-list --count "$new" --not "$not") && echo "$old $new $ref $count"
-  done > "$HUBSVC_PUSH_COUNTS" &
-fi
-sizes() {
-  limit="$HUBSVC_MAX_OBJECT_BYTES"
-  [ -n "$limit" ] || return 0
-  news=$(printf '%s\\n' "$updates" | while read -r old new ref; do
-    [ -z "$new" ] || [ "$new" = "$zero" ] || echo "$new"; done)
-  [ -n "$news" ] || return 0
-  # The objects a push brings are those of git's quarantine, where receive-pack keeps
-  # them (the repository's own come in as alternates): listing their sizes costs a
-  # fraction of the walk below, which is left for naming the file over the limit. grep
-  # lets through only sizes as long as the limit, far fewer lines than awk would parse.
-  if [ -n "$GIT_QUARANTINE_PATH" ] && {
-    GIT_ALTERNATE_OBJECT_DIRECTORIES= git cat-file --batch-all-objects --unordered \\
-      --batch-check='%(objectsize)' || echo failed; } |
-    grep -E "^([0-9]{${#limit},}|failed)\\$" |
-    awk -v limit="$limit" '$1 == "failed" || $1 + 0 > limit + 0 { big = 1; exit } END { exit big }'
-  then
-    return 0
-  fi
-  # A failing rev-list feeds cat-file a name it reports missing, which refuses the push.
-  { printf '%s\\n' "$news" | git rev-list --objects --stdin --not --all || echo hubsvc-failed; } |
-  git cat-file --batch-check='%(objecttype) %(objectsize) %(rest)' |
-  awk -v limit="$limit" '
-    $2 == "missing" { print "error: hubsvc could not check the pushed objects"; bad = 1; next }
-    $1 == "blob" && $2 + 0 > limit + 0 {
-      path = $0; sub(/^[^ ]+ [^ ]+ ?/, "", path)
-      printf "error: %s is %.1f MiB; this server refuses files over %.1f MiB ([git] max_object_bytes)\\n",
-        (path == "" ? "a file" : path), $2 / 1048576, limit / 1048576
-      bad = 1
-    }
-    END { exit bad }'
-}
-sizes
-checked=$?
-wait
-exit $checked
+# Written by hubsvc: asks the server whether the push may land (who pushes and the
+# branch rules, as they are now), refuses a file larger than $HUBSVC_MAX_OBJECT_BYTES
+# bytes (the server's [git] max_object_bytes) and counts each branch's new commits for
+# the push events, all three at once (hookcall.py).
+exec {python} -I -S {hookcall}
 """
 HOOKCALL = Path(__file__).with_name("hookcall.py")
 
