@@ -126,22 +126,19 @@ class WriteOut:
 
     def _one(self, clients: islice[Client], frame: bytes, text: str) -> None:
         """The same frame to each client: straight to its transport while it keeps up."""
-        live, offer, sent = self._live, self._offer, 0
+        offer, sent = self._offer, 0
         for client in clients:
-            if not client.live or client not in live:
-                continue  # dropped, revoked or resuming (its replay sends it) since staged
-            transport = client.transport
+            transport = client.direct  # live, no backlog, no deflate, not closing
             if (
-                client.backlog is None
-                and not client.compress
-                and transport is not None
-                and not transport.is_closing()
+                transport is not None
                 and transport.get_write_buffer_size() <= HIGH_WATER
-                and not client.ws.closed
+                and not transport.is_closing()
             ):
                 transport.write(frame)
                 sent += 1
-            else:
+            elif client.transport is not None and client.live:
+                # Not removed since staged (Client.drop), and not resuming (its replay
+                # sends it): the slow path, which queues or compresses.
                 offer(client, frame, text, 1)
         WS_MESSAGES.n += sent
 
