@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Container
-from itertools import islice
 
 from ..metrics import WS_MESSAGES
 from .sockets import HIGH_WATER, Client
@@ -116,7 +115,9 @@ class WriteOut:
             self._pos = end
             if budget is not None:
                 budget -= end - start
-            batch = islice(self._clients, start, end)
+            # A slice, not islice: islice walks from the list's start to `start` each
+            # batch (a quarter of a million steps an event at 10,000 sockets).
+            batch = self._clients[start:end]
             if self._frame is not None:
                 self._one(batch, self._frame, self._text)
             else:
@@ -124,7 +125,7 @@ class WriteOut:
             if not self.writing:
                 self._clients, self._merged, self._frame = [], None, None
 
-    def _one(self, clients: islice[Client], frame: bytes, text: str) -> None:
+    def _one(self, clients: list[Client], frame: bytes, text: str) -> None:
         """The same frame to each client: straight to its transport while it keeps up."""
         offer, sent = self._offer, 0
         for client in clients:
@@ -142,7 +143,7 @@ class WriteOut:
                 offer(client, frame, text, 1)
         WS_MESSAGES.n += sent
 
-    def _many(self, clients: islice[Client]) -> None:
+    def _many(self, clients: list[Client]) -> None:
         """Each client's messages of the round, joined into one write."""
         merged, live, offer = self._merged or {}, self._live, self._offer
         for client in clients:
