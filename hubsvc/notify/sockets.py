@@ -49,7 +49,7 @@ _SHARED_LOCK: asyncio.Lock | None = None
 _PONG = WSMsgType.PONG
 
 
-class _Queue(WebSocketDataQueue):  # type: ignore[misc]
+class _Queue(WebSocketDataQueue):
     """aiohttp's message queue of a socket, with pongs taken aside as they are parsed.
 
     A pong only says the peer is alive: noted on its Client here, it never wakes the
@@ -58,6 +58,7 @@ class _Queue(WebSocketDataQueue):  # type: ignore[misc]
     """
 
     __slots__ = ("client",)
+    client: Client | None
 
     def feed_data(self, data: Any, size: int) -> None:
         if data[0] is _PONG:
@@ -85,6 +86,7 @@ class Socket(web.WebSocketResponse):
         # keeps it (its handler notes pongs too). So does one with aiohttp's heartbeat.
         if tail or self._heartbeat is not None or handler._payload_parser is not self._parser:
             return
+        assert self._reader is not None and self._loop is not None  # set by super()
         queue = _Queue(request._protocol, self._reader._limit, loop=self._loop)
         queue.client = None
         parser = WebSocketReader(
