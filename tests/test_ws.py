@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import aiohttp
 import pytest
 from aiohttp import WSMsgType
 
 from hubsvc.app import create_app
+from hubsvc.notify import sockets
 from hubsvc.notify.hub import HUB
 
 from .conftest import make_config, sign_up
@@ -177,6 +179,34 @@ async def test_silent_clients_are_dropped(aiohttp_client, tmp_path):
     message = await ws.receive(timeout=2)
     while message.type not in (WSMsgType.CLOSE, WSMsgType.CLOSED):
         message = await ws.receive(timeout=2)
+
+
+async def test_clients_that_answer_control_pings_stay(aiohttp_client, tmp_path):
+    client = await aiohttp_client(create_app(make_config(tmp_path, websocket__heartbeat_seconds=1)))
+    user = await sign_up(client, "awake")
+    # aiohttp's client answers each control ping with a pong and nothing else: the hub
+    # notes the pong as it is parsed (no handler wake-up) and keeps the socket.
+    ws = await client.ws_connect(f"/ws?token={user.token}", autoping=True)
+    assert (await ws.receive_json(timeout=5))["type"] == "connected"
+    (peer,) = client.app[HUB].clients
+    assert isinstance(peer.ws._reader, sockets._Queue)
+    connected_at = peer.last_seen
+    seen: list[str] = []
+
+    async def read() -> None:  # aiohttp's client answers pings while it reads
+        async for message in ws:
+            seen.append(json.loads(message.data)["type"])
+
+    reader = asyncio.create_task(read())
+    await asyncio.sleep(3.3)
+    assert client.app[HUB].clients == {peer}
+    assert peer.last_seen > connected_at
+    assert "ping" in seen
+    reader.cancel()
+    await asyncio.gather(reader, return_exceptions=True)
+    await ws.send_json({"type": "ping"})  # other messages still reach the handler
+    assert (await next_of(ws, "pong"))["type"] == "pong"
+    await ws.close()
 
 
 async def test_shutdown_closes_sockets_going_away(client, alice):

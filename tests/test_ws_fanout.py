@@ -309,6 +309,7 @@ async def test_messages_staged_in_one_loop_turn_reach_a_socket_in_one_write(clie
     other = await connect(client, alice)
     peer = next(c for c in hub.clients if c.username == "bob")
     counted = peer.transport = CountedWrites(peer.transport)
+    peer.settle()  # the fan-out writes to `direct`: the counted transport from here
     texts = [json.dumps({"type": "notification", "n": n}) for n in range(3)]
     everyone = [c for c in hub.clients if c.username in ("alice", "bob")]
     hub.out.stage(text_frame(texts[0]), texts[0], everyone)
@@ -326,3 +327,29 @@ async def test_messages_staged_in_one_loop_turn_reach_a_socket_in_one_write(clie
     assert (await next_of(ws, "error"))["error"] == "after"
     await ws.close()
     await other.close()
+
+
+async def test_a_socket_is_written_directly_only_while_live_and_open(client, alice, bob):
+    hub = client.app[HUB]
+    ws = await connect(client, bob)
+    peer = next(c for c in hub.clients if c.username == "bob")
+    assert peer.direct is peer.transport
+    text = json.dumps({"type": "notification", "n": 1})
+    peer.set_live(False)  # as while a resume replays the log
+    assert peer.direct is None
+    hub.out.stage(text_frame(text), text, [peer])
+    await hub.out.idle()
+    await nothing_for(ws)  # a resuming socket gets live events from its replay, not here
+    peer.set_live(True)
+    assert peer.direct is peer.transport
+    # The server's close begins (aiohttp's close, as for a peer's close or a protocol
+    # error): no frame is written after its close frame, directly or not.
+    closing = asyncio.create_task(peer.ws.close(code=1000, message=b"bye"))
+    await asyncio.sleep(0)
+    assert peer.direct is None
+    hub.out.stage(text_frame(text), text, [peer])
+    await hub.out.idle()
+    message = await ws.receive(timeout=5)
+    assert message.type == WSMsgType.CLOSE and message.data == 1000
+    await ws.close()
+    await closing

@@ -13,7 +13,7 @@ from ..clients import client_ip
 from ..errors import ApiError, BadRequest, Forbidden
 from ..keys import CONFIG, STORE
 from ..notify.hub import HUB, Hub
-from ..notify.sockets import Client, slim
+from ..notify.sockets import Client, Socket, slim
 from ..policy import Caps, decide, requires
 from ..web.auth import allowed_origin, caps_of, require_identity
 from ..web.openapi import doc
@@ -84,7 +84,7 @@ async def websocket(request: web.Request) -> web.StreamResponse:
         raise ApiError("too many WebSocket connections from this address", 429)
     # No permessage-deflate: its per-socket zlib state costs about 100 KiB a client, and
     # notifications of under a kilobyte gain little from it.
-    ws = web.WebSocketResponse(autoping=False, max_msg_size=MAX_MESSAGE, compress=False)
+    ws = Socket(autoping=False, max_msg_size=MAX_MESSAGE, compress=False)
     try:
         await ws.prepare(request)
     except BaseException:
@@ -99,6 +99,7 @@ async def websocket(request: web.Request) -> web.StreamResponse:
     slim(ws, request.protocol)
     client = Client(ws, user, ip, request.transport, digest, caps)
     client.ticket = ticket
+    ws.watch(client)
     hub.add(client)
     hub.send(
         client,

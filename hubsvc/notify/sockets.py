@@ -6,7 +6,8 @@ import asyncio
 import struct
 from typing import Any
 
-from aiohttp import web
+from aiohttp import WSMsgType, web
+from aiohttp._websocket.reader import WebSocketDataQueue, WebSocketReader
 
 from ..metrics import WS_MESSAGES
 from ..policy import Caps
@@ -45,6 +46,68 @@ PING_BOTH = PING_FRAME + PING_CONTROL
 
 
 _SHARED_LOCK: asyncio.Lock | None = None
+_PONG = WSMsgType.PONG
+
+
+class _Queue(WebSocketDataQueue):
+    """aiohttp's message queue of a socket, with pongs taken aside as they are parsed.
+
+    A pong only says the peer is alive: noted on its Client here, it never wakes the
+    socket's handler (a task step, aiohttp's receive and the handler's loop: most of a
+    heartbeat's cost in user time, every socket every heartbeat_seconds).
+    """
+
+    __slots__ = ("client",)
+    client: Client | None
+
+    def feed_data(self, data: Any, size: int) -> None:
+        if data[0] is _PONG:
+            client = self.client
+            if client is not None:
+                client.last_seen = asyncio.get_running_loop().time()
+            return
+        WebSocketDataQueue.feed_data(self, data, size)
+
+    def closed(self) -> None:
+        """The socket began to close: its client writes nothing more directly."""
+        client = self.client
+        if client is not None:
+            client.direct = None
+
+
+class Socket(web.WebSocketResponse):
+    """aiohttp's WebSocket response: pongs taken aside, a close told to its Client."""
+
+    def _post_start(self, request: Any, protocol: Any, writer: Any) -> None:
+        handler = request.protocol
+        tail = getattr(handler, "_message_tail", b"")
+        super()._post_start(request, protocol, writer)
+        # Frames that came with the upgrade went into aiohttp's own queue: that socket
+        # keeps it (its handler notes pongs too). So does one with aiohttp's heartbeat.
+        if tail or self._heartbeat is not None or handler._payload_parser is not self._parser:
+            return
+        assert self._reader is not None and self._loop is not None  # set by super()
+        queue = _Queue(request._protocol, self._reader._limit, loop=self._loop)
+        queue.client = None
+        parser = WebSocketReader(
+            queue, self._max_msg_size, compress=bool(self._compress), decode_text=self._decode_text
+        )
+        self._reader, self._parser = queue, parser
+        handler._payload_parser = None
+        handler.set_parser(parser)
+
+    def _set_closed(self) -> None:
+        # Every close of aiohttp's (ours, the peer's, an error's) begins here: from now
+        # on no frame may follow its close frame.
+        super()._set_closed()
+        if isinstance(self._reader, _Queue):
+            self._reader.closed()
+
+    def watch(self, client: Client) -> None:
+        """Note this client's pongs from now on."""
+        if isinstance(self._reader, _Queue):
+            self._reader.client = client
+        client.settle()
 
 
 def slim(ws: web.WebSocketResponse, protocol: Any) -> None:
@@ -86,6 +149,7 @@ class Client:
         "beat",
         "caps",
         "compress",
+        "direct",
         "everything",
         "flusher",
         "ip",
@@ -132,6 +196,9 @@ class Client:
         self.flusher: asyncio.Task | None = None
         # False while a resume replays the log: live events wait for the replay to end.
         self.live = True
+        # The transport while a message may be written to it at once (live, no backlog,
+        # no deflate, not closing), else None: the fan-out's one check a socket.
+        self.direct: Any = None
         # The user's notifications.web preference: off, the socket gets no notification.
         self.web = bool(
             ((user.get("preferences") or {}).get("notifications") or {}).get("web", True)
@@ -141,6 +208,7 @@ class Client:
         self.ticket: str | None = None
         self.last_seen = asyncio.get_running_loop().time()
         self.beat = 0  # the hub's tick of its next heartbeat
+        self.settle()
 
     def put(self, frame: bytes, text: str | None, messages: int | None = None) -> bool:
         """Write a message now, or queue it behind others; False when the client is behind.
@@ -162,10 +230,34 @@ class Client:
             return True  # closing: its handler removes it
         if self.compress or transport.get_write_buffer_size() > HIGH_WATER:
             self.backlog = [item]
+            self.direct = None
             self.flusher = asyncio.get_running_loop().create_task(self._flush())
         else:
             transport.write(frame)
         return True
+
+    def set_live(self, on: bool) -> None:
+        """Live (events written as they come) or not (a resume replays the log)."""
+        self.live = on
+        self.settle()
+
+    def settle(self) -> None:
+        """Set `direct` from the state it sums up (after any part of it changed)."""
+        transport = self.transport
+        reader = getattr(self.ws, "_reader", None)
+        self.direct = (
+            transport
+            if transport is not None
+            # Only a socket whose queue tells it of a close (Socket.watch) is written
+            # without asking aiohttp whether it is closing.
+            and isinstance(reader, _Queue)
+            and reader.client is self
+            and self.live
+            and self.backlog is None
+            and not self.compress
+            and not self.ws.closed
+            else None
+        )
 
     async def drained(self) -> None:
         """Wait until nothing is waiting to be written."""
@@ -175,7 +267,9 @@ class Client:
     def drop(self) -> None:
         """Forget what is waiting and write nothing more (the client was removed)."""
         self.backlog = None
-        self.transport = None  # put() after this (a replay's next message) writes nothing
+        self.transport = self.direct = (
+            None  # put() after this (a replay's next message) writes nothing
+        )
         if self.flusher is not None:
             self.flusher.cancel()
             self.flusher = None
@@ -201,6 +295,7 @@ class Client:
         finally:
             if self.flusher is asyncio.current_task():
                 self.backlog, self.flusher = None, None
+                self.settle()
 
     async def _room(self) -> None:
         """Wait until the transport holds at most HIGH_WATER bytes unsent."""
