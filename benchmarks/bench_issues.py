@@ -579,6 +579,20 @@ def seed(server: harness.Server, args: argparse.Namespace) -> dict:
         ),
         201,
     )
+    # Assignees need triage access (the assignee rule since issue 31): the helpers are
+    # the repository's writers, as a team's would be.
+    for name, _ in helpers:
+        harness.expect(
+            *harness.request_json(
+                f"{url}/api/repositories/{OWNER}/{REPO}/collaborators/{name}",
+                "PUT",
+                {"permission": "write"},
+                harness.bearer(owner),
+            ),
+            200,
+            201,
+            204,
+        )
     times["accounts and repository"] = time.perf_counter() - start
 
     start = time.perf_counter()

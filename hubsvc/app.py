@@ -72,6 +72,7 @@ from .ssh.server import SSH, SshService, ssh_closing, ssh_ctx
 from .store import Store
 from .tasks import BACKGROUND, Background
 from .timeutil import iso
+from .web import front
 from .web.auth import (
     BASIC_CACHE,
     PAT_TOUCHED,
@@ -80,7 +81,6 @@ from .web.auth import (
     cookie_key,
 )
 from .web.drain import DRAINERS, Drainer
-from .web.front import answer_headers, front_middleware
 from .web.ratelimit import (
     GIT_LIMITER,
     LIMITER,
@@ -232,9 +232,6 @@ def create_app(config: Config) -> web.Application:
     )
     app = web.Application(
         client_max_size=config["server"]["max_body_bytes"],
-        # One middleware: the request id, the body deadline, the rate limit, errors,
-        # the session (only where one is used) and the credential, in that order.
-        middlewares=[front_middleware(session_middleware(cookie), meta_api.health)],
         # aiohttp's 8190-byte request line is shorter than the documented query limits
         # (a 4096-character path plus a branch, percent-encoded): those must reach us.
         # aiohttp has no header read timeout of its own, but its keep-alive timer runs
@@ -314,7 +311,10 @@ def create_app(config: Config) -> web.Application:
     app.on_shutdown.extend([_mark_shutdown, _hand_off, close_sockets, wake_polls, ssh_closing])
     drainers: list[Drainer] = [app[SSH].drain]
     app[DRAINERS] = drainers
-    app.on_response_prepare.append(answer_headers)
+    # No middlewares: front's steps, in this order, run for each request (web/front.py):
+    # the request id, the body deadline, the rate limit, errors, the session (only where
+    # one is used) and the credential. Its answer hook comes before CORS's.
+    front.install(app, session_middleware(cookie), meta_api.health)
     # Smart HTTP comes last: its /{owner}/{name}/… patterns must not shadow /api routes.
     for module in (
         meta_api,

@@ -7,8 +7,11 @@ here the challenges' single use, their binding and the counter's compare-and-set
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 import pytest
+from webauthn.helpers import bytes_to_base64url
 
 from hubsvc.errors import Conflict
 from hubsvc.services.passkeys import relying_party
@@ -197,3 +200,18 @@ async def test_sign_in_endpoints_refuse_without_a_live_password_step(client):
         "/auth/sign-in/2fa", json={"challenge": step["challenge"], "code": pyotp.TOTP(secret).now()}
     )
     assert resp.status == 200, await resp.text()
+
+
+def test_a_server_start_leaves_py_webauthn_unimported():
+    # It cost a third of a second of CPU at every start (tests start many servers); the
+    # ceremonies import it on first use, and a listing shows ids without it.
+    code = (
+        "import sys, hubsvc.app, hubsvc.services.passkeys as p; "
+        "print('webauthn' in sys.modules, p.passkey_json({'id': 1, 'name': 'k', "
+        "'credential_id': b'\\xfb\\xff\\x01', 'transports': [], 'created_at': None, "
+        "'last_used_at': None})['credentialId'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.split()
+    assert out == ["False", bytes_to_base64url(b"\xfb\xff\x01")]

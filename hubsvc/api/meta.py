@@ -8,6 +8,7 @@ import shutil
 import time
 from typing import Any
 
+import orjson
 from aiohttp import web
 from marshmallow import fields
 
@@ -103,6 +104,33 @@ async def health(request: web.Request) -> web.Response:
     else:
         database = await db.write_state()
     usage = await _disk_usage(app)
+    cluster = app.get(CLUSTER)
+    counts = fault_counts(app)
+    # Everything the answer says, read afresh each time; the body is built again only
+    # when one of them changed (a monitor polling thousands of times a second mostly
+    # asks the same). Redis away is never kept: its warning counts the seconds.
+    said = (
+        database,
+        usage,
+        None if cluster is None else cluster.up,
+        counts["full"],
+        counts["busy"],
+        counts["disconnect"],
+    )
+    kept = state.get("health_answer")
+    if kept is None or kept[0] != said or not (cluster is None or cluster.up):
+        kept = (said, *_health_body(app, database, usage, cluster, counts))
+        state["health_answer"] = kept
+    # Redis away alone is 200: every process says so at once, and a load balancer that
+    # took them all out of service would turn a degraded service into none.
+    return web.Response(body=kept[1], status=kept[2], content_type="application/json")
+
+
+def _health_body(
+    app: web.Application, database: str, usage: Any, cluster: Any, counts: Any
+) -> tuple[bytes, int]:
+    """/health's JSON body and status; logs when the disk goes low or comes back."""
+    state = app[STATE]
     min_free = app[CONFIG]["server"]["min_free_mb"] << 20
     low = usage.free < min_free
     warnings = []
@@ -117,16 +145,13 @@ async def health(request: web.Request) -> web.Response:
             log.warning("disk low: %s", warnings[0])
         else:
             log.info("disk space under the data folder is back above server.min_free_mb")
-    cluster = app.get(CLUSTER)
     redis_up = cluster is None or cluster.up
     if not redis_up:
-        assert cluster is not None
         warnings.append(
             f"Redis has not answered for {time.time() - (cluster.down_since or time.time()):.0f} s: "
             "rate limits are per process, events from other processes arrive within 5 s, "
             "and messages to them are queued"
         )
-    counts = fault_counts(app)
     status = (
         ("ok" if redis_up else "degraded")
         if database == "ok"
@@ -150,9 +175,7 @@ async def health(request: web.Request) -> web.Response:
         },
         "warnings": warnings,
     }
-    # Redis away alone is 200: every process says so at once, and a load balancer that
-    # took them all out of service would turn a degraded service into none.
-    return json_response(body, status=200 if database == "ok" else 503)
+    return orjson.dumps(body), 200 if database == "ok" else 503
 
 
 class HostKeysSchema(Base):

@@ -3,34 +3,27 @@
 The library builds the options and verifies what the browser answers (client data,
 origin, relying party id hash, user presence, signature, counter); this module keeps
 each ceremony's challenge in the database, single use, so any process may finish it.
+
+py_webauthn (and the pyOpenSSL it brings) is imported by the ceremonies themselves, on
+first use: it was the largest import of a server start (a third of a second of CPU,
+`python -X importtime`), paid by every process and every test's server, most of which
+never see a passkey.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, NamedTuple
+from base64 import urlsafe_b64encode
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
-
-import webauthn
-from webauthn.helpers import (
-    bytes_to_base64url,
-    parse_authentication_credential_json,
-    parse_client_data_json,
-    parse_registration_credential_json,
-)
-from webauthn.helpers.exceptions import WebAuthnException
-from webauthn.helpers.structs import (
-    AuthenticatorSelectionCriteria,
-    AuthenticatorTransport,
-    PublicKeyCredentialDescriptor,
-    ResidentKeyRequirement,
-    UserVerificationRequirement,
-)
 
 from ..config import Config
 from ..errors import BadRequest, Unauthorized
 from ..store import Store
+
+if TYPE_CHECKING:
+    from webauthn.helpers.structs import PublicKeyCredentialDescriptor
 
 # The browser's prompt stays up this long; the stored challenge lives a little longer.
 TIMEOUT_MS = 120_000
@@ -59,6 +52,8 @@ def relying_party(config: Config) -> RelyingParty:
 
 
 def _descriptors(passkeys: list[dict[str, Any]]) -> list[PublicKeyCredentialDescriptor]:
+    from webauthn.helpers.structs import AuthenticatorTransport, PublicKeyCredentialDescriptor
+
     known = {t.value for t in AuthenticatorTransport}
     return [
         PublicKeyCredentialDescriptor(
@@ -71,6 +66,9 @@ def _descriptors(passkeys: list[dict[str, Any]]) -> list[PublicKeyCredentialDesc
 
 def _challenge_of(parse: Any, credential: Any) -> tuple[Any, bytes]:
     """The parsed credential and the challenge its client data names; 400 when malformed."""
+    from webauthn.helpers import parse_client_data_json
+    from webauthn.helpers.exceptions import WebAuthnException
+
     if not isinstance(credential, dict):
         raise BadRequest("credential: must be an object, as PublicKeyCredential.toJSON() gives")
     try:
@@ -87,6 +85,13 @@ def sign_in_bound(challenge: str) -> bytes:
 
 async def registration_options(store: Store, config: Config, user: dict[str, Any]) -> str:
     """Options for navigator.credentials.create, as JSON; the challenge kept for finish."""
+    import webauthn
+    from webauthn.helpers.structs import (
+        AuthenticatorSelectionCriteria,
+        ResidentKeyRequirement,
+        UserVerificationRequirement,
+    )
+
     rp = relying_party(config)
     options = webauthn.generate_registration_options(
         rp_id=rp.id,
@@ -111,6 +116,10 @@ async def finish_registration(
     store: Store, config: Config, user: dict[str, Any], credential: Any, name: str
 ) -> dict[str, Any]:
     """Verify an attestation against this user's live challenge and store the passkey."""
+    import webauthn
+    from webauthn.helpers import parse_registration_credential_json
+    from webauthn.helpers.exceptions import WebAuthnException
+
     parsed, challenge = _challenge_of(parse_registration_credential_json, credential)
     if await store.passkeys.take_challenge(challenge, REGISTER, user_id=user["id"]) is None:
         raise BadRequest(
@@ -142,6 +151,9 @@ async def sign_in_options(
     store: Store, config: Config, user: dict[str, Any], bound: bytes
 ) -> str | None:
     """Options for navigator.credentials.get naming the user's passkeys (None: they have none)."""
+    import webauthn
+    from webauthn.helpers.structs import UserVerificationRequirement
+
     passkeys = await store.passkeys.listing(user["id"])
     if not passkeys:
         return None
@@ -159,6 +171,8 @@ async def sign_in_options(
 
 def assertion_challenge(credential: Any) -> tuple[Any, bytes]:
     """A sign-in assertion parsed, and the challenge its client data names (400: malformed)."""
+    from webauthn.helpers import parse_authentication_credential_json
+
     return _challenge_of(parse_authentication_credential_json, credential)
 
 
@@ -166,6 +180,9 @@ async def verify_assertion(
     store: Store, config: Config, user_id: int, parsed: Any, challenge: bytes
 ) -> dict[str, Any]:
     """Check an assertion by one of user_id's passkeys, and store its counter; 401 if not."""
+    import webauthn
+    from webauthn.helpers.exceptions import WebAuthnException
+
     passkey = await store.passkeys.by_credential(user_id, parsed.raw_id)
     if passkey is None:
         raise Unauthorized("this passkey is not one of this account's")
@@ -192,7 +209,8 @@ def passkey_json(passkey: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(passkey["id"]),
         "name": passkey["name"],
-        "credentialId": bytes_to_base64url(passkey["credential_id"]),
+        # py_webauthn's bytes_to_base64url, without importing it for a listing.
+        "credentialId": urlsafe_b64encode(passkey["credential_id"]).decode().rstrip("="),
         "transports": passkey["transports"],
         "createdAt": passkey["created_at"],
         "lastUsedAt": passkey["last_used_at"],

@@ -10,10 +10,11 @@ request on a kept-alive connection is lost. Here, as nginx's and Go's graceful s
    were promised an answer: they get one, not a reset; later ones are refused, which a
    proxy retries on another process);
 2. on_shutdown runs (WebSockets close with 1001, the jobs lease is handed off);
-3. every request in flight runs to its end, answered with `Connection: close`; a
-   request arriving on a kept-alive connection is answered too; a connection closes
-   only between requests, once idle for IDLE_GRACE and with nothing unread in its
-   socket; other work in flight (git over SSH) ends on its own, through DRAINERS;
+3. every request in flight runs to its end, answered with `Connection: close` (by
+   front's answer hook); a request arriving on a kept-alive connection is answered too;
+   a connection closes only between requests, once idle for IDLE_GRACE and with nothing
+   unread in its socket; other work in flight (git over SSH) ends on its own, through
+   DRAINERS;
 4. all of it within [server] drain_seconds; then what is left is cut off.
 """
 
@@ -46,20 +47,6 @@ Drainer = Callable[[float], Coroutine[Any, Any, None]]
 DRAINERS = web.AppKey("drainers", list[Drainer])
 
 
-def draining(app: web.Application) -> bool:
-    """Whether the process is draining (answers close their connections)."""
-    return bool(app[STATE].get("draining"))
-
-
-def close_when_draining(request: web.Request, response: web.StreamResponse) -> None:
-    """While draining, each answer says `Connection: close` (front.answer_headers calls it)."""
-    # A WebSocket's 101 keeps its `Connection: upgrade`: the hub closes it with 1001.
-    if draining(request.app) and response.status != 101:
-        response.force_close()
-        # aiohttp wrote its headers before this hook: the header is set here too.
-        response.headers["Connection"] = "close"
-
-
 class _Handler(RequestHandler):
     """aiohttp's connection handler, telling whether it is between requests."""
 
@@ -71,26 +58,22 @@ class _Handler(RequestHandler):
         self.quiet_since = self._loop.time()
         self.partial = False  # bytes that made no whole request head yet, or a body
 
+    # Both methods run for every request, so they note as little as they can: RequestHandler's
+    # methods are called by name, not through super() (a super object per call); a byte
+    # that arrives is not timed, since it either completes a request (whose answer is
+    # timed, later) or leaves the connection partial (not idle, whatever the time).
     def data_received(self, data: bytes) -> None:
         before = self._request_count
-        super().data_received(data)
-        self.quiet_since = self._loop.time()
+        RequestHandler.data_received(self, data)
         if self._request_count == before:
             self.partial = True
 
-    def _handle_request(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        if request.headers.get("Upgrade", "").lower() == "websocket":
-            # A WebSocket holds this frame for its whole life (~0.3 KiB a socket), and its
-            # connection closes after it: nothing to note once it ends.
-            return super()._handle_request(request, *args, **kwargs)
-        return self._handle_then_note(request, *args, **kwargs)
-
-    async def _handle_then_note(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await super()._handle_request(*args, **kwargs)
-        finally:
-            self.partial = False
-            self.quiet_since = self._loop.time()
+    def log_access(self, request: Any, response: Any, time: float | None) -> None:
+        # aiohttp calls this once each answer is written, on every path that keeps the
+        # connection open (an extra coroutine around each request did this before).
+        self.partial = False
+        self.quiet_since = self._loop.time()
+        RequestHandler.log_access(self, request, response, time)
 
     def idle(self) -> bool:
         """Parked waiting for a request, nothing of one received: safe to close."""

@@ -1,9 +1,16 @@
-"""The one middleware every request passes: id, body deadline, rate limit, errors, credentials.
+"""What every request passes, before its handler: id, body deadline, rate limit, errors, credentials.
 
 It was six aiohttp middlewares (request_context, body_deadline, the rate limit, errors,
 sessions, auth); each added a coroutine frame, a call through a partial and its own
 lookups to every request, about a twentieth of a small read's time in all (py-spy under
 wrk, benchmarks/README.md). The steps run in the same order, as plain calls.
+
+Nor is it an aiohttp middleware any more: an application with any middleware gets one
+more of aiohttp's own around every handler (`_fix_request_current_app`), and the chain
+is looked up per request in a cache keyed by the handler and the applications, about
+3 % of a /health answer's instructions (callgrind). `install` puts the routing and these
+steps in the application's request handler instead, for every runner (run.py's and the
+tests').
 """
 
 from __future__ import annotations
@@ -12,52 +19,60 @@ import asyncio
 import random
 import time
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler, Middleware
+from aiohttp.web_urldispatcher import UrlMappingMatchInfo
 
 from ..events.bus import paced_seconds
-from ..keys import CONFIG, REQUEST_ID
+from ..keys import CONFIG, REQUEST_ID, STATE
 from ..metrics import observe_request
 from ..requestid import request_id_var
 from ..requestid import valid as valid_request_id
 from .auth import BOT_KEY_HEADER, auth_middleware, authenticate
 from .deadlines import BodyWatch
-from .drain import close_when_draining
 from .errors import failure_answer
 from .ratelimit import LIMITER, add_rate_headers, rate_limit_middleware
 
 
-def front_middleware(sessions: Middleware, health: Handler) -> Middleware:
-    """The middleware; sessions is aiohttp-session's, run only where a session is read or
-    set; health answers a bare GET /health alone."""
+def install(app: web.Application, sessions: Middleware, health: Handler) -> None:
+    """Make app route each request and pass it through the front steps, and give each
+    answer its headers (on_response_prepare); sessions is aiohttp-session's middleware,
+    run only where a session is read or set; health answers a bare GET /health alone.
 
-    async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Errors rendered as {"error": …} around the credential check and the handler."""
-        try:
-            # Sessions are read only from a `session` cookie and written only by /auth/
-            # (sign-up, sign-in, sign-out); every other request (bearer clients, git,
-            # /health) would pay for wrapping its answer for nothing.
-            if "session" in request.cookies or request.path.startswith("/auth/"):
-                return await sessions(request, _then_auth(handler))
-            await authenticate(request)
-            return await handler(request)
-        except Exception as exc:
-            return failure_answer(request, exc)
+    Call it once the application's keys are set (the rate limiter is looked up here).
+    """
+    router = app.router
+    state = app[STATE]
+    # Set in create_app or not at all: the application is frozen once it serves.
+    limited = LIMITER in app
 
-    @web.middleware
-    async def front(request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        """aiohttp's Application._handle for an application without middlewares, then front."""
+        match_info = await router.resolve(request)
+        match_info.add_app(app)
+        match_info.freeze()
+        request._match_info = match_info
+        if request.headers.get(hdrs.EXPECT):
+            answer = await match_info.expect_handler(request)
+            await request.writer.drain()
+            if answer is not None:
+                return answer
+        return await front(request, match_info)
+
+    async def front(request: web.Request, match_info: UrlMappingMatchInfo) -> web.StreamResponse:
         """Give every request an id, kept for the logs and sent back as X-Request-Id."""
         incoming = request.headers.get("X-Request-Id", "")
         # An id only has to tell requests apart, not be unguessable: getrandbits costs a
         # fraction of uuid4's os.urandom system call, which showed in the profile.
         rid = incoming if valid_request_id(incoming) else f"{random.getrandbits(64):016x}"
         request[REQUEST_ID] = rid
+        # Each request runs in a task of its own (aiohttp's), so in a context of its own:
+        # what one request sets here, or in paced_seconds, the next one does not see.
         request_id_var.set(rid)
-        paced_seconds.set(0.0)  # a keep-alive connection's requests share one task's context
         started = time.perf_counter()
         status = 500
         try:
-            response = await steps(request, handler)
+            response = await steps(request, match_info.handler)
             status = response.status
             return response
         except web.HTTPException as exc:  # an answer raised past the error answer
@@ -68,7 +83,7 @@ def front_middleware(sessions: Middleware, health: Handler) -> Middleware:
             raise
         finally:
             # By route template, never the raw path: one series per route, not per URL.
-            resource = request.match_info.route.resource
+            resource = match_info.route.resource
             observe_request(
                 request.method,
                 resource.canonical if resource is not None else "unmatched",
@@ -95,14 +110,53 @@ def front_middleware(sessions: Middleware, health: Handler) -> Middleware:
             else None
         )
         try:
-            if request.app.get(LIMITER) is None:
+            if not limited:
                 return await guarded(request, handler)
             return await rate_limit_middleware(request, _then(guarded, handler))
         finally:
             if watch is not None:
                 watch.cancel()
 
-    return front
+    async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Errors rendered as {"error": …} around the credential check and the handler."""
+        try:
+            # Sessions are read only from a `session` cookie and written only by /auth/
+            # (sign-up, sign-in, sign-out); every other request (bearer clients, git,
+            # /health) would pay for wrapping its answer for nothing.
+            if "session" in request.cookies or request.path.startswith("/auth/"):
+                return await sessions(request, _then_auth(handler))
+            await authenticate(request)
+            return await handler(request)
+        except Exception as exc:
+            return failure_answer(request, exc)
+
+    async def answer_headers(request: web.Request, response: web.StreamResponse) -> None:
+        """The rate-limit headers, X-Request-Id, Server-Timing, and `Connection: close`
+        while draining; one hook, where three each cost a coroutine."""
+        if limited:
+            add_rate_headers(request, response)
+        # The request's own context (see front): "-" where front did not run (an
+        # `Expect: 100-continue` answered before it).
+        rid = request_id_var.get()
+        if rid != "-":
+            response.headers["X-Request-Id"] = rid
+        paced = paced_seconds.get()
+        if paced:
+            # How long the answer waited for the live fan-out to catch up (EventBus.paced).
+            response.headers["Server-Timing"] = (
+                f'fanout;dur={paced * 1000:.1f};desc="waited for the WebSocket fan-out"'
+            )
+        # A WebSocket's 101 keeps its `Connection: upgrade`: the hub closes it with 1001.
+        if state.get("draining") and response.status != 101:
+            response.force_close()
+            # aiohttp wrote its headers before this hook: the header is set here too.
+            response.headers["Connection"] = "close"
+
+    # Where aiohttp's runners (AppRunner's, so run.py's and the tests' alike) look for
+    # the application's request handler when they make their server. Written straight
+    # into the instance: Application warns of any attribute set on it in debug mode.
+    vars(app)["_handle"] = handle
+    app.on_response_prepare.append(answer_headers)
 
 
 def _then(step: Middleware, handler: Handler) -> Handler:
@@ -126,19 +180,3 @@ def _bare_probe(request: web.Request) -> bool:
         and "Cookie" not in headers
         and BOT_KEY_HEADER not in headers
     )
-
-
-async def answer_headers(request: web.Request, response: web.StreamResponse) -> None:
-    """on_response_prepare: the rate-limit headers, X-Request-Id, Server-Timing, and
-    `Connection: close` while draining; one hook, where three each cost a coroutine."""
-    add_rate_headers(request, response)
-    rid = request.get(REQUEST_ID)
-    if rid:
-        response.headers["X-Request-Id"] = rid
-    paced = paced_seconds.get()
-    if paced:
-        # How long the answer waited for the live fan-out to catch up (EventBus.paced).
-        response.headers["Server-Timing"] = (
-            f'fanout;dur={paced * 1000:.1f};desc="waited for the WebSocket fan-out"'
-        )
-    close_when_draining(request, response)
