@@ -221,3 +221,28 @@ async def test_a_pushed_branch_is_walked_once_so_its_deep_pages_need_no_git_log(
     assert page == [
         o.decode() for o in git_in(local, "rev-list", "--skip=300", "-n30", "main").split()
     ]
+
+
+async def test_one_push_that_moves_a_branch_and_makes_another_lands_with_both_counts(
+    client, events, alice, tmp_path
+):
+    """The hook's size check, the new branch's walk and the moved branch's count run one
+    after another on pipes whose numbers are reused: each output read as its own."""
+    await create(client, alice, "both")
+    work = tmp_path / "w"
+    await push_files(client, alice, work, "both", {"a.txt": b"a\n"}, message="one")
+    await events.wait_for(1)
+    for n in range(2):
+        (work / f"m{n}.txt").write_text("m\n")
+        await git("add", "-A", cwd=work)
+        await git("commit", "-qm", f"main {n}", cwd=work)
+    await git("checkout", "-qb", "feature", cwd=work)
+    for n in range(3):
+        (work / f"f{n}.txt").write_text(f"feature {n}\n")
+        await git("add", "-A", cwd=work)
+        await git("commit", "-qm", f"feature {n}", cwd=work)
+    await git("push", "-q", remote(client, alice, "alice", "both"), "main", "feature", cwd=work)
+    await events.wait_for(3)
+    totals = {e.data["ref"]: e.data["totalCommits"] for e in events.of("push")[1:]}
+    # feature brings what no branch had before the push: main's two new commits too.
+    assert totals == {"refs/heads/main": 2, "refs/heads/feature": 5}, totals

@@ -70,6 +70,8 @@ class Git:
     def finish(self) -> int:
         """Its exit code, once its output has ended."""
         os.close(self.fd)
+        # The number may be a later Git's pipe from now on: never taken for this one's.
+        self.fd = -1
         self.code = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
         return self.code
 
