@@ -48,6 +48,7 @@ def test_the_tip_is_what_git_and_dulwich_resolve_loose_packed_and_moved(tmp_path
     first = commit(repo, "main", "one")
     commit(repo, "feature/x", "x")
     assert branch_tip(repo, "main") == first
+    assert branch_tip(repo, "feature") is None  # a folder where the ref would be
     git(repo, "pack-refs", "--all")
     assert not (repo / "refs/heads/main").exists()
     assert branch_tip(repo, "main") == first  # from packed-refs

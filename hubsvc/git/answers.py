@@ -9,6 +9,7 @@ wake-ups, which on a loaded machine are milliseconds, more than the read itself.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections import OrderedDict
@@ -74,20 +75,34 @@ def branch_tip(git_dir: Path, branch: str) -> str | None:
     the caller then asks dulwich in a git thread, which gives the full answer. Cheap
     enough for the event loop: a 41-byte file, and packed-refs parsed once per version.
     """
+    ref = _head_ref(branch)
+    if ref is None:
+        return None
+    # os.open and os.read, not open(): no file object to build and drop on every read
+    # of a browsing request (27 against 6 microseconds here).
+    try:
+        fd = os.open(os.path.join(git_dir, ref[1]), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return _packed(git_dir).get(ref[0])
+    except OSError:  # a reftable repository, permissions
+        return None
+    try:
+        text = os.read(fd, 64)
+    except OSError:  # a folder where a ref would be
+        return None
+    finally:
+        os.close(fd)
+    oid = text.strip().decode("ascii", "replace")
+    return oid if len(text) <= 41 and _OID_RE.fullmatch(oid) else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _head_ref(branch: str) -> tuple[bytes, str] | None:
+    """refs/heads/<branch> as bytes and as a path, or None where the cheap read is not for it."""
     if _OID_RE.fullmatch(branch.lower()):
         return None  # a 40-hex name is read as an oid first: dulwich decides
     ref = _ref_name(_HEADS, branch)
-    if ref is None:
-        return None
-    try:
-        with open(git_dir / ref.decode("utf-8"), "rb") as fh:
-            text = fh.read(64)
-    except FileNotFoundError:
-        return _packed(git_dir).get(ref)
-    except OSError:  # a folder where a ref would be, a reftable repository, permissions
-        return None
-    oid = text.strip().decode("ascii", "replace")
-    return oid if len(text) <= 41 and _OID_RE.fullmatch(oid) else None
+    return None if ref is None else (ref, ref.decode("utf-8"))
 
 
 _PACKED: dict[Path, tuple[tuple[int, int, int], dict[bytes, str]]] = {}
