@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from .conftest import make_config
+from .test_email_notify import _mails
 from .test_sessions import smtp  # noqa: F401 - the aiosmtpd fixture
 from .test_two_factor import code_of, enrol, password_step, second_step
 
@@ -20,15 +19,6 @@ def config(tmp_path, database_url, smtp):
         mail__smtp_port=smtp.port,
         mail__starttls=False,
     )
-
-
-async def _mails(smtp, count: int, timeout: float = 10.0) -> list:
-    for _ in range(int(timeout / 0.05)):
-        if len(smtp.messages) >= count:
-            break
-        await asyncio.sleep(0.05)
-    await asyncio.sleep(0.3)  # nothing more should follow
-    return [smtp.parsed(i) for i in range(len(smtp.messages))]
 
 
 async def test_a_recovery_code_used_is_mailed_without_the_code(client, smtp, alice):

@@ -142,6 +142,15 @@ class AccessLogger(AbstractAccessLogger):
             return
         handler = _plain_handler
         logger = self.logger
+        parts = (
+            _client(request),
+            request.method,
+            request.path,
+            response.status,
+            response.body_length,
+            time,
+            response.headers.get("X-Request-Id", "-"),
+        )
         if (
             handler is not None
             and logger.isEnabledFor(logging.INFO)
@@ -150,33 +159,9 @@ class AccessLogger(AbstractAccessLogger):
         ):
             # The same line the logging module would write, without building a LogRecord
             # for it: on a small request the access line cost as much as the request.
-            _LINES.add(
-                handler,
-                (
-                    logger.name,
-                    request_id_var.get(),
-                    _client(request),
-                    request.method,
-                    request.path,
-                    response.status,
-                    response.body_length,
-                    time,
-                    response.headers.get("X-Request-Id", "-"),
-                ),
-            )
+            _LINES.add(handler, (logger.name, request_id_var.get(), *parts))
             return
-        logger.info(
-            "%s",
-            _message(
-                _client(request),
-                request.method,
-                request.path,
-                response.status,
-                response.body_length,
-                time,
-                response.headers.get("X-Request-Id", "-"),
-            ),
-        )
+        logger.info("%s", _message(*parts))
 
 
 def _message(
