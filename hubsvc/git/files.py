@@ -40,6 +40,7 @@ class RepoFiles:
         self.spool = self.root.parent / "tmp"
         self.cache_size = cache_size
         self._open: OrderedDict[int, GitRepo] = OrderedDict()
+        self._paths: dict[int, Path] = {}
         self._lock = threading.Lock()  # the git threads share the cache
         # A pool of their own: a huge tree or diff then queues behind other git reads,
         # never in front of password hashing or anything else on the default pool.
@@ -55,7 +56,15 @@ class RepoFiles:
 
     def path(self, repo_id: int) -> Path:
         """<root>/<id // 1000>/<id>.git: a rename never touches a file."""
-        return self.root / f"{int(repo_id) // 1000:03d}" / f"{int(repo_id)}.git"
+        # Kept per id: two pathlib joins were a tenth of a kept file read's own time.
+        found = self._paths.get(repo_id)
+        if found is None:
+            if len(self._paths) >= 4096:
+                self._paths.clear()
+            found = self._paths[repo_id] = (
+                self.root / f"{int(repo_id) // 1000:03d}" / f"{int(repo_id)}.git"
+            )
+        return found
 
     def tip(self, repo_id: int, branch: str) -> str | None:
         """Where a branch points, read on the event loop; None: ask a git thread instead."""

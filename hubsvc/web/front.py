@@ -32,6 +32,7 @@ from .auth import BOT_KEY_HEADER, auth_middleware, authenticate
 from .deadlines import BodyWatch
 from .errors import failure_answer
 from .ratelimit import LIMITER, add_rate_headers, rate_limit_middleware
+from .routing import Resolver
 
 
 def install(app: web.Application, sessions: Middleware, health: Handler) -> None:
@@ -41,14 +42,14 @@ def install(app: web.Application, sessions: Middleware, health: Handler) -> None
 
     Call it once the application's keys are set (the rate limiter is looked up here).
     """
-    router = app.router
+    resolve = Resolver(app.router)
     state = app[STATE]
     # Set in create_app or not at all: the application is frozen once it serves.
     limited = LIMITER in app
 
     async def handle(request: web.Request) -> web.StreamResponse:
         """aiohttp's Application._handle for an application without middlewares, then front."""
-        match_info = await router.resolve(request)
+        match_info = await resolve(request)
         match_info.add_app(app)
         match_info.freeze()
         request._match_info = match_info

@@ -106,9 +106,39 @@ def shared(schema: type[SchemaT], only: tuple[str, ...] | None = None) -> Schema
     """One instance of a schema class for every request: building one deep-copies each of
     its fields, which cost a list request more than its query (py-spy). A schema keeps
     no state between loads."""
-    return schema(only=only) if only is not None else schema()
+    made = schema(only=only) if only is not None else schema()
+    _SHARED_IDS.add(id(made))
+    return made
+
+
+_SHARED_IDS: set[int] = set()
+
+
+# A loaded query is a function of the schema and the query string (the query schemas'
+# hooks parse and normalise, nothing else), and marshmallow's load was a tenth of a file
+# read's time on the event loop (py-spy). Answers of plain values only are kept, each
+# handed out as a fresh dict; a failed load is never kept.
+_QUERIES: dict[tuple[int, str], dict[str, Any]] = {}
+_QUERIES_MOST = 4096
+_PLAIN = (str, int, float, bool, type(None))
 
 
 def read_query(request: web.Request, schema: Schema) -> dict[str, Any]:
     """The query string loaded through schema (last value wins for repeated keys)."""
-    return load(schema, {key: request.query.getone(key) for key in request.query})
+    key = (id(schema), request.query_string)
+    kept = _QUERIES.get(key)
+    if kept is not None:
+        return dict(kept)
+    data = load(schema, {name: request.query.getone(name) for name in request.query})
+    # Only the shared() instances live as long as the process, so only their ids are
+    # sure to name one schema for good.
+    if shared_instance(schema) and all(type(v) in _PLAIN for v in data.values()):
+        if len(_QUERIES) >= _QUERIES_MOST:
+            del _QUERIES[next(iter(_QUERIES))]  # the oldest: insertion order
+        _QUERIES[key] = dict(data)
+    return data
+
+
+def shared_instance(schema: Schema) -> bool:
+    """Whether schema is one of shared()'s instances (kept for the process's life)."""
+    return id(schema) in _SHARED_IDS
