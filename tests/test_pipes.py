@@ -93,4 +93,6 @@ def test_starting_leaves_no_descriptor_behind(make_loop):
         loop.run_until_complete(run())
     finally:
         loop.close()
-    assert _pipes() == before
+    # Only pipes this run left open count: a pipe of the worker's other threads may close
+    # meanwhile (a closed one of ours would be the double close the test above catches).
+    assert _pipes() - before == set()

@@ -96,7 +96,7 @@ async def test_a_loaded_query_is_kept_by_its_string_and_handed_out_fresh(monkeyp
     for _ in range(2):
         try:
             read_query(make_mocked_request("GET", "/x?page=zz"), schema)
-        except Exception as exc:  # noqa: BLE001 - the 400 is what counts
+        except Exception as exc:
             assert getattr(exc, "status", None) == 400
         else:
             raise AssertionError("a bad query loaded")
@@ -125,3 +125,26 @@ async def test_kept_routes_and_queries_answer_each_repository_as_its_own(client,
         tree = await client.get("/api/repositories/alice/tool/tree?path=x", headers=bob.headers)
         assert tree.status == 404
     assert len(ids) == 2
+
+
+async def test_a_long_path_or_query_is_answered_but_not_kept(monkeypatch):
+    resolve = Resolver(_router())
+    long_name = "n" * 600
+    found = await resolve(make_mocked_request("GET", f"/r/alice/{long_name}/file"))
+    assert dict(found) == {"owner": "alice", "name": long_name}
+    assert resolve._kept == {}
+    schema = shared(_Query)
+    loads = []
+    real = rest.load
+    monkeypatch.setattr(rest, "load", lambda s, d, **k: loads.append(d) or real(s, d, **k))
+    for _ in range(2):
+        assert read_query(make_mocked_request("GET", f"/x?path={'p' * 600}"), schema)["page"] == 1
+    assert len(loads) == 2
+
+
+async def test_a_chat_link_token_is_not_kept_among_the_queries(client):
+    before = {key: dict(value) for key, value in rest._QUERIES.items()}
+    resp = await client.get("/chat/link?token=s3cret-link-token")
+    assert resp.status == 200
+    assert not any("s3cret-link-token" in key[1] for key in rest._QUERIES)
+    assert len(rest._QUERIES) == len(before)

@@ -38,7 +38,7 @@ from ..web.auth import (
     token_digest,
 )
 from ..web.openapi import doc
-from ..web.rest import json_response, read_json, read_query, shared
+from ..web.rest import json_response, read_json, read_query
 
 log = logging.getLogger("hubsvc.chat")
 routes = web.RouteTableDef()
@@ -320,7 +320,8 @@ PAGE_RESPONSE = {
 )
 @requires("public")
 async def link_page(request: web.Request) -> web.Response:
-    token = read_query(request, shared(LinkPageQuerySchema))["token"]
+    # A schema of its own, so the link token is not kept among the loaded queries.
+    token = read_query(request, LinkPageQuerySchema())["token"]
     chat_id = await request.app[STORE].chat.token_chat_id(token_digest(token)) if token else None
     user = current_user(request)
     step = "invalid" if chat_id is None else "confirm" if user else "signin"

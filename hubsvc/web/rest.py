@@ -120,6 +120,7 @@ _SHARED_IDS: set[int] = set()
 # handed out as a fresh dict; a failed load is never kept.
 _QUERIES: dict[tuple[int, str], dict[str, Any]] = {}
 _QUERIES_MOST = 4096
+_QUERY_LONGEST = 512  # characters: 4,096 kept URLs of aiohttp's 8 KiB limit would be 32 MiB
 _PLAIN = (str, int, float, bool, type(None))
 
 
@@ -132,7 +133,11 @@ def read_query(request: web.Request, schema: Schema) -> dict[str, Any]:
     data = load(schema, {name: request.query.getone(name) for name in request.query})
     # Only the shared() instances live as long as the process, so only their ids are
     # sure to name one schema for good.
-    if shared_instance(schema) and all(type(v) in _PLAIN for v in data.values()):
+    if (
+        len(request.query_string) <= _QUERY_LONGEST
+        and shared_instance(schema)
+        and all(type(v) in _PLAIN for v in data.values())
+    ):
         if len(_QUERIES) >= _QUERIES_MOST:
             del _QUERIES[next(iter(_QUERIES))]  # the oldest: insertion order
         _QUERIES[key] = dict(data)

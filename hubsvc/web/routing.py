@@ -6,6 +6,7 @@ from aiohttp import web
 from aiohttp.web_urldispatcher import AbstractRoute, MatchInfoError, UrlMappingMatchInfo
 
 KEPT_MOST = 4096
+LONGEST = 512  # characters of a kept path: the memory stays under ~2 MiB however URLs vary
 
 
 class Resolver:
@@ -30,7 +31,7 @@ class Resolver:
             return UrlMappingMatchInfo(dict(hit[0]), hit[1])
         found = await self._router.resolve(request)
         # A sub-application's match carries its applications: not kept (hubsvc has none).
-        if not isinstance(found, MatchInfoError) and not found.apps:
+        if not isinstance(found, MatchInfoError) and not found.apps and len(key[1]) <= LONGEST:
             if len(self._kept) >= self._most:
                 del self._kept[next(iter(self._kept))]  # the oldest: insertion order
             self._kept[key] = (dict(found), found.route)
