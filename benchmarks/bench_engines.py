@@ -288,13 +288,14 @@ async def measure(args: argparse.Namespace, stores: dict[str, Store]) -> int:
 
 
 def server_cpu(store: Store) -> float:
-    """CPU seconds so far of the PostgreSQL server processes connected to store's database."""
+    """CPU seconds so far of the PostgreSQL server processes serving store's connections."""
     name = store.db.url.rsplit("/", 1)[1]
     with connect(store.db.url) as conn:
         pids = [
             row[0]
             for row in conn.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+                " AND backend_type = 'client backend'",  # not autovacuum's workers
                 (name,),
             )
         ]
