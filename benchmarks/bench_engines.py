@@ -239,6 +239,9 @@ async def measure(args: argparse.Namespace, stores: dict[str, Store]) -> int:
             print(f"# {engine}: ANALYZE after seeding", flush=True)
     timed = paths(args)
     samples: dict[tuple[str, str], list[float]] = {}
+    # CPU per call: this process (the store, the driver, SQLite itself) and, for
+    # PostgreSQL, its server processes serving this database (their /proc times).
+    cpu: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
     per_round = max(1, args.requests // args.rounds)
     for round_no in range(args.rounds):
         order = list(stores) if round_no % 2 == 0 else list(reversed(stores))
@@ -248,22 +251,66 @@ async def measure(args: argparse.Namespace, stores: dict[str, Store]) -> int:
                 for _ in range(3):  # unmeasured
                     await fn(store, rng)
                 got = []
+                backends = server_cpu(store) if engine == "postgresql" else 0.0
+                mine = time.process_time()
                 for _ in range(per_round):
                     start = time.perf_counter()
                     await fn(store, rng)
                     got.append((time.perf_counter() - start) * 1000)
+                mine = time.process_time() - mine
+                backends = (server_cpu(store) - backends) if engine == "postgresql" else 0.0
                 samples.setdefault((name, engine), []).extend(got)
+                cpu.setdefault((name, engine), []).append((mine, backends, per_round))
         print(f"# round {round_no + 1} done", flush=True)
     print()
-    print(f"{'path':<48} {'sqlite ms':>10} {'postgresql ms':>14} {'ratio':>7}")
+    print(f"{'path':<48} {'sqlite ms':>10} {'postgresql ms':>14} {'ratio':>7}  (wall, medians)")
     for name in timed:
         lite = statistics.median(samples[(name, "sqlite")])
         pg = statistics.median(samples[(name, "postgresql")])
         print(f"{name:<48} {lite:>10.3f} {pg:>14.3f} {pg / lite:>7.2f}")
+    print()
+    print(
+        f"{'CPU ms per call (all rounds)':<48} {'sqlite':>10} {'pg: client':>11}"
+        f" {'+ server':>9} {'= total':>8} {'ratio':>7}"
+    )
+    for name in timed:
+        lite = per_call(cpu[(name, "sqlite")], 0)
+        client = per_call(cpu[(name, "postgresql")], 0)
+        server = per_call(cpu[(name, "postgresql")], 1)
+        print(
+            f"{name:<48} {lite:>10.3f} {client:>11.3f} {server:>9.3f} {client + server:>8.3f}"
+            f" {(client + server) / lite:>7.2f}"
+        )
     for phase in seeding["sqlite"]:
         lite, pg = seeding["sqlite"][phase], seeding["postgresql"][phase]
         print(f"{'seeding: ' + phase:<48} {lite:>9.2f}s {pg:>13.2f}s {pg / lite:>7.2f}")
     return 0
+
+
+def server_cpu(store: Store) -> float:
+    """CPU seconds so far of the PostgreSQL server processes serving store's connections."""
+    name = store.db.url.rsplit("/", 1)[1]
+    with connect(store.db.url) as conn:
+        pids = [
+            row[0]
+            for row in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+                " AND backend_type = 'client backend'",  # not autovacuum's workers
+                (name,),
+            )
+        ]
+    total = 0.0
+    for pid in pids:
+        try:
+            total += harness.cpu_seconds(pid)
+        except OSError:  # ended meanwhile
+            pass
+    return total
+
+
+def per_call(runs: list[tuple[float, float, int]], which: int) -> float:
+    """CPU ms per call over runs of (this process's seconds, the server's, calls)."""
+    return sum(run[which] for run in runs) / max(1, sum(run[2] for run in runs)) * 1000
 
 
 def main(argv: list[str] | None = None) -> int:

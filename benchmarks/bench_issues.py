@@ -23,6 +23,7 @@ in interleaved rounds whose order rotates:
     GET /api/search?q=<--query>&type=issues      (a word in many issues)
     GET /api/repositories/bench/tracker/pulls?limit=30
     GET /api/search?q=<--query>&type=issues&offset=N  (uncached: N differs; no target)
+    GET …/issues?state=all&limit=30&offset=N, …/pulls?…  (uncached lists, likewise)
 
 and prints each median ÷ the /health median of the same run. Target: each ≤ 3.
 Requests are anonymous (the repository is public) unless --auth.
@@ -730,6 +731,14 @@ def seed_engine(engine: str, server: harness.Server, args: argparse.Namespace) -
         f"GET search?q={args.query}&type=issues, uncached (offset varies)": (
             f"{server.url}/api/search?q={quote(args.query)}&type=issues&offset="
         ),
+        # The lists likewise: every state, a different page each request (the list cache
+        # keys on the offset), as a client paging through them would.
+        "GET issues?state=all&limit=30, uncached (offset varies)": (
+            base + "/issues?state=all&limit=30&offset="
+        ),
+        "GET pulls?state=all&limit=30, uncached (offset varies)": (
+            base + "/pulls?state=all&limit=30&offset="
+        ),
     }
     names = list(targets)
     harness.expect(*harness.request_json(targets[names[1]], headers=headers), 200)
@@ -839,7 +848,12 @@ def main(argv: list[str] | None = None) -> int:
                         taken: list[float] = []
                         for _ in range(per_round[round_no]):
                             offsets[engine] += 1
-                            url = targets[name] + str(offsets[engine])
+                            offset = offsets[engine]
+                            if "/issues?" in targets[name] or "/pulls?" in targets[name]:
+                                # spread over the list, not walking off its end
+                                items = args.pulls if "/pulls?" in targets[name] else args.issues
+                                offset = offset * 37 % max(1, items - 30)
+                            url = targets[name] + str(offset)
                             taken += harness.latency(url, 1, headers, warmup=0).samples_ms
                         result = harness.LatencyResult(taken)
                     else:

@@ -116,3 +116,113 @@ async def test_postgres_reads_keep_one_generic_plan(tmp_path, pg_url):
         assert await store.db.read(reads) == ([(3, 0)], "off")
     finally:
         await store.close()
+
+
+async def test_a_row_brings_what_hangs_on_it_in_one_statement(tmp_path, database_url):
+    """Labels (in the issue's order, its objects' case; a name SQL cannot lower-case
+    itself), reactions, assignees and review requests (people and teams) come along with
+    the row, and a list page, one issue and a search hit agree."""
+    store = Store(tmp_path / "hubsvc.db", url=database_url)
+    await store.open()
+    try:
+        people = [
+            await store.users.create(
+                username=f"p{i}", email=f"p{i}@example.com", name=f"P {i}", password_hash="x"
+            )
+            for i in range(4)
+        ]
+        org = await store.orgs.create(people[0]["id"], "crew", "")
+        repo = await store.repos.create(
+            owner_id=org,
+            name="proj",
+            description="",
+            visibility="public",
+            default_branch="main",
+            admin_id=people[0]["id"],
+        )
+        await store.labels.create(repo["id"], "Zeta", "00ff00", "the last letter")
+        teams = [await store.orgs.create_team(org, name, "", "write") for name in ("web", "Core")]
+        made = []
+        for n, pull in enumerate((False, True, False)):
+            made.append(
+                await store.issues.create(
+                    repo_id=repo["id"],
+                    author_id=people[n]["id"],
+                    title=f"crash number {n}",
+                    body="",
+                    labels=[["zeta", "Ärger", "bug"], ["bug", "zeta"], []][n],
+                    assignee_ids=[people[3]["id"], people[1]["id"]] if n != 2 else [],
+                    pull={"head_repo_id": repo["id"], "head": "t", "base": "main"}
+                    if pull
+                    else None,
+                )
+            )
+        for issue in made[:2]:
+            for who, kind in ((0, "heart"), (1, "+1"), (2, "+1")):
+                await store.reactions.add(issue["id"], 0, people[who]["id"], kind)
+        pull = made[1]
+        await store.reviews.request(pull["id"], [people[3]["id"]], [], people[0]["id"])
+        await store.reviews.request(
+            pull["id"], [people[2]["id"]], [t["id"] for t in teams], people[0]["id"]
+        )
+
+        one = await store.issues.get(repo["id"], made[0]["number"], False)
+        assert [o["name"] for o in one["label_objects"]] == ["Zeta", "Ärger", "bug"]
+        zeta = await store.labels.get(repo["id"], "zeta")
+        assert one["label_objects"][0] == {
+            k: zeta[k] for k in ("id", "repo_id", "name", "name_key", "color", "description")
+        }
+        assert [o["id"] for o in one["label_objects"]] == [
+            (await store.labels.get(repo["id"], name))["id"] for name in ("zeta", "ärger", "bug")
+        ]
+        assert one["reaction_counts"] == {"+1": 2, "heart": 1}
+        assert [a["username"] for a in one["assignees"]] == ["p3", "p1"]
+        assert "requested_reviewers" not in one
+        got = await store.issues.get(repo["id"], pull["number"], True)
+        # By when they were asked (to the second), then by name.
+        assert [r["username"] for r in got["requested_reviewers"]] == ["p2", "p3"]
+        assert [(t["name"], t["org"]) for t in got["requested_teams"]] == [
+            ("Core", "crew"),
+            ("web", "crew"),
+        ]
+        bare = await store.issues.get(repo["id"], made[2]["number"], False)
+        assert (bare["labels"], bare["label_objects"], bare["reaction_counts"]) == ([], [], {})
+
+        assert [o["name"] for o in got["label_objects"]] == ["bug", "Zeta"]
+
+        class Counted:
+            """A connection that counts the statements sent through it."""
+
+            def __init__(self, conn):
+                self.conn, self.sent = conn, 0
+
+            def execute(self, *args):
+                self.sent += 1
+                return self.conn.execute(*args)
+
+        def statements(conn):
+            counted = Counted(conn)
+            store.issues.page.sync(store.issues, counted, repo["id"], True, "all", 30, 0)
+            store.issues.get.sync(store.issues, counted, repo["id"], pull["number"], True)
+            return counted.sent
+
+        # One statement each for a page and one pull request (ASCII label names).
+        assert await store.db.read(statements) == 2
+
+        # The same rows, however they are read.
+        for is_pull, numbers in ((False, [made[2]["number"], made[0]["number"]]), (True, [2])):
+            rows, _ = await store.issues.page(repo["id"], is_pull, "all", 30, 0)
+            each = [await store.issues.get(repo["id"], n, is_pull) for n in numbers]
+            assert rows == each
+            store.search._cache.clear()
+            hits, _ = await store.search.issues("crash", people[0]["id"], is_pull, 20, 0)
+            for hit in hits:
+                assert (hit.pop("repo_owner"), hit.pop("repo_name")) == ("crew", "proj")
+            assert sorted(hits, key=lambda h: h["number"]) == sorted(
+                each, key=lambda h: h["number"]
+            )
+        # And as a write returns them.
+        changed = await store.issues.update(made[0]["id"], {"title": "crash number zero"})
+        assert changed == {**one, "title": "crash number zero", "updated_at": changed["updated_at"]}
+    finally:
+        await store.close()

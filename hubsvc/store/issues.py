@@ -12,47 +12,9 @@ from ..timeutil import now_iso
 from .access import LEVELS, level
 from .base import Table, cached_until_write, reads, writes
 from .engines import Conn, Row
-from .labels import ensure_labels, label_objects
+from .issue_rows import ISSUE_SELECT, issue_rows, issue_select
+from .labels import ensure_labels
 from .reactions import ON_ITEM, attach
-from .reviews import writers_verdict
-from .statuses import COMBINED, LATEST
-
-ISSUE_SELECT = f"""
-SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
-       i.comment_count, i.created_at, i.updated_at, i.closed_at, i.author_id, i.milestone_id,
-       ms.number AS milestone_number, ms.title AS milestone_title,
-       ms.state AS milestone_state, ms.due_on AS milestone_due_on,
-       au.username AS author_username, au.name AS author_name, au.avatar_hash AS author_avatar_hash,
-       p.head, p.base, p.head_repo_id, p.head_oid, p.base_oid, p.mergeable, p.merged,
-       p.merged_at, p.merge_commit, p.merged_by,
-       mu.username AS merger_username, mu.name AS merger_name, mu.avatar_hash AS merger_avatar_hash,
-       hr.name AS head_repo_name, hu.username AS head_repo_owner,
-       hr.visibility AS head_repo_visibility, br.visibility AS base_visibility,
-       CASE WHEN {level("hr", "i.author_id")} >= {LEVELS["write"]} THEN 1 ELSE 0 END
-         AS author_writes_head,
-       (SELECT COUNT(*) FROM reviews v WHERE v.issue_id = i.id AND {writers_verdict("br")}
-          AND v.state = 'CHANGES_REQUESTED') AS changes_requested,
-       (SELECT COUNT(*) FROM reviews v WHERE v.issue_id = i.id AND {writers_verdict("br")}
-          AND v.state = 'APPROVED' AND v.commit_id = p.head_oid) AS approvals,
-       (SELECT {COMBINED} FROM commit_statuses s
-         WHERE s.repo_id = i.repo_id AND s.sha = p.head_oid AND {LATEST}) AS head_status
-  FROM issues i
-  JOIN repositories br ON br.id = i.repo_id
-  LEFT JOIN users au ON au.id = i.author_id
-  LEFT JOIN pulls p ON p.issue_id = i.id
-  LEFT JOIN users mu ON mu.id = p.merged_by
-  LEFT JOIN repositories hr ON hr.id = p.head_repo_id
-  LEFT JOIN users hu ON hu.id = hr.owner_id
-  LEFT JOIN milestones ms ON ms.id = i.milestone_id
-"""
-
-# ISSUE_SELECT for the rows of a `page` (WITH page AS (… hit …)), which comes first: past
-# join_collapse_limit (8) PostgreSQL keeps the written join order, and with the page
-# joined last it joined every issue of the repository before keeping the page's 30
-# (EXPLAIN ANALYZE, 600 issues: execution 11.6 -> 4.3 ms on a loaded machine).
-ISSUE_SELECT_PAGED = ISSUE_SELECT.replace(
-    "\n  FROM issues i\n", "\n  FROM page h JOIN issues i ON i.id = h.hit\n", 1
-)
 
 COMMENT_SELECT = """
 SELECT c.*, u.username AS author_username, u.name AS author_name,
@@ -69,96 +31,26 @@ PULL_STATES = {
     "all": "1 = 1",
 }
 ISSUE_STATES = {"open": "i.state = 'open'", "closed": "i.state = 'closed'", "all": "1 = 1"}
+# The most rows a page's plan is made for, unless it asks for more (the default is 30).
+PAGE_CAP = 31
 # A merge holds its claim for seconds; one older than this belongs to a dead process.
 MERGE_CLAIM_STALE = 600
 
 
-def _with_assignees(conn: Conn, rows: list[Row]) -> list[dict[str, Any]]:
-    """Rows as dicts with labels decoded; assignees, label objects and reaction counts
-    attached, one extra query each for the whole page."""
-    issues = []
-    names = rows[0].keys() if rows else []
-    for row in rows:
-        issue = dict(zip(names, row))  # three times faster than dict(row)
-        issue["labels"] = json.loads(issue["labels"])
-        issue["assignees"] = []
-        issues.append(issue)
-    if issues:
-        by_id = {issue["id"]: issue for issue in issues}
-        marks = ",".join("?" * len(by_id))
-        for a in conn.execute(
-            "SELECT a.issue_id, u.id, u.username, u.name, u.avatar_hash"
-            " FROM issue_assignees a JOIN users u ON u.id = a.user_id"
-            f" WHERE a.issue_id IN ({marks}) ORDER BY a.issue_id, a.position",
-            list(by_id),
-        ):
-            by_id[a["issue_id"]]["assignees"].append(
-                {
-                    "id": a["id"],
-                    "username": a["username"],
-                    "name": a["name"],
-                    "avatar_hash": a["avatar_hash"],
-                }
-            )
-        _with_requests(conn, [i for i in issues if i["is_pull"]])
-        label_objects(conn, issues)
-        attach(conn, issues)
-    return issues
-
-
-def issue_row(conn: Conn, issue_id: int) -> dict[str, Any]:
+def issue_row(conn: Conn, sql: Any, issue_id: int) -> dict[str, Any]:
     """One issue or pull request by id, as the API presents it (inside a transaction)."""
-    rows = conn.execute(ISSUE_SELECT + " WHERE i.id = ?", (issue_id,)).fetchall()
-    return _with_assignees(conn, rows)[0]
-
-
-def _with_requests(conn: Conn, pulls: list[dict[str, Any]]) -> None:
-    """Attach requested reviewers (people and teams), in two extra queries."""
-    if not pulls:
-        return
-    by_id = {pull["id"]: pull for pull in pulls}
-    for pull in pulls:
-        pull["requested_reviewers"], pull["requested_teams"] = [], []
-    marks = ",".join("?" * len(by_id))
-    for r in conn.execute(
-        "SELECT q.issue_id, u.id, u.username, u.name, u.avatar_hash FROM review_requests q"
-        f" JOIN users u ON u.id = q.user_id WHERE q.issue_id IN ({marks})"
-        " ORDER BY q.issue_id, q.created_at, u.username_key",
-        list(by_id),
-    ):
-        by_id[r["issue_id"]]["requested_reviewers"].append(
-            {k: r[k] for k in ("id", "username", "name", "avatar_hash")}
-        )
-    for r in conn.execute(
-        "SELECT q.issue_id, t.id, t.name, o.username AS org FROM team_review_requests q"
-        " JOIN teams t ON t.id = q.team_id JOIN users o ON o.id = t.org_id"
-        f" WHERE q.issue_id IN ({marks}) ORDER BY q.issue_id, t.name_key",
-        list(by_id),
-    ):
-        by_id[r["issue_id"]]["requested_teams"].append(
-            {"id": r["id"], "name": r["name"], "org": r["org"]}
-        )
+    rows = conn.execute(
+        "WITH page AS MATERIALIZED (SELECT id AS hit FROM issues WHERE id = ?)"
+        + issue_select(sql, None),
+        (issue_id,),
+    ).fetchall()
+    return issue_rows(conn, rows)[0]
 
 
 def _comments(conn: Conn, rows: list[Row]) -> list[dict[str, Any]]:
     found = [dict(r) for r in rows]
     attach(conn, found, on_comments=True)
     return found
-
-
-def _with_assignees_column(rows: list[Row]) -> list[dict[str, Any]]:
-    """Rows read with an assignees_json column as _with_assignees makes them."""
-    issues = []
-    names = rows[0].keys() if rows else []
-    for row in rows:
-        issue = dict(zip(names, row))
-        issue["labels"] = json.loads(issue["labels"])
-        people = sorted(json.loads(issue.pop("assignees_json")), key=lambda a: a["position"])
-        for person in people:
-            del person["position"]
-        issue["assignees"] = people
-        issues.append(issue)
-    return issues
 
 
 def _set_assignees(conn: Conn, issue_id: int, user_ids: list[int]) -> None:
@@ -240,7 +132,7 @@ class IssueStore(Table):
         return self._one(conn, issue_id)
 
     def _one(self, conn, issue_id: int) -> dict[str, Any]:
-        return issue_row(conn, issue_id)
+        return issue_row(conn, self.db.sql, issue_id)
 
     @reads
     def assignable(self, conn, repo_id: int, user_ids: list[int]) -> set[int]:
@@ -263,10 +155,11 @@ class IssueStore(Table):
     def get(self, conn, repo_id: int, number: int, is_pull: bool) -> dict[str, Any] | None:
         """One issue or pull request by number."""
         rows = conn.execute(
-            ISSUE_SELECT + " WHERE i.repo_id = ? AND i.number = ? AND i.is_pull = ?",
+            "WITH page AS MATERIALIZED (SELECT id AS hit FROM issues"
+            " WHERE repo_id = ? AND number = ? AND is_pull = ?)" + issue_select(self.db.sql, None),
             (repo_id, number, int(is_pull)),
         ).fetchall()
-        found = _with_assignees(conn, rows)
+        found = issue_rows(conn, rows)
         return found[0] if found else None
 
     @reads
@@ -333,37 +226,25 @@ class IssueStore(Table):
             filters.get("sort", "created")
         )
         order = f"{key} {direction}, i.number {direction}" if key else f"i.number {direction}"
-        # One statement: the assignees come along as a JSON column, not a second query.
-        assignees = self.db.sql.json_objects(
-            {
-                "id": "u.id",
-                "username": "u.username",
-                "name": "u.name",
-                "avatar_hash": "u.avatar_hash",
-                "position": "a.position",
-            },
-            "issue_assignees a JOIN users u ON u.id = a.user_id WHERE a.issue_id = i.id",
-        )
         # The page's ids first, from the issues (and pulls, for a pull's state) alone; the
         # row with its access checks is then built for those rows only. As one statement,
-        # PostgreSQL computed every column for the OFFSET rows it skipped, too.
+        # PostgreSQL computed every column for the OFFSET rows it skipped, too. Assignees,
+        # labels, reactions and review requests come along as JSON columns: one statement.
+        # The outer LIMIT, a literal at least the inner one, tells a generic plan how
+        # few ids the page holds: with only `LIMIT ?` PostgreSQL guessed 10% of the table
+        # and hash-joined every issue, assignee and reaction (10,000 issues: a page took
+        # 28 ms of server CPU). Two values, so two prepared statements, not one a limit.
+        cap = PAGE_CAP if limit < PAGE_CAP else max(limit + 1, 101)
         rows = conn.execute(
-            "WITH page AS MATERIALIZED (SELECT i.id AS hit FROM issues i"
+            "WITH page AS MATERIALIZED (SELECT w.hit FROM (SELECT i.id AS hit FROM issues i"
             " LEFT JOIN pulls p ON p.issue_id = i.id WHERE "
             + " AND ".join(where)
-            + f" ORDER BY {order} LIMIT ? OFFSET ?)"
-            + ISSUE_SELECT_PAGED.replace(
-                "SELECT i.id,", f"SELECT {assignees} AS assignees_json, i.id,", 1
-            )
+            + f" ORDER BY {order} LIMIT ? OFFSET ?) w LIMIT {cap})"
+            + issue_select(self.db.sql, is_pull)
             + f" ORDER BY {order}",
             (*params, limit + 1, offset),
         ).fetchall()
-        issues = _with_assignees_column(rows[:limit])
-        if issues:
-            # What later features hang on an issue, one query each for the whole page.
-            _with_requests(conn, [i for i in issues if i["is_pull"]])
-            label_objects(conn, issues)
-            attach(conn, issues)
+        issues = issue_rows(conn, rows[:limit])
         return issues, len(rows) > limit
 
     async def listed(

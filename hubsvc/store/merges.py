@@ -106,7 +106,7 @@ class MergeStore(Table):
             "UPDATE repositories SET refs_seen = ?, updated_at = ? WHERE id = ?",
             (None if seen is None else json.dumps(seen), now, row["id"]),
         )
-        return issue_row(conn, issue_id)
+        return issue_row(conn, self.db.sql, issue_id)
 
     @reads
     def get(self, conn, issue_id: int) -> dict[str, Any] | None:

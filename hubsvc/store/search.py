@@ -15,7 +15,7 @@ from typing import Any
 from .access import VISIBLE, Readable, narrowed
 from .base import Table, reads
 from .engines import AnyDatabase
-from .issues import ISSUE_SELECT_PAGED, _with_assignees
+from .issue_rows import issue_rows, issue_select
 from .repos import REPO_SELECT, _page, _repo
 
 MAX_TERMS = 10
@@ -160,9 +160,7 @@ class SearchStore(Table):
         sql = self.db.sql
         rows = conn.execute(
             sql.issue_hits(VISIBLE + narrowed(within), is_pull)
-            + ISSUE_SELECT_PAGED.replace(
-                "SELECT i.id,", "SELECT ru.username AS repo_owner, r.name AS repo_name, i.id,", 1
-            )
+            + issue_select(sql, is_pull, "ru.username AS repo_owner, r.name AS repo_name, ")
             + " JOIN repositories r ON r.id = i.repo_id JOIN users ru ON ru.id = r.owner_id"
             " ORDER BY h.score, i.id DESC",
             {
@@ -172,7 +170,7 @@ class SearchStore(Table):
                 "offset": offset,
             },
         ).fetchall()
-        return _with_assignees(conn, rows[:limit]), len(rows) > limit
+        return issue_rows(conn, rows[:limit]), len(rows) > limit
 
     @cached
     @reads

@@ -316,11 +316,20 @@ class PostgresSql:
         )
 
     @staticmethod
-    def json_objects(fields: dict[str, str], rest: str) -> str:
-        """A scalar subquery: the rows of `FROM rest` as a JSON array (text) of objects of
-        fields (key: SQL expression), '[]' for none, in no set order."""
-        pairs = ", ".join(f"'{key}', {expr}" for key, expr in fields.items())
-        return f"(SELECT COALESCE(json_agg(json_build_object({pairs}))::text, '[]') FROM {rest})"
+    def json_items(column: str) -> str:
+        """A FROM item: the elements of the JSON array (text) in column as e(key, value),
+        key their place in it."""
+        return f"json_array_elements_text({column}::json) WITH ORDINALITY e(value, key)"
+
+    @staticmethod
+    def json_list(kind: str, values: list[str]) -> str:
+        """A JSON array (text): the string kind, then values (SQL expressions)."""
+        return f"json_build_array('{kind}', {', '.join(values)})::text"
+
+    @staticmethod
+    def text_agg(expr: str, sep: str) -> str:
+        """An aggregate: the group's texts joined by sep, in no set order."""
+        return f"string_agg({expr}, '{sep}')"
 
     @staticmethod
     def highest_id(conn: Connection, table: str) -> int:

@@ -213,11 +213,20 @@ class SqliteSql:
         return f"EXISTS (SELECT 1 FROM json_each({column}) l WHERE lower(l.value) = ?)"
 
     @staticmethod
-    def json_objects(fields: dict[str, str], rest: str) -> str:
-        """A scalar subquery: the rows of `FROM rest` as a JSON array (text) of objects of
-        fields (key: SQL expression), '[]' for none, in no set order."""
-        pairs = ", ".join(f"'{key}', {expr}" for key, expr in fields.items())
-        return f"(SELECT json_group_array(json_object({pairs})) FROM {rest})"
+    def json_items(column: str) -> str:
+        """A FROM item: the elements of the JSON array (text) in column as e(key, value),
+        key their place in it."""
+        return f"json_each({column}) e"
+
+    @staticmethod
+    def json_list(kind: str, values: list[str]) -> str:
+        """A JSON array (text): the string kind, then values (SQL expressions)."""
+        return f"json_array('{kind}', {', '.join(values)})"
+
+    @staticmethod
+    def text_agg(expr: str, sep: str) -> str:
+        """An aggregate: the group's texts joined by sep, in no set order."""
+        return f"group_concat({expr}, '{sep}')"
 
     @staticmethod
     def highest_id(conn: sqlite3.Connection, table: str) -> int:
