@@ -45,10 +45,15 @@ _names = itertools.count(1)
 os.environ["HUBSVC_SSH_PORT"] = "0"
 
 
-# The files whose tests run several server processes for tens of seconds each. Run
-# first, they are shared out between the xdist workers early; left in alphabetical
-# order, a late one ran alone at the end while the other worker sat idle.
+# The tests that run longest: schemathesis' parts (30-50 s each) and stateful runs (15-30 s
+# each), then the files whose tests run several server processes for tens of seconds each.
+# A name with "::" is one test function (all its parameters), one without a whole file.
+# Run first, they are over before the end; left in alphabetical order, a late one ran alone
+# at the end while the other worker sat idle. The work-stealing scheduler (--dist worksteal,
+# setup.cfg) then hands an idle worker the other's last, short tests.
 LONGEST_FIRST = (
+    "test_fuzz.py::test_schemathesis_finds_nothing",
+    "test_fuzz.py::test_stateful_with_every_credential",
     "test_rolling_restart.py",
     "test_outages.py",
     "test_postgres_restart.py",
@@ -66,8 +71,13 @@ LONGEST_FIRST = (
 
 def pytest_collection_modifyitems(session, config, items) -> None:
     rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
+
+    def place(item) -> int:
+        test = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
+        return rank.get(test, rank.get(item.path.name, len(rank)))
+
     # Stable: each file's tests keep their order, and every worker sorts the same way.
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    items.sort(key=place)
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

@@ -23,6 +23,11 @@ from .server import ServerProcess
 # Test cases per operation and phase: enough to reach past validation into the handlers,
 # few enough that the whole run stays well under two minutes on two cores.
 MAX_EXAMPLES = 20
+# The operations are fuzzed in this many runs, each over a server and data of its own, so
+# xdist spreads them over its workers: one run of all 195 took 160-200 s on one worker
+# while the other sat idle at the end. An operation's examples come from the seed alone
+# (hypothesis.seed per operation), so the parts together send what one run sent.
+FUZZ_PARTS = 4
 # What a chain shows: something made can be read back by the link to it.
 STATEFUL_CHECKS = ("ensure_resource_availability",)
 UNIT_PHASES = ("examples", "coverage", "fuzzing")
@@ -363,8 +368,13 @@ async def receiver(aiohttp_server):
     return str(server.make_url("/hook"))
 
 
-async def _schemathesis(work: Path, server: ServerProcess, config: str) -> tuple[int, str]:
-    """Run schemathesis' CLI with this config against the server: exit code and report."""
+async def _schemathesis(
+    work: Path, server: ServerProcess, config: str, operations: list[str] | None = None
+) -> tuple[int, str]:
+    """Run schemathesis' CLI with this config against the server: exit code and report.
+
+    operations: the names ("GET /api/...") to run, all of them when None.
+    """
     (work / "schemathesis.toml").write_text(config)
     (work / "fuzz_hooks.py").write_text(HOOKS)
     command = [
@@ -377,6 +387,9 @@ async def _schemathesis(work: Path, server: ServerProcess, config: str) -> tuple
         "run",
         server.url + "/api/openapi.json",
     ]
+    if operations is not None:
+        exact = "|".join(re.escape(name) for name in operations)
+        command += ["--include-name-regex", f"^(?:{exact})$"]
     path = os.pathsep.join(filter(None, [str(work), os.environ.get("PYTHONPATH")]))
     proc = await asyncio.create_subprocess_exec(
         *command,
@@ -400,26 +413,61 @@ def _fuzz_server(work: Path, receiver: str) -> ServerProcess:
     )
 
 
-async def test_schemathesis_finds_nothing(tmp_path, receiver):
-    """Every operation but the document itself, signed in: no 5xx, nothing undocumented."""
+def _operations(spec: dict) -> list[str]:
+    """Every operation schemathesis runs ("METHOD /path"), in the document's order.
+
+    Schemathesis never calls the operation that serves the document it loaded.
+    """
+    methods = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+    return [
+        f"{method.upper()} {path}"
+        for path, item in spec["paths"].items()
+        for method in item
+        if method in methods and path != "/api/openapi.json"
+    ]
+
+
+def _part(operations: list[str], part: int) -> list[str]:
+    """The part-th of FUZZ_PARTS interleaved shares: together every operation, once."""
+    return operations[part::FUZZ_PARTS]
+
+
+def test_fuzz_parts_cover_every_operation():
+    """The parts of the schemathesis run are a partition of the operations."""
+    operations = [f"GET /p{n}" for n in range(23)]
+    parts = [_part(operations, part) for part in range(FUZZ_PARTS)]
+    assert sorted(name for names in parts for name in names) == sorted(operations)
+    assert all(parts) and max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+@pytest.mark.parametrize("part", range(FUZZ_PARTS))
+async def test_schemathesis_finds_nothing(tmp_path, receiver, part):
+    """Every operation but the document itself, signed in: no 5xx, nothing undocumented.
+
+    One of FUZZ_PARTS shares of the operations per test, over a server of its own.
+    """
     server = _fuzz_server(tmp_path, receiver)
     await asyncio.to_thread(server.start)
     try:
         ids = await asyncio.to_thread(_seed_data, server, tmp_path)
         spec = await asyncio.to_thread(_get_json, server.url + "/api/openapi.json")
-        # Schemathesis never calls the operation that serves the document it loaded.
-        fuzzed = sum(len(operations) for operations in spec["paths"].values()) - 1
+        every = _operations(spec)
+        assert len(every) == sum(len(item) for item in spec["paths"].values()) - 1
+        mine = _part(every, part)
         started = time.monotonic()
-        code, report = await _schemathesis(tmp_path, server, _config(ids))
+        code, report = await _schemathesis(tmp_path, server, _config(ids), mine)
         elapsed = time.monotonic() - started
+        (tmp_path / "report.txt").write_text(report)
         assert code == 0, (
             f"schemathesis failed after {elapsed:.0f}s:\n{_short(report)}\n"
             f"--- server errors ---\n{_errors(server.logs())}"
         )
-        assert f"Selected: {fuzzed}/{fuzzed}" in report, _short(report, lines=60)
-        assert f"Tested: {fuzzed}" in report, _short(report, lines=60)
-        # Sign-out was reached and revoked its own token; the run's token still works.
-        for token, status in ((ids["token"], 200), (ids["sign_out_token"], 401)):
+        assert f"Selected: {len(mine)}/{len(every)}" in report, _short(report, lines=60)
+        assert f"Tested: {len(mine)}" in report, _short(report, lines=60)
+        # Sign-out, where this part has it, was reached and revoked its own token; the
+        # run's token still works.
+        signed_out = 401 if "POST /auth/sign-out" in mine else 200
+        for token, status in ((ids["token"], 200), (ids["sign_out_token"], signed_out)):
             answer = await asyncio.to_thread(
                 server.request, "GET", "/api/users/me", headers={"Authorization": f"Bearer {token}"}
             )
@@ -465,7 +513,20 @@ def _links_covered(report: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-async def test_stateful_with_every_credential(tmp_path, receiver):
+# The kinds _credentials makes, one stateful run each: a test of its own per kind, over a
+# server of its own, so xdist spreads the six runs (88 s in one test) over its workers.
+KINDS = (
+    "anonymous",
+    "session cookie",
+    "token, every scope",
+    "token, issues:write only",
+    "token, another repository",
+    "chat bot for a linked user",
+)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: re.sub(r"\W+", "-", kind))
+async def test_stateful_with_every_credential(tmp_path, receiver, kind):
     """Links chain what the fuzzer makes to what reads, changes and deletes it, with each
     credential kind: no 5xx, nothing undocumented, no error in the server's log."""
     server = _fuzz_server(tmp_path, receiver)
@@ -473,18 +534,18 @@ async def test_stateful_with_every_credential(tmp_path, receiver):
     try:
         ids = await asyncio.to_thread(_seed_data, server, tmp_path)
         credentials = await asyncio.to_thread(_credentials, server, ids)
-        failed = []
-        for kind, headers in credentials.items():
-            config = _config(ids, headers, stateful=True)
-            code, report = await _schemathesis(tmp_path, server, config)
-            (tmp_path / f"report-{kind.replace(' ', '-')}.txt").write_text(report)
-            if code != 0:
-                failed.append(f"=== {kind} ===\n{_short(report, lines=150)}")
-            elif kind in FULL and _links_covered(report) < 10:
-                # Signed in with everything, chains must reach past the first step.
-                failed.append(f"=== {kind}: few links followed ===\n{_short(report, lines=60)}")
+        assert tuple(credentials) == KINDS
+        config = _config(ids, credentials[kind], stateful=True)
+        code, report = await _schemathesis(tmp_path, server, config)
+        (tmp_path / f"report-{kind.replace(' ', '-')}.txt").write_text(report)
+        failed = ""
+        if code != 0:
+            failed = f"=== {kind} ===\n{_short(report, lines=150)}"
+        elif kind in FULL and _links_covered(report) < 10:
+            # Signed in with everything, chains must reach past the first step.
+            failed = f"=== {kind}: few links followed ===\n{_short(report, lines=60)}"
         errors = _errors(server.logs())
-        assert not failed and not errors, "\n".join(failed) + f"\n--- server errors ---\n{errors}"
+        assert not failed and not errors, f"{failed}\n--- server errors ---\n{errors}"
     finally:
         await asyncio.to_thread(server.stop)
 
