@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
+from hubsvc.errors import Conflict
 from hubsvc.git.files import REPO_FILES
-from hubsvc.keys import BUS
+from hubsvc.keys import BUS, STORE
 
 from .conftest import sign_up
 from .gitcli import git, remote
@@ -348,6 +349,27 @@ async def test_a_merge_racing_a_close_has_one_winner(client, alice, tmp_path):
         assert pull["merged"] is True and pull["state"] == "merged" and head != before
     else:  # closed first: nothing merged, the base branch untouched
         assert pull["merged"] is False and pull["state"] == "closed" and head == before
+
+
+async def test_a_merged_pull_request_refuses_a_state_change_in_the_store_itself(
+    client, alice, tmp_path
+):
+    # The race above, taken apart: the handler looked at `merged` before the merge finished,
+    # so the store's write must refuse on its own (a no-op close answered 200 before).
+    await setup_branches(client, alice, tmp_path)
+    await open_pull(client, alice)
+    resp = await client.post(
+        API + "/pulls/1/merge", json={"method": "merge"}, headers=alice.headers
+    )
+    assert resp.status == 200
+    store = client.app[STORE]
+    repo = await store.repos.by_name("alice", "proj")
+    item = await store.issues.get(repo["id"], 1, True)
+    for fields in ({"state": "closed"}, {"state": "open"}, {"base": "main"}):
+        with pytest.raises(Conflict):
+            await store.issues.update(item["id"], fields)
+    pull = (await (await client.get(API + "/pulls/1")).json())["pullRequest"]
+    assert pull["merged"] is True and pull["state"] == "merged"
 
 
 async def test_two_processes_merging_one_pull_request_merge_it_once(tmp_path, redis_url):

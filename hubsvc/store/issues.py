@@ -289,6 +289,12 @@ class IssueStore(Table):
             ensure_labels(conn, repo_id.fetchone()[0], fields["labels"])
         if "milestone_id" in fields:
             columns["milestone_id"] = fields["milestone_id"]
+        # Checked here, in the write's own transaction: the handler's look at `merged` came
+        # before a merge racing this edit could finish (both answered 200 on PostgreSQL).
+        if ("state" in fields or "base" in fields) and conn.execute(
+            "SELECT 1 FROM pulls WHERE issue_id = ? AND merged = 1", (issue_id,)
+        ).fetchone():
+            raise Conflict("a merged pull request cannot change state or base")
         if "state" in fields:
             current = conn.execute("SELECT state FROM issues WHERE id = ?", (issue_id,)).fetchone()
             if current["state"] != fields["state"] and self._merging(conn, issue_id):
