@@ -1,7 +1,7 @@
 """hubsvc's CPU with N WebSocket clients connected: idle, then per event, by thread.
 
     HUBSVC_SSH_PORT=0 python benchmarks/ws_idle.py /work/shared/tools/perf --clients 10000 \
-        [--hub-config 'heartbeat_seconds = 3600'] [--seconds 15] [--events 15]
+        [--hub-config 'heartbeat_seconds = 3600'] [--seconds 15] [--events 15] [--py-spy F | --perf F]
 
 Uses tools/perf's own pieces (hubsvc_proc.py to start `run.py` with the tool's config plus
 `[ssh] port = 0`, ws_clients.py for the clients, from its venv), so the sockets are the
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -48,6 +49,8 @@ def main() -> int:
     ap.add_argument("--hub-config", default="")
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--events", type=int, default=15)
+    ap.add_argument("--py-spy", metavar="FILE", help="py-spy (raw, --native) over the events")
+    ap.add_argument("--perf", metavar="FILE", help="perf record -e cpu-clock -g over the events")
     a = ap.parse_args()
     sys.path.insert(0, a.tools)
     import hubsvc_proc as hp  # the tool's module, from its folder
@@ -81,12 +84,25 @@ def main() -> int:
         before, t0 = _threads(hub.pid), time.monotonic()
         time.sleep(a.seconds)
         _report("idle, a second", before, _threads(hub.pid), time.monotonic() - t0)
+        spy = None
+        if a.py_spy:
+            py_spy = os.path.join(os.path.dirname(sys.executable), "py-spy")
+            argv = [py_spy, "record", "-p", str(hub.pid), "-r", "200", "-f", "raw", "--native"]
+            spy = subprocess.Popen([*argv, "-o", a.py_spy], stdout=subprocess.DEVNULL)
+            time.sleep(1)
+        elif a.perf:
+            argv = ["perf", "record", "-e", "cpu-clock", "-F", "2999", "-g", "-p", str(hub.pid)]
+            spy = subprocess.Popen([*argv, "-o", a.perf], stdout=subprocess.DEVNULL)
+            time.sleep(1)
         before = _threads(hub.pid)
         for i in range(a.events):
             path = f"/api/repositories/{owner}/perf/issues"
             api.request("POST", path, {"title": f"ws-idle-{i}", "body": "probe"})
             time.sleep(1.0)
         _report("an event, 1 s apart", before, _threads(hub.pid), a.events)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # both write their file on SIGINT
+            spy.wait(60)
         clients.p.stdin.write(b"quit\n")
         clients.p.stdin.flush()
     return 0

