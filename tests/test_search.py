@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 
 from hubsvc.app import create_app
+from hubsvc.keys import STORE
 from hubsvc.store.engines.sqlite import SQL_DIR, apply_migrations, migration_files
 
 from .conftest import sign_up
@@ -354,3 +355,41 @@ async def test_repeated_searches_see_every_write(client, alice):
         "/api/repositories/alice/proj", json={"visibility": "private"}, headers=alice.headers
     )
     assert (await search(client, "cache", "issues"))["results"] == []
+
+
+async def test_background_writes_keep_the_search_cache(client, alice, monkeypatch):
+    """The inbox consumer's, cursors' and leases' writes change no hit: the cache stays."""
+    store = client.server.app[STORE]
+    await create(client, alice, "proj")
+    url = "/api/repositories/alice/proj/issues"
+    await client.post(url, json={"title": "cache one"}, headers=alice.headers)
+    repo_id = (await store.repos.by_name("alice", "proj"))["id"]
+    issue_id = await store.db.read(
+        lambda conn: conn.execute(
+            "SELECT id FROM issues WHERE repo_id = ? AND number = 1", (repo_id,)
+        ).fetchone()[0]
+    )
+    ranked: list[str] = []
+    read = store.db.read
+
+    async def counting(fn, *args, **kwargs):
+        if "SearchStore.issues" in repr(fn):
+            ranked.append(repr(args))
+        return await read(fn, *args, **kwargs)
+
+    monkeypatch.setattr(store.db, "read", counting)
+    first = await search(client, "cache", "issues")
+    assert len(ranked) == 1 and len(first["results"]) == 1
+    await store.events.start_cursor("test-consumer", 0)
+    await store.events.set_cursor("test-consumer", 1)
+    when = "2026-01-01T00:00:00Z"
+    await store.notifications.record(
+        "test-inbox", 1, issue_id, repo_id, when, None, {}, {int(alice.id): "mention"}, set(), None
+    )
+    await store.leases.give_up("test-holder", "test-lease")
+    await store.leases.release("test-holder")
+    assert await search(client, "cache", "issues") == first
+    assert len(ranked) == 1  # answered from the cache
+    await client.patch(url + "/1", json={"title": "cache renamed"}, headers=alice.headers)
+    renamed = await search(client, "cache", "issues")
+    assert len(ranked) == 2 and renamed["results"][0]["title"] == "cache renamed"

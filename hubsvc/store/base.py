@@ -74,6 +74,23 @@ def writes(fn: Callable[..., Any]) -> StoreMethod:
     return made
 
 
+def quiet_writes(fn: Callable[..., Any]) -> StoreMethod:
+    """`writes` for rows no read cache holds (the inbox, consumer cursors, leases).
+
+    Such a write bumps no generation and pulses no other process: the background
+    consumers write one per event, and each emptied the search and list caches (on
+    PostgreSQL, whose commits are slower, for minutes after a burst of activity).
+    """
+
+    @functools.wraps(fn)
+    async def method(self: Table, *args: Any) -> Any:
+        return await self.db.quiet_write(functools.partial(fn, self), *args)
+
+    made = cast(StoreMethod, method)
+    made.sync = fn
+    return made
+
+
 class Table:
     """Base of the per-aggregate stores."""
 

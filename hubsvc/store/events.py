@@ -8,7 +8,7 @@ from typing import Any
 from ..events.shape import Event
 from ..requestid import current as current_request_id
 from .access import READ_THEN, VISIBLE, Readable, narrowed
-from .base import Table, reads, writes
+from .base import Table, quiet_writes, reads, writes
 from .engines import Row
 from .log import append_events, move_cursor
 
@@ -63,12 +63,12 @@ class EventStore(Table):
         row = conn.execute("SELECT event_id FROM event_cursors WHERE name = ?", (name,)).fetchone()
         return row[0] if row else None
 
-    @writes
+    @quiet_writes
     def set_cursor(self, conn, name: str, event_id: int) -> None:
         """Move a durable consumer's position."""
         move_cursor(conn, name, event_id)
 
-    @writes
+    @quiet_writes
     def start_cursor(self, conn, name: str, head: int) -> int:
         """A durable consumer's position; one that never read any starts at head, for good."""
         conn.execute(

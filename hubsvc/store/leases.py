@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import Unavailable
-from .base import Table, reads, writes
+from .base import Table, quiet_writes, reads
 
 PROCESS = "process:"  # a process's own row: alive while it is renewed
 
@@ -75,23 +75,23 @@ class LeaseStore(Table):
         """
         return bool(await self.db.quiet_write(_beat, holder, lease, now, ttl))
 
-    @writes
+    @quiet_writes
     def give_up(self, conn, holder: str, lease: str) -> None:
         """Free one lease of holder (its heartbeat stays): another process may take it now."""
         conn.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (lease, holder))
 
-    @writes
+    @quiet_writes
     def release(self, conn, holder: str) -> None:
         """Give up every lease of holder and its heartbeat (a clean shutdown)."""
         conn.execute("DELETE FROM leases WHERE holder = ?", (holder,))
 
-    @writes
+    @quiet_writes
     def forget(self, conn, holders: list[str]) -> None:
         """Drop the rows of processes known dead: their lease is free and their work left."""
         for holder in holders:
             conn.execute("DELETE FROM leases WHERE holder = ?", (holder,))
 
-    @writes
+    @quiet_writes
     def prune(self, conn, before: float) -> int:
         """Drop heartbeats that expired before the time (a gone process stays gone)."""
         return conn.execute(

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..timeutil import now_iso
 from .access import Readable, narrowed, visible
-from .base import Table, reads, writes
+from .base import Table, quiet_writes, reads, writes
 from .log import claim_event
 
 # Reasons a person's own part in a thread subscribes them (GitHub's), and the ones that
@@ -33,7 +33,7 @@ def _thread(row: Any) -> dict[str, Any]:
 class NotificationStore(Table):
     """Subscriptions and threads, written by the inbox consumer and read per person."""
 
-    @writes
+    @quiet_writes
     def record(
         self,
         conn,
