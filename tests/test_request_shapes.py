@@ -148,3 +148,14 @@ async def test_a_chat_link_token_is_not_kept_among_the_queries(client):
     assert resp.status == 200
     assert not any("s3cret-link-token" in key[1] for key in rest._QUERIES)
     assert len(rest._QUERIES) == len(before)
+
+
+async def test_two_spellings_that_decode_alike_are_kept_apart():
+    # `%252B` is a literal `%2B`; `%2B` is `+`. The decoded query string reads both as
+    # `q=c%2B%2B`, so a key made from it handed the first asker's answer to the other.
+    schema = shared(_Query)
+    first = read_query(make_mocked_request("GET", "/x?path=c%252B%252B"), schema)
+    second = read_query(make_mocked_request("GET", "/x?path=c%2B%2B"), schema)
+    assert first["path"] == "c%2B%2B" and second["path"] == "c++"
+    again = read_query(make_mocked_request("GET", "/x?path=c%252B%252B"), schema)
+    assert again["path"] == "c%2B%2B"

@@ -7,10 +7,12 @@ import base64
 import json
 import os
 import socket
+from types import SimpleNamespace
 
 import pytest
 from aiohttp import WSMsgType, web
 
+from hubsvc.notify.fanout import WriteOut
 from hubsvc.notify.hub import HUB
 from hubsvc.notify.sockets import QUEUE_SIZE, Client, text_frame, write_each
 
@@ -388,3 +390,20 @@ def test_write_each_reports_the_sockets_that_did_not_take_the_whole_frame():
         x.close()
         if y is not pairs[1][1]:
             y.close()
+
+
+def test_a_short_write_is_finished_on_the_socket_it_began_on():
+    # A closed client not yet removed can still hold a descriptor number that a new
+    # connection reuses: the rest of the new socket's frame must go to its own transport.
+    class Transport:
+        def __init__(self) -> None:
+            self.got: list[bytes] = []
+
+        def write(self, data: bytes) -> None:
+            self.got.append(data)
+
+    dead, new, other = (SimpleNamespace(fd=7, transport=Transport()) for _ in range(3))
+    other.fd = 8
+    WriteOut._rest([other, new], [(1, 2), (0, 0)], b"frame")
+    assert new.transport.got == [b"ame"] and other.transport.got == [b"frame"]
+    assert dead.transport.got == []

@@ -128,12 +128,14 @@ class WriteOut:
     def _one(self, clients: list[Client], frame: bytes, text: str) -> None:
         """The same frame to each client: straight to its socket while it keeps up."""
         offer, fds, sent = self._offer, [], 0
+        direct: list[Client] = []  # beside fds, so a short write is finished on its own socket
         for client in clients:
             transport = client.direct  # live, no backlog, no deflate, not closing
             if transport is not None and not transport.is_closing():
                 size = transport.get_write_buffer_size()
                 if not size and client.fd >= 0:
                     fds.append(client.fd)  # nothing unsent: to the socket (write_each)
+                    direct.append(client)
                     continue
                 if size <= HIGH_WATER:
                     transport.write(frame)
@@ -146,17 +148,18 @@ class WriteOut:
         if fds:
             short = write_each(fds, frame)
             if short:
-                self._rest(clients, fds, short, frame)
+                self._rest(direct, short, frame)
         WS_MESSAGES.n += sent + len(fds)
 
     @staticmethod
-    def _rest(
-        clients: list[Client], fds: list[int], short: list[tuple[int, int]], frame: bytes
-    ) -> None:
-        """What a socket did not take at once goes to its transport, which waits for room."""
-        by_fd = {c.fd: c for c in clients if c.fd >= 0}
+    def _rest(direct: list[Client], short: list[tuple[int, int]], frame: bytes) -> None:
+        """What a socket did not take at once goes to its transport, which waits for room.
+
+        By position, not by descriptor: a closed client not yet removed may still hold a
+        number a new connection has reused.
+        """
         for index, written in short:
-            transport = by_fd[fds[index]].transport
+            transport = direct[index].transport
             if transport is not None:
                 transport.write(frame[written:] if written else frame)
 

@@ -120,13 +120,16 @@ _SHARED_IDS: set[int] = set()
 # handed out as a fresh dict; a failed load is never kept.
 _QUERIES: dict[tuple[int, str], dict[str, Any]] = {}
 _QUERIES_MOST = 4096
-_QUERY_LONGEST = 512  # characters: 4,096 kept URLs of aiohttp's 8 KiB limit would be 32 MiB
+_QUERY_LONGEST = 512  # characters: 4,096 kept queries of the server's 64 KiB line would be 256 MiB
 _PLAIN = (str, int, float, bool, type(None))
 
 
 def read_query(request: web.Request, schema: Schema) -> dict[str, Any]:
     """The query string loaded through schema (last value wins for repeated keys)."""
-    key = (id(schema), request.query_string)
+    # The raw string: the decoded one reads `%252B` and `%2B` alike, and the first asker's
+    # answer would be kept for the other.
+    raw = request.rel_url.raw_query_string
+    key = (id(schema), raw)
     kept = _QUERIES.get(key)
     if kept is not None:
         return dict(kept)
@@ -134,7 +137,7 @@ def read_query(request: web.Request, schema: Schema) -> dict[str, Any]:
     # Only the shared() instances live as long as the process, so only their ids are
     # sure to name one schema for good.
     if (
-        len(request.query_string) <= _QUERY_LONGEST
+        len(raw) <= _QUERY_LONGEST
         and shared_instance(schema)
         and all(type(v) in _PLAIN for v in data.values())
     ):
