@@ -10,8 +10,7 @@ import struct
 from pathlib import Path
 
 from hubsvc.git.files import REPO_FILES
-from hubsvc.git.hook_socket import HookSocket
-from hubsvc.git.push_hooks import install_hooks, parse_push_counts
+from hubsvc.git.push_checks import count_commits, parse_commands
 
 from .conftest import sign_up
 from .gitcli import git, remote
@@ -129,7 +128,7 @@ async def test_push_timing_is_logged_when_asked(client, alice, tmp_path, caplog)
         assert phase in line
 
 
-async def test_the_pre_receive_hook_counts_what_each_branch_update_brings(tmp_path):
+async def test_the_server_counts_what_each_branch_update_brings(tmp_path):
     work = tmp_path / "w"
     await git("init", "-q", "-b", "main", str(work))
     for n in range(3):
@@ -148,45 +147,62 @@ async def test_the_pre_receive_hook_counts_what_each_branch_update_brings(tmp_pa
     await git("checkout", "-q", "--detach", cwd=work)
     for branch in ("topic", "side"):  # as before the push
         await git("update-ref", "-d", f"refs/heads/{branch}", cwd=work)
-    hooks = install_hooks(tmp_path / "hooks")
-    counts = tmp_path / "counts"
     zero, first = "0" * 40, (await git("rev-parse", "main~2", cwd=work))[1].strip()
-    updates = f"{first} {main} refs/heads/main\n{zero} {topic} refs/heads/topic\n"
-    updates += f"{zero} {side} refs/heads/side\n{zero} {first} refs/heads/old\n"
-    updates += f"{zero} {main} refs/tags/v1\n{main} {zero} refs/heads/gone\n"
-    server = HookSocket(tmp_path)  # the hook asks a server first; this one says yes
-    await server.start()
-    asked = []
-
-    async def accept(ref_updates, quarantine):
-        asked.append(ref_updates)
-        return []
-
-    try:
-        with server.push(accept) as hook_env:
-            proc = await asyncio.create_subprocess_exec(
-                str(hooks / "pre-receive"),
-                cwd=work,
-                stdin=asyncio.subprocess.PIPE,
-                env={
-                    **os.environ,
-                    **hook_env,
-                    "GIT_DIR": str(work / ".git"),
-                    "HUBSVC_PUSH_COUNTS": str(counts),
-                },
-            )
-            await proc.communicate(updates.encode())
-    finally:
-        await server.stop()
-    assert proc.returncode == 0
-    assert len(asked) == 1 and len(asked[0]) == 6
+    updates = [
+        (first, main, "refs/heads/main"),
+        (zero, topic, "refs/heads/topic"),
+        (zero, side, "refs/heads/side"),
+        (zero, first, "refs/heads/old"),
+        (zero, main, "refs/tags/v1"),
+        (main, zero, "refs/heads/gone"),
+    ]
+    counts = await count_commits(work / ".git", {}, updates)
     # main moved two commits; the new topic brings the one commit no branch had, side
     # its two, the merge and topic's. old is on main already: left to the server.
-    assert parse_push_counts(counts.read_text()) == {
+    assert counts == {
         (first, main, "refs/heads/main"): 2,
         (zero, topic, "refs/heads/topic"): 1,
         (zero, side, "refs/heads/side"): 4,
     }
+
+
+def test_the_commands_and_the_pack_size_are_read_from_the_start_of_a_push_body():
+    zero, one, two = "0" * 40, "1" * 40, "2" * 40
+
+    def pkt(text: bytes) -> bytes:
+        return f"{len(text) + 4:04x}".encode() + text
+
+    commands = pkt(f"{zero} {one} refs/heads/main\0report-status side-band-64k".encode())
+    commands += pkt(f"{one} {two} refs/tags/v1\n".encode()) + b"0000"
+    pack = b"PACK" + (2).to_bytes(4, "big") + (150).to_bytes(4, "big")
+    assert parse_commands(commands + pack + b"x" * 50) == (
+        [(zero, one, "refs/heads/main"), (one, two, "refs/tags/v1")],
+        150,
+    )
+    assert parse_commands(commands) == (  # the pack's header not in yet
+        [(zero, one, "refs/heads/main"), (one, two, "refs/tags/v1")],
+        None,
+    )
+    assert parse_commands(commands[:50]) == (None, None)  # commands past the head
+    certificate = pkt(b"push-cert\0report-status") + pkt(b"certificate version 0.1\n")
+    assert parse_commands(certificate + b"0000" + pack) == (None, None)
+
+
+async def test_a_packed_push_is_checked_while_git_walks_its_history(
+    client, events, alice, tmp_path, caplog
+):
+    """Over receive.unpackLimit, the size check and the counts start once index-pack's
+    pack lands, before receive-pack runs the hook; the hook only asks."""
+    await create(client, alice, "early")
+    files = {f"docs/{n:03}.txt": f"page {n}\n".encode() for n in range(150)}
+    with caplog.at_level(logging.DEBUG, logger="hubsvc.push.timing"):
+        await push_files(client, alice, tmp_path / "w", "early", files)
+        deadline = asyncio.get_running_loop().time() + 10
+        while not caplog.records and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+    assert "early-checks=" in caplog.records[0].getMessage()
+    await events.wait_for(1)
+    assert [e.data["totalCommits"] for e in events.of("push")] == [1]
 
 
 async def test_a_pushed_branch_is_walked_once_so_its_deep_pages_need_no_git_log(

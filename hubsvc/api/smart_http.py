@@ -279,6 +279,7 @@ async def _receive(request: web.Request, repo: dict, clock: PushClock) -> web.St
             timeout=config["git"]["timeout_seconds"],
             env=push.env,
             mark=clock.mark,
+            body_in=push.body_in,
         )
     return resp
 

@@ -299,12 +299,13 @@ async def serve_rpc(
     env: dict[str, str] | None = None,
     timeout: float | None = None,
     mark: Callable[[str], None] | None = None,
+    body_in: Callable[[int, bytes], None] | None = None,
 ) -> tuple[web.StreamResponse, int]:
     """_serve_rpc, counted in the git metrics (service, bytes each way, duration)."""
     started, moved, code = time.monotonic(), Moved(), -1
     try:
         resp, code = await _serve_rpc(
-            request, service, path, limit, before_eof, hooks, env, timeout, mark, moved
+            request, service, path, limit, before_eof, hooks, env, timeout, mark, moved, body_in
         )
         return resp, code
     finally:
@@ -322,6 +323,7 @@ async def _serve_rpc(
     timeout: float | None,
     mark: Callable[[str], None] | None,
     moved: Moved,
+    body_in: Callable[[int, bytes], None] | None = None,
 ) -> tuple[web.StreamResponse, int]:
     """POST git-upload-pack / git-receive-pack: stream body in and answer out.
 
@@ -334,7 +336,8 @@ async def _serve_rpc(
     git still running after `timeout` seconds is killed: before any answer went out that
     is a 408 (the body never came) or 504; after, the connection is closed.
     `mark(phase)`, when given, is called as git starts, as the body is all in and as git
-    exits (push_timing.PushClock).
+    exits (push_timing.PushClock). `body_in(pid, head)`, when given, is called once the
+    whole body is in git, with git's pid and the body's first HEAD_KEPT bytes.
     """
     if request.content_type != f"application/x-{service}-request":
         raise BadRequest(f"expected Content-Type application/x-{service}-request")
@@ -354,6 +357,12 @@ async def _serve_rpc(
     if mark is not None:
         mark("spawn")
         feeder.add_done_callback(lambda _: mark("body"))
+    if body_in is not None:
+        feeder.add_done_callback(
+            lambda done: (
+                None if done.cancelled() or done.exception() else body_in(proc.pid, bytes(head))
+            )
+        )
     resp = web.StreamResponse(
         headers={
             "Content-Type": f"application/x-{service}-result",

@@ -1,8 +1,7 @@
 """The server's git hooks for receive-pack, and the files they hand back to the server.
 
 post-receive names the ref updates git applied; pre-receive runs hookcall.py, which asks
-the server whether they may land (hook_socket.py) and meanwhile refuses a file over
-`[git] max_object_bytes` and counts each branch update's new commits for its push event.
+the server whether they may land (hook_socket.py, its checks in push_checks.py).
 """
 
 from __future__ import annotations
@@ -26,9 +25,7 @@ if [ -n "$HUBSVC_PUSH_LOG" ]; then cat > "$HUBSVC_PUSH_LOG"; else cat > /dev/nul
 # {python} and {hookcall} are filled in at install (hooks_text).
 _PRE_RECEIVE = """#!/bin/sh
 # Written by hubsvc: asks the server whether the push may land (who pushes and the
-# branch rules, as they are now), refuses a file larger than $HUBSVC_MAX_OBJECT_BYTES
-# bytes (the server's [git] max_object_bytes) and counts each branch's new commits for
-# the push events, all three at once (hookcall.py).
+# branch rules as they are now, no file over [git] max_object_bytes), hookcall.py.
 exec {python} -I -S {hookcall}
 """
 HOOKCALL = Path(__file__).with_name("hookcall.py")
@@ -64,24 +61,21 @@ def parse_ref_updates(text: str) -> list[tuple[str, str, str]]:
     return updates
 
 
-def parse_push_counts(text: str) -> dict[tuple[str, str, str], int]:
-    """The commit counts the pre-receive hook wrote: (old, new, ref) to how many commits."""
-    counts = {}
-    for line in text.splitlines():
-        old, _, rest = line.partition(" ")
-        new, _, rest = rest.partition(" ")
-        ref, _, count = rest.rpartition(" ")
-        if len(old) == len(new) == 40 and ref and count.isdigit():
-            counts[(old, new, ref)] = int(count)
-    return counts
-
-
 def quarantined_is_ancestor(repo: Path, old: str, new: str, env: dict[str, str]) -> bool:
     """Whether old is an ancestor of new, new being among a push's quarantined objects.
 
     env is the quarantine's environment as the hook reported it; it must lie inside the
     repository (else False: nothing outside it is read). Blocking: call it in a thread.
     """
+    if not within(repo, env):
+        return False
+    code, _, _ = _git_status(str(repo), "merge-base", "--is-ancestor", old, new, env=env)
+    return code == 0
+
+
+def within(repo: Path, env: dict[str, str]) -> bool:
+    """Whether the quarantine's variables (as the hook reported them) name only folders
+    inside the repository: nothing outside it is ever read for a push."""
     root = repo.resolve()
     for name in ("GIT_OBJECT_DIRECTORY", "GIT_QUARANTINE_PATH"):
         if name in env and not Path(env[name]).resolve().is_relative_to(root):
@@ -89,5 +83,4 @@ def quarantined_is_ancestor(repo: Path, old: str, new: str, env: dict[str, str])
     for alternate in filter(None, env.get("GIT_ALTERNATE_OBJECT_DIRECTORIES", "").split(":")):
         if not Path(alternate).resolve().is_relative_to(root):
             return False
-    code, _, _ = _git_status(str(repo), "merge-base", "--is-ancestor", old, new, env=env)
-    return code == 0
+    return True

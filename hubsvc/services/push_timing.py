@@ -29,6 +29,10 @@ class PushClock:
         self.spans[phase] = self.spans.get(phase, 0.0) + now - self.last
         self.last = now
 
+    def span(self, phase: str, seconds: float) -> None:
+        """A span that overlapped the others (not a step of the sequence)."""
+        self.spans[phase] = self.spans.get(phase, 0.0) + seconds
+
     def git_children(self, trace: Path) -> None:
         """Add receive-pack's own children as git.* spans, from the trace2 folder it wrote
         (a file per process, as git writes into a folder: cheaper than one shared file)."""
