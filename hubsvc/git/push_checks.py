@@ -21,6 +21,7 @@ when the hook asks, as before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 from collections.abc import Sequence
@@ -88,6 +89,50 @@ def find_quarantine(objects: Path, pid: int) -> Path | None:
                 except OSError:
                     continue
     return None
+
+
+async def pack_landed(objects: Path, pid: int, poll: float) -> Path:
+    """The quarantine of receive-pack pid, once index-pack has finished its pack there."""
+    indexer = _index_pack(pid)
+    if indexer is not None:
+        # One wake-up when index-pack exits, not a look every few ms while it runs.
+        with contextlib.suppress(OSError):
+            await _exited(indexer)
+    while (found := find_quarantine(objects, pid)) is None:
+        await asyncio.sleep(poll)
+    return found
+
+
+def _index_pack(pid: int) -> int | None:
+    """receive-pack's index-pack child, if it has one running."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = f.read().split()
+        for child in children:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                if b"\0index-pack\0" in f.read():
+                    return int(child)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+async def _exited(pid: int) -> None:
+    """Return once process pid has exited (awaited on a pidfd)."""
+    fd = os.pidfd_open(pid)
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def readable() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    loop.add_reader(fd, readable)
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
 
 
 def quarantine_env(repo: Path, quarantine: Path) -> dict[str, str]:

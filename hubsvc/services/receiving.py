@@ -28,7 +28,7 @@ from ..git.push_checks import (
     UNPACK_LIMIT,
     RefUpdate,
     check_push,
-    find_quarantine,
+    pack_landed,
     parse_commands,
     quarantine_env,
 )
@@ -42,7 +42,7 @@ from .pushes import after_answer, record_push
 
 log = logging.getLogger("hubsvc.git")
 ZERO = "0" * 40
-POLL_SECONDS = 0.005  # how often a push's quarantine is looked for while index-pack runs
+POLL_SECONDS = 0.005  # how often a push's quarantine is looked for (no index-pack seen)
 
 
 @dataclass(frozen=True)
@@ -219,10 +219,7 @@ class _Early:
         self.task = asyncio.ensure_future(self._run(pid))
 
     async def _run(self, pid: int) -> tuple[list[str], dict[RefUpdate, int]]:
-        objects = self.repo / "objects"
-        while (found := find_quarantine(objects, pid)) is None:
-            await asyncio.sleep(POLL_SECONDS)
-        self.quarantine = found
+        self.quarantine = found = await pack_landed(self.repo / "objects", pid, POLL_SECONDS)
         started = time.perf_counter()
         try:
             return await check_push(
