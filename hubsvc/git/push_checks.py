@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from . import pipes
@@ -36,6 +36,7 @@ RefUpdate = tuple[str, str, str]  # (old, new, ref)
 # receive-pack's default receive.unpackLimit: a smaller pack is unpacked to loose objects
 # (no .keep, no .idx to wait for).
 UNPACK_LIMIT = 100
+CHUNK = 65536
 _COMMAND = re.compile(rb"([0-9a-f]{40}) ([0-9a-f]{40}) ([^\0\n]+)")
 
 
@@ -144,20 +145,28 @@ def quarantine_env(repo: Path, quarantine: Path) -> dict[str, str]:
     }
 
 
+Each = Callable[[bytes], Awaitable[None] | None]  # a block of lines; awaited if async
+
+
 async def _git(
-    repo: Path, args: Sequence[str], env: dict[str, str], stdin: bytes = b""
-) -> tuple[int, bytes]:
-    """(exit code, output) of git on repo; killed (with the caller) when cancelled."""
+    repo: Path,
+    args: Sequence[str],
+    env: dict[str, str],
+    each: Each,
+    stdin: bytes = b"",
+) -> int:
+    """git's exit code, its output handed to each in blocks of whole lines as it comes
+    (never held whole: a walk of a million commits writes ~80 MB); killed when cancelled."""
     proc = await pipes.start(
         ["git", f"--git-dir={repo}", *args], {**_git_env(), **env}, stdin=bool(stdin), stderr=False
     )
     feeder = asyncio.ensure_future(_feed(proc.stdin, stdin)) if proc.stdin is not None else None
     try:
         assert proc.stdout is not None
-        out = await proc.stdout.read()  # cat-file answers as it reads: fed meanwhile
+        await _lines(proc.stdout, each)
         if feeder is not None:
             await feeder
-        return await proc.wait(), out
+        return await proc.wait()
     finally:
         if feeder is not None:
             feeder.cancel()
@@ -165,6 +174,18 @@ async def _git(
             proc.kill()
         proc.close()
         await proc.wait()
+
+
+async def _lines(stream: asyncio.StreamReader, each: Each) -> None:
+    rest = b""
+    while chunk := await stream.read(CHUNK):
+        block = rest + chunk
+        cut = block.rfind(b"\n") + 1
+        if cut and (waiting := each(block[:cut])) is not None:
+            await waiting
+        rest = block[cut:]
+    if rest and (waiting := each(rest)) is not None:
+        await waiting
 
 
 async def _feed(into: asyncio.StreamWriter, data: bytes) -> None:
@@ -198,44 +219,85 @@ async def _sizes_ok(repo: Path, env: dict[str, str], news: list[str], limit: int
         return True
     if not env.get("GIT_QUARANTINE_PATH"):
         return False  # no quarantine to list: the new objects are walked instead
-    # The repository's own objects come in as alternates, left out here.
-    code, out = await _git(
-        repo,
-        ["cat-file", "--batch-all-objects", "--unordered", "--batch-check=%(objectsize)"],
-        {**env, "GIT_ALTERNATE_OBJECT_DIRECTORIES": ""},
-    )
     # Only a size with as many digits as limit can be over it: 44,436 lines looked at
     # by the regex engine, not by a Python loop.
     long = re.compile(rb"^[0-9]{%d,}$" % len(str(limit)), re.MULTILINE)
-    return code == 0 and not any(int(size) > limit for size in long.findall(out))
+    over = False
+
+    def look(block: bytes) -> None:
+        nonlocal over
+        over = over or any(int(size) > limit for size in long.findall(block))
+
+    # The repository's own objects come in as alternates, left out here.
+    code = await _git(
+        repo,
+        ["cat-file", "--batch-all-objects", "--unordered", "--batch-check=%(objectsize)"],
+        {**env, "GIT_ALTERNATE_OBJECT_DIRECTORIES": ""},
+        look,
+    )
+    return code == 0 and not over
 
 
 async def _name_big_files(
     repo: Path, env: dict[str, str], news: list[str], limit: int
 ) -> list[str]:
     """Walk the new objects: a refusal line for each file over limit ([] when none)."""
-    code, walked = await _git(
-        repo,
-        ["rev-list", "--objects", "--stdin", "--not", "--all"],
-        env,
-        "".join(f"{o}\n" for o in news).encode(),
+    check = await pipes.start(
+        [
+            "git",
+            f"--git-dir={repo}",
+            "cat-file",
+            "--batch-check=%(objecttype) %(objectsize) %(rest)",
+        ],
+        {**_git_env(), **env},
+        stdin=True,
+        stderr=False,
     )
-    checked, listed = await _git(
-        repo, ["cat-file", "--batch-check=%(objecttype) %(objectsize) %(rest)"], env, walked
-    )
-    ok = code == 0 and checked == 0
-    problems = []
-    for line in listed.decode("utf-8", "replace").splitlines():
-        kind, _, rest = line.partition(" ")
-        size, _, path = rest.partition(" ")
-        if size == "missing" or not size.isdigit():
-            ok = False
-        elif kind == "blob" and int(size) > limit:
-            problems.append(
-                f"error: {path or 'a file'} is {int(size) / MIB:.1f} MiB; this server refuses "
-                f"files over {limit / MIB:.1f} MiB ([git] max_object_bytes)"
+    assert check.stdin is not None and check.stdout is not None
+    into = check.stdin
+    problems: list[str] = []
+    ok = True
+
+    async def relay(block: bytes) -> None:  # rev-list's objects, into cat-file as they come
+        into.write(block)
+        await into.drain()
+
+    def judge(block: bytes) -> None:
+        nonlocal ok
+        for line in block.decode("utf-8", "replace").splitlines():
+            kind, _, rest = line.partition(" ")
+            size, _, path = rest.partition(" ")
+            if size == "missing" or not size.isdigit():
+                ok = False
+            elif kind == "blob" and int(size) > limit:
+                problems.append(
+                    f"error: {path or 'a file'} is {int(size) / MIB:.1f} MiB; this server "
+                    f"refuses files over {limit / MIB:.1f} MiB ([git] max_object_bytes)"
+                )
+
+    async def walk() -> int:
+        try:
+            return await _git(
+                repo,
+                ["rev-list", "--objects", "--stdin", "--not", "--all"],
+                env,
+                relay,
+                "".join(f"{oid}\n" for oid in news).encode(),
             )
-    if not ok:
+        except (BrokenPipeError, ConnectionResetError):
+            return -1  # cat-file stopped reading: its exit code says why
+        finally:
+            into.close()
+
+    try:
+        walked, _ = await asyncio.gather(walk(), _lines(check.stdout, judge))
+        checked = await check.wait()
+    finally:
+        if check.returncode is None:
+            check.kill()
+        check.close()
+        await check.wait()
+    if not (ok and walked == 0 and checked == 0):
         problems.append("error: hubsvc could not check the pushed objects")
     return problems
 
@@ -253,39 +315,53 @@ async def count_commits(
         # after a second --not, so they count as wanted whichever way git applies it.
         tips = "".join(f"{new}\n" for _, new, _ in created).encode()
         walk = ["rev-list", "--topo-order", "--parents", "--not", "--branches", "--not", "--stdin"]
-        code, out = await _git(repo, walk, env, tips)
-        if code == 0:
-            counts.update(_walked(created, out))
+        walked = Walked(created)
+        if await _git(repo, walk, env, walked.feed, tips) == 0:
+            counts.update(walked.counts())
     for update in moved:  # an update brings what old lacked
-        code, out = await _git(
-            repo, ["rev-list", "--count", "--stdin"], env, f"{update[1]}\n^{update[0]}\n".encode()
-        )
+        out = bytearray()
+        stdin = f"{update[1]}\n^{update[0]}\n".encode()
+        code = await _git(repo, ["rev-list", "--count", "--stdin"], env, out.extend, stdin)
         if code == 0 and out.strip().isdigit():
             counts[update] = int(out)
     return counts
 
 
-def _walked(created: list[RefUpdate], out: bytes) -> dict[RefUpdate, int]:
-    """Each new branch's count from one `--topo-order --parents` walk of them all."""
-    # Each commit's mask holds the tips that reach it; --topo-order lists every child
-    # before its parents, so a mask is whole when its commit's line comes.
-    masks: dict[bytes, int] = {}
-    for bit, (_, new, _) in enumerate(created):
-        masks[new.encode()] = masks.get(new.encode(), 0) | 1 << bit
-    tips = set(masks)
-    counts = [0] * len(created)
-    seen = set()
-    for line in out.splitlines():
-        commit, *parents = line.split()
-        mask = masks.pop(commit, 0)
-        if commit in tips:
-            seen.add(commit)
-        for parent in parents:
-            masks[parent] = masks.get(parent, 0) | mask
-        while mask:
-            low = mask & -mask
-            counts[low.bit_length() - 1] += 1
-            mask ^= low
-    # A tip the walk never listed is reachable from a branch already, or not a commit:
-    # the server counts that one itself.
-    return {update: counts[bit] for bit, update in enumerate(created) if update[1].encode() in seen}
+class Walked:
+    """Each new branch's count, from one `--topo-order --parents` walk of them all, read
+    as it comes: memory for the walk's frontier, not for the history."""
+
+    def __init__(self, created: list[RefUpdate]) -> None:
+        self.created = created
+        # Each commit's mask holds the tips that reach it; --topo-order lists every child
+        # before its parents, so a mask is whole when its commit's line comes.
+        self.masks: dict[bytes, int] = {}
+        for bit, (_, new, _) in enumerate(created):
+            self.masks[new.encode()] = self.masks.get(new.encode(), 0) | 1 << bit
+        self.tips = set(self.masks)
+        self.seen: set[bytes] = set()
+        self.totals = [0] * len(created)
+
+    def feed(self, block: bytes) -> None:
+        """Whole lines of the walk's output."""
+        masks, totals = self.masks, self.totals
+        for line in block.splitlines():
+            commit, *parents = line.split()
+            mask = masks.pop(commit, 0)
+            if commit in self.tips:
+                self.seen.add(commit)
+            for parent in parents:
+                masks[parent] = masks.get(parent, 0) | mask
+            while mask:
+                low = mask & -mask
+                totals[low.bit_length() - 1] += 1
+                mask ^= low
+
+    def counts(self) -> dict[RefUpdate, int]:
+        """A tip the walk never listed is reachable from a branch already, or not a commit:
+        the server counts that one itself."""
+        return {
+            update: self.totals[bit]
+            for bit, update in enumerate(self.created)
+            if update[1].encode() in self.seen
+        }

@@ -1,9 +1,10 @@
 """One push's bookkeeping around git receive-pack, whichever transport carries it.
 
 Smart HTTP and SSH both run git's receive-pack the same way: the push journalled
-before git starts, the pre-receive hook asking decide_push, the updates git applied
-read from the post-receive hook's file and recorded (events, updatedAt) before the
-client hears the push ended, and upkeep once the answer is out.
+before git starts, the pre-receive hook asking decide_push and the checks of
+push_checks (often started before it asks), the updates git applied read from the
+post-receive hook's file and recorded (events, updatedAt) before the client hears the
+push ended, and upkeep once the answer is out.
 """
 
 from __future__ import annotations
@@ -150,8 +151,8 @@ async def receiving(
         env["GIT_TRACE2_EVENT"] = str(trace)
     clock.mark("rules")
     try:
-        # The pre-receive hook asks decide, then refuses files over max_object_bytes,
-        # before any ref moves.
+        # The pre-receive hook asks decide, which refuses files over max_object_bytes
+        # too (the checks _Early started, or its own), before any ref moves.
         with app[HOOK_SOCKET].push(decide) as hook_env:
             yield Receiving(path, files.hooks, {**env, **hook_env}, record, early.start)
         clock.mark("answer")
@@ -209,11 +210,13 @@ class _Early:
         self.task: asyncio.Task | None = None
         self.quarantine: Path | None = None
         self.updates: list[RefUpdate] = []
+        self.asked = False  # the hook has asked: too late to start
 
     def start(self, pid: int, head: bytes) -> None:
         """The body is in receive-pack pid: look for its pack when the commands are known."""
         updates, objects = parse_commands(head)
-        if updates is None or (objects is not None and objects < UNPACK_LIMIT) or self.task:
+        late = self.asked or self.task is not None
+        if late or updates is None or (objects is not None and objects < UNPACK_LIMIT):
             return  # loose objects, or commands the head does not hold: checked when asked
         self.updates = updates
         self.task = asyncio.ensure_future(self._run(pid))
@@ -230,7 +233,7 @@ class _Early:
 
     def take(self, updates: list[RefUpdate], env: dict[str, str]) -> asyncio.Future | None:
         """The checks already running on the hook's quarantine for these updates, if any."""
-        task, self.task = self.task, None
+        task, self.task, self.asked = self.task, None, True
         if task is None:
             return None
         asked = env.get("GIT_QUARANTINE_PATH")
