@@ -16,7 +16,9 @@ from .process import _git_status
 _POST_RECEIVE = """#!/bin/sh
 # Written by hubsvc: hands the ref updates receive-pack applied ("old new ref" lines)
 # to the server through the file it names, one file per push.
-if [ -n "$HUBSVC_PUSH_LOG" ]; then cat > "$HUBSVC_PUSH_LOG"; else cat > /dev/null; fi
+# exec: cat in the shell's place, one process fewer on the way to the push's answer.
+if [ -n "$HUBSVC_PUSH_LOG" ]; then exec cat > "$HUBSVC_PUSH_LOG"; fi
+exec cat > /dev/null
 """
 
 
