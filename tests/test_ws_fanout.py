@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from aiohttp import WSMsgType, web
 
-from hubsvc.notify.fanout import WriteOut
+from hubsvc.notify.fanout import Plan, WriteOut
 from hubsvc.notify.hub import HUB
 from hubsvc.notify.sockets import QUEUE_SIZE, Client, text_frame, write_each
 
@@ -404,6 +404,98 @@ def test_a_short_write_is_finished_on_the_socket_it_began_on():
 
     dead, new, other = (SimpleNamespace(fd=7, transport=Transport()) for _ in range(3))
     other.fd = 8
-    WriteOut._rest([other, new], [(1, 2), (0, 0)], b"frame")
+    WriteOut._rest([other.transport, new.transport], [(1, 2), (0, 0)], b"frame")
     assert new.transport.got == [b"ame"] and other.transport.got == [b"frame"]
     assert dead.transport.got == []
+
+
+async def test_a_public_event_goes_to_the_kept_targets_until_a_client_changes(
+    client, alice, bob, monkeypatch
+):
+    await create(client, alice, "proj")
+    hub = client.app[HUB]
+    sockets = [await connect(client, bob) for _ in range(3)]
+    for ws in sockets:
+        await ws.send_json(SUBSCRIBE)
+        await next_of(ws, "subscribed")
+    finds, checked = [], []
+    find, one = hub._find, WriteOut._one
+    monkeypatch.setattr(hub, "_find", lambda *a: finds.append(1) or find(*a))
+    monkeypatch.setattr(WriteOut, "_one", lambda *a: checked.append(1) or one(*a))
+
+    async def post(title: str) -> None:
+        await client.post(
+            "/api/repositories/alice/proj/issues", json={"title": title}, headers=alice.headers
+        )
+
+    for title in ("zero", "one", "two"):
+        asked = len(finds)
+        await post(title)
+        for ws in sockets:
+            got = await next_of(ws, "notification")
+            assert got["notification"]["data"]["issue"]["title"] == title
+    # The last event's clients were kept (the audience read before and kept by the store,
+    # no client changed), and all were written from the plan: no socket checked one by one.
+    assert len(finds) == asked and checked == []
+    await sockets[0].send_json({**SUBSCRIBE, "type": "unsubscribe"})
+    await next_of(sockets[0], "unsubscribed")
+    await post("three")
+    for ws in sockets[1:]:
+        assert (await next_of(ws, "notification"))["notification"]["data"]["issue"]["title"] == (
+            "three"
+        )
+    await nothing_for(sockets[0])
+    assert len(finds) == asked + 1  # a client changed: asked again
+    bob_id = next(c.user_id for c in hub.clients if c.username == "bob")
+    hub.set_web(bob_id, False)
+    await post("four")
+    for ws in sockets:
+        await nothing_for(ws)
+    assert len(finds) == asked + 2
+    for ws in sockets:
+        await ws.close()
+
+
+async def test_a_planned_round_checks_each_socket_once_a_client_changed(client, alice, bob):
+    hub = client.app[HUB]
+    sockets = [await connect(client, bob) for _ in range(3)]
+    peers = [c for c in hub.clients if c.username == "bob"]
+    plan = Plan.of(peers)
+    assert plan is not None
+    text = json.dumps({"type": "notification", "n": 1})
+    peers[0].set_live(False)  # after the plan was taken, before the round is written
+    hub.out.stage(text_frame(text), text, peers, plan)
+    await hub.out.idle()
+    got = []
+    for ws in sockets:
+        try:
+            got.append((await ws.receive_json(timeout=0.3))["n"])
+        except TimeoutError:
+            got.append(None)
+    assert sorted(got, key=str) == [1, 1, None]  # the resuming one got nothing
+    for ws in sockets:
+        await ws.close()
+
+
+async def test_a_planned_batch_with_bytes_unsent_goes_through_the_transports(client, alice, bob):
+    hub = client.app[HUB]
+    sockets = [await connect(client, bob) for _ in range(2)]
+    peers = [c for c in hub.clients if c.username == "bob"]
+
+    class Unsent(CountedWrites):
+        def get_write_buffer_size(self) -> int:
+            return 1  # as if part of an earlier frame were still waiting in it
+
+    for peer in peers:
+        peer.transport = Unsent(peer.transport)
+        peer.settle()
+    plan = Plan.of(peers)
+    assert plan is not None
+    text = json.dumps({"type": "notification", "n": 2})
+    hub.out.stage(text_frame(text), text, peers, plan)
+    await hub.out.idle()
+    # Not straight to the descriptors, which would overtake what the transport holds.
+    assert [p.transport.writes for p in peers] == [1, 1]
+    for ws in sockets:
+        assert (await ws.receive_json(timeout=5))["n"] == 2
+        await ws.close()

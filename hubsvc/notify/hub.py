@@ -18,7 +18,7 @@ from ..keys import BUS, CLUSTER, CONFIG, STORE
 from ..metrics import WS_MESSAGES
 from ..policy import decide_action, may_receive
 from ..store.access import Audience
-from .fanout import WriteOut
+from .fanout import Plan, WriteOut
 from .sockets import (
     HIGH_WATER,
     PING_BOTH,
@@ -95,6 +95,10 @@ class Hub:
         self.tick = min(1.0, self.interval / 20)
         # Notifications staged for their sockets, written from the next loop turn.
         self.out = WriteOut(self._deliver, self.clients)
+        # A public repository's targets and their write plan, by repository, while
+        # Client.epoch and the audience (its watchers) are what they were computed with.
+        self._kept: dict[int, tuple[Audience, list[Client], Plan | None]] = {}
+        self._kept_epoch = -1
 
     async def admit(self, ip: str, limit: int) -> str | Literal[False] | None:
         """Whether another socket from ip fits under limit: False if not, else its ticket.
@@ -124,6 +128,7 @@ class Hub:
             self.digests[client.token_digest] += 1
         if client.caps is not None:
             self.capped.add(client)
+        Client.epoch += 1
         due = asyncio.get_running_loop().time() + self.interval
         self._schedule_beat(client, math.ceil(due / self.tick))
 
@@ -149,7 +154,8 @@ class Hub:
             if self.digests[digest] <= 0:
                 del self.digests[digest]
         self.release(client.ip, client.ticket)
-        client.drop()
+        client.drop()  # a new epoch
+        self._kept.clear()  # holds no removed client
         self.beats.get(client.beat, set()).discard(client)
         if client.resumer is not None:
             client.resumer.cancel()
@@ -158,10 +164,12 @@ class Hub:
         if repo_id not in client.subscriptions:
             client.subscriptions += (repo_id,)
         self.by_repo[repo_id].add(client)
+        Client.epoch += 1
 
     def unsubscribe(self, client: Client, repo_id: int) -> None:
         client.subscriptions = tuple(r for r in client.subscriptions if r != repo_id)
         self.by_repo.get(repo_id, set()).discard(client)
+        Client.epoch += 1
 
     def subscribe_all(self, client: Client, on: bool = True) -> None:
         """Follow (or stop following) every repository the user may read, new ones too."""
@@ -170,6 +178,7 @@ class Hub:
             self.everyone.add(client)
         else:
             self.everyone.discard(client)
+        Client.epoch += 1
 
     def send(self, client: Client, message: dict[str, Any]) -> None:
         """Send one message to one client, dropping the client if it cannot keep up."""
@@ -231,6 +240,7 @@ class Hub:
         """A user turned web notifications on or off: their open sockets follow at once."""
         for client in self.by_user.get(user_id, ()):
             client.web = on
+        Client.epoch += 1
 
     def revoke(
         self, user_id: int, digests: set[bytes] | None = None, keep: bytes | None = None
@@ -338,16 +348,39 @@ class Hub:
         audience = await self.app[STORE].repos.audience(repo_id)
         # From here to the cursor update nothing awaits: a resume that ends meanwhile
         # either replayed this event or is live in time to get it here, never both.
-        targets = self._targets(event, audience) if audience is not None else []
+        targets, plan = self._targets(event, audience) if audience is not None else ([], None)
         self.cursor = int(event.id)
         if not targets:
             return
         # Encoded once: the same frame bytes go to every socket (a compressed one
         # compresses the text itself).
         text = json.dumps({"type": "notification", "notification": event.to_dict()})
-        self.out.stage(text_frame(text), text, targets)
+        self.out.stage(text_frame(text), text, targets, plan)
 
-    def _targets(self, event: Event, audience: Audience) -> list[Client]:
+    def _targets(self, event: Event, audience: Audience) -> tuple[list[Client], Plan | None]:
+        """The live clients an event goes to (watchers and subscribers who may read it),
+        with their write plan when kept.
+
+        A public repository's event goes to the same clients as its last one while no
+        client changed (Client.epoch) and the audience is the same object (the store
+        keeps it until access or watchers change): kept, with its Plan, so an event to
+        10,000 sockets touches none of their Client objects here. A private or capped
+        event is decided per socket each time.
+        """
+        if audience.readers is not None or not event.public or self.capped:
+            return self._find(event, audience), None
+        if self._kept_epoch != Client.epoch:
+            self._kept.clear()
+            self._kept_epoch = Client.epoch
+        kept = self._kept.get(event.repo_number)
+        if kept is not None and kept[0] is audience:
+            return kept[1], kept[2]
+        found = self._find(event, audience)
+        plan = Plan.of(found)
+        self._kept[event.repo_number] = (audience, found, plan)
+        return found, plan
+
+    def _find(self, event: Event, audience: Audience) -> list[Client]:
         """The live clients an event goes to: watchers and subscribers who may read it."""
         targets: set[Client] = self.by_repo.get(event.repo_number, set())
         watching = [self.by_user[u] for u in audience.watchers if u in self.by_user]

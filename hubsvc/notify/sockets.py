@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
+from collections.abc import Iterable
 from itertools import repeat
-from typing import Any
+from typing import Any, ClassVar
 
 from aiohttp import WSMsgType, web
 from aiohttp._websocket.reader import WebSocketDataQueue, WebSocketReader
@@ -65,7 +66,7 @@ def plain_fd(transport: Any) -> int:
     return -1 if sock is None else int(sock.fileno())
 
 
-def write_each(fds: list[int], data: bytes) -> list[tuple[int, int]]:
+def write_each(fds: Iterable[int], data: bytes) -> list[tuple[int, int]]:
     """os.write(fd, data) to each descriptor, the loop in C: (index, bytes written) of the short.
 
     Only for sockets whose transport holds nothing unsent and is not closing, checked in
@@ -114,6 +115,7 @@ class _Queue(WebSocketDataQueue):
         client = self.client
         if client is not None:
             client.direct = None
+            Client.epoch += 1
 
 
 class Socket(web.WebSocketResponse):
@@ -208,6 +210,11 @@ class Client:
         "ws",
     )
 
+    # Bumped whenever a client's `direct`, or what decides which clients an event goes
+    # to (membership, subscriptions, live, web), changes: a fan-out plan taken at one
+    # epoch (fanout.Plan, the hub's kept targets) holds only while it is unchanged.
+    epoch: ClassVar[int] = 0
+
     def __init__(
         self,
         ws: web.WebSocketResponse,
@@ -277,6 +284,7 @@ class Client:
         if self.compress or transport.get_write_buffer_size() > HIGH_WATER:
             self.backlog = [item]
             self.direct = None
+            Client.epoch += 1
             self.flusher = asyncio.get_running_loop().create_task(self._flush())
         else:
             transport.write(frame)
@@ -304,6 +312,7 @@ class Client:
             and not self.ws.closed
             else None
         )
+        Client.epoch += 1
 
     async def drained(self) -> None:
         """Wait until nothing is waiting to be written."""
@@ -317,6 +326,7 @@ class Client:
             None  # put() after this (a replay's next message) writes nothing
         )
         self.fd = -1
+        Client.epoch += 1
         if self.flusher is not None:
             self.flusher.cancel()
             self.flusher = None
