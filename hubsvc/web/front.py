@@ -124,7 +124,10 @@ def install(app: web.Application, sessions: Middleware, health: Handler) -> None
             # Sessions are read only from a `session` cookie and written only by /auth/
             # (sign-up, sign-in, sign-out); every other request (bearer clients, git,
             # /health) would pay for wrapping its answer for nothing.
-            if "session" in request.cookies or request.path.startswith("/auth/"):
+            # (No Cookie header: no cookies to parse.)
+            if (
+                hdrs.COOKIE in request.headers and "session" in request.cookies
+            ) or request.path.startswith("/auth/"):
                 return await sessions(request, _then_auth(handler))
             await authenticate(request)
             return await handler(request)
