@@ -55,7 +55,7 @@ AVATAR_BODY = {
 
 
 # GET /api/users/me's body by user id, with the user object it was made of. That object is
-# the token cache's (web.auth.TokenCache), shared by the requests of its token and never
+# the token cache's (web.tokens.TokenCache), shared by the requests of its token and never
 # changed in place: an account change or a revocation drops it there, and the next
 # request reads a new one, which this entry does not match.
 _ME: dict[int, tuple[dict, bytes]] = {}
