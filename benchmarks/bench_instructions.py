@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -141,6 +142,13 @@ def main() -> int:
     args = parser.parse_args()
     targets = [(key, *PATHS[key]) for key in args.paths.split(",")]
     work = tempfile.mkdtemp(prefix="instructions-")
+    try:
+        return _count_all(args, targets, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _count_all(args: argparse.Namespace, targets: list, work: str) -> int:
     if args.hello:
         got = count(
             lambda port: [args.python, args.hello, str(port), "--uvloop"],
