@@ -25,7 +25,7 @@ from hubsvc.startup import (
     describe,
 )
 from hubsvc.web.drain import serve
-from hubsvc.web.logs import AccessLogger, JsonAccessLogger, setup_logging
+from hubsvc.web.logs import access_logger, setup_logging
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
                 server["port"],
                 server["drain_seconds"],
                 listening,
-                access_log_class=JsonAccessLogger if config.json_logs else AccessLogger,
+                access_log_class=access_logger(
+                    config.json_logs, config["server"]["trusted_proxies"]
+                ),
             )
         )
     except HooksUnusable as exc:  # found once the app starts, with its hook socket

@@ -77,7 +77,6 @@ from .web.auth import (
     BASIC_CACHE,
     PAT_TOUCHED,
     TOKEN_CACHE,
-    TokenCache,
     cookie_key,
 )
 from .web.drain import DRAINERS, Drainer
@@ -87,6 +86,7 @@ from .web.ratelimit import (
     SIGN_IN_LIMITER,
     TokenBucket,
 )
+from .web.tokens import TokenCache
 
 log = logging.getLogger("hubsvc")
 

@@ -40,3 +40,19 @@ def test_forwarded_address_logged_only_from_a_trusted_proxy(tmp_path):
     assert remote["/api/users/forged"] == "127.0.0.1"
     # The nearest address the proxy did not add itself is the client's.
     assert remote["/api/users/chain"] == "203.0.113.10"
+
+
+def test_plain_lines_name_the_client_with_and_without_trusted_proxies(tmp_path):
+    # run.py tells the plain access logger once whether any proxy is trusted.
+    for proxies, expected in ((["127.0.0.2/32"], "203.0.113.9"), ([], "127.0.0.2")):
+        server = ServerProcess(
+            tmp_path / f"data{len(proxies)}", {"server": {"trusted_proxies": proxies}}
+        ).start()
+        try:
+            assert _get(server, "/api/users/via-proxy", "127.0.0.2", "203.0.113.9") == 404
+            assert _get(server, "/api/users/forged", "127.0.0.1", "198.51.100.7") == 404
+        finally:
+            assert server.stop() == 0
+        lines = server.logs().splitlines()
+        assert any(f'{expected} "GET /api/users/via-proxy" 404' in line for line in lines), lines
+        assert any('127.0.0.1 "GET /api/users/forged" 404' in line for line in lines), lines

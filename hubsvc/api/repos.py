@@ -22,7 +22,7 @@ from schemas.repos import (
 
 from ..errors import BadRequest, Forbidden, NotFound, Unavailable, Unprocessable
 from ..git.files import REPO_FILES
-from ..keys import CONFIG, STORE
+from ..keys import AUTH, CONFIG, STORE
 from ..notify.hub import HUB
 from ..notify.leader import LEADER
 from ..policy import requires
@@ -30,14 +30,23 @@ from ..services import audit
 from ..services.lost_forks import DELETED_FORKS_HEADER, delete_lost_forks, noted
 from ..services.publish import event, publish
 from ..web import present
-from ..web.auth import current_user, require_user
-from ..web.conditional import CONDITIONAL, NOT_MODIFIED, conditional_json, entity_tag
+from ..web.auth import caps_of, current_user, require_user
+from ..web.conditional import (
+    CONDITIONAL,
+    NOT_MODIFIED,
+    KeptTags,
+    conditional_json,
+    entity_tag,
+    kept_answer,
+)
 from ..web.names import path_username
 from ..web.openapi import doc
 from ..web.permissions import allows, load_repo, readable_by, role_of
 from ..web.rest import json_response, read_json, read_query, shared
 
 routes = web.RouteTableDef()
+# GET /api/repositories/:o/:n's ETag by path, viewer and credential (web.conditional).
+KEPT_REPOS = KeptTags()
 REPO = "/api/repositories/{owner}/{name}"
 
 
@@ -192,6 +201,22 @@ async def starred(request: web.Request) -> web.Response:
 )
 @requires("repo.read")
 async def get_repo(request: web.Request) -> web.Response:
+    db = request.app[STORE].db
+    generation = db.generation
+    identity = request.get(AUTH)
+    match = request.match_info
+    # All the answer is made of besides the database: the path, who asks and with what.
+    key = (
+        match["owner"],
+        match["name"],
+        identity.user["id"] if identity else None,
+        caps_of(identity),
+    )
+    tag = KEPT_REPOS.get(db, generation, key)
+    if tag is not None:
+        answer = kept_answer(request, tag)
+        if answer is not None:
+            return answer
     repo = await load_repo(request)
     viewer = current_user(request)
     base_url = request.app[CONFIG].base_url
@@ -203,7 +228,10 @@ async def get_repo(request: web.Request) -> web.Response:
     # The row as read (with the viewer's role and star) and who reads it make the answer.
     seed = repo.get("row_digest") or tuple(repo.items())
     tag = entity_tag("repo", base_url, viewer["id"] if viewer else None, seed, repo["role"])
-    return conditional_json(request, tag, build)
+    answer = conditional_json(request, tag, build)
+    if "fresh_until" in repo:
+        KEPT_REPOS.put(db, generation, key, tag, repo["fresh_until"])
+    return answer
 
 
 @routes.patch(REPO)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+import orjson
 from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
@@ -53,6 +54,14 @@ AVATAR_BODY = {
 }
 
 
+# GET /api/users/me's body by user id, with the user object it was made of. That object is
+# the token cache's (web.tokens.TokenCache), shared by the requests of its token and never
+# changed in place: an account change or a revocation drops it there, and the next
+# request reads a new one, which this entry does not match.
+_ME: dict[int, tuple[dict, bytes]] = {}
+_ME_MOST = 4096
+
+
 def _user_json(request: web.Request, user: dict) -> dict:
     viewer = current_user(request)
     is_self = viewer is not None and viewer["id"] == user["id"]
@@ -75,7 +84,16 @@ async def _user_or_404(request: web.Request) -> dict:
 @doc("The signed-in user", responses={200: UserEnvelopeSchema})
 @requires("user.read")
 async def me(request: web.Request) -> web.Response:
-    return json_response({"user": _user_json(request, require_user(request))})
+    user = require_user(request)
+    kept = _ME.get(user["id"])
+    if kept is not None and kept[0] is user:
+        body = kept[1]
+    else:
+        body = orjson.dumps({"user": _user_json(request, user)})
+        if len(_ME) >= _ME_MOST:
+            del _ME[next(iter(_ME))]  # the oldest: insertion order
+        _ME[user["id"]] = (user, body)
+    return web.Response(body=body, content_type="application/json")
 
 
 @routes.get("/api/users/me/summary")

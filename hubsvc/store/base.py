@@ -107,7 +107,11 @@ def row_dict(row: Row | None) -> dict[str, Any] | None:
     return dict(row) if row is not None else None
 
 
-def cached_until_write(ttl: float = 2.0, size: int = 4096) -> Callable[..., Any]:
+# How long a cached read answers at most when nothing is written (cached_until_write).
+ROW_SECONDS = 2.0
+
+
+def cached_until_write(ttl: float = ROW_SECONDS, size: int = 4096) -> Callable[..., Any]:
     """Keep a read's answers in memory until the next write, for at most ttl seconds.
 
     The hottest reads (a repository by name on every repository request) cost a hop to

@@ -22,7 +22,7 @@ from .access import (
     two_factor_held,
     visible,
 )
-from .base import StoreMethod, Table, cached_until_write, reads, row_dict, writes
+from .base import ROW_SECONDS, StoreMethod, Table, cached_until_write, reads, row_dict, writes
 from .leases import gone
 
 # Columns of a repository row joined with its owner, its parent and the viewer's
@@ -206,9 +206,11 @@ class RepoStore(Table):
         """One repository by owner username and name (ignoring case), as seen by viewer."""
         return await self._by_name(owner.lower(), name.lower(), viewer)
 
-    @cached_until_write()
+    @cached_until_write(ROW_SECONDS)
     @reads
     def _by_name(self, conn, owner: str, name: str, viewer: int) -> dict[str, Any] | None:
+        # How long the cache below answers with this row, counted from before the read.
+        fresh_until = time.monotonic() + ROW_SECONDS
         repo = _repo(
             conn.execute(
                 REPO_SELECT + " WHERE u.username_key = :owner AND r.name_key = :name",
@@ -221,6 +223,9 @@ class RepoStore(Table):
             repo["row_digest"] = hashlib.blake2b(
                 repr(tuple(repo.values())).encode(), digest_size=16
             ).hexdigest()
+            # After the digest (not part of what the row says): an answer kept from the
+            # row lives no longer than the row itself (api/repos.get_repo).
+            repo["fresh_until"] = fresh_until
         return repo
 
     @reads

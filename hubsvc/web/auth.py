@@ -8,8 +8,6 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -24,6 +22,7 @@ from ..errors import BadRequest, DatabaseBusy, DiskFull, Forbidden, NotFound, Un
 from ..identity import Grant, Identity
 from ..keys import AUTH, CONFIG, STORE
 from ..policy import Caps, action_of, decide_action
+from .tokens import TokenCache
 
 WS_PATH = "/ws"
 METRICS_PATH = "/metrics"
@@ -122,91 +121,6 @@ def cookie_key(secret: str) -> bytes:
     return hashlib.sha256(b"hubsvc-session:" + secret.encode()).digest()
 
 
-class TokenCache:
-    """Recently seen token digests -> (user id, expiry), so most requests skip the database."""
-
-    # A short life: changes made outside this process (the admin CLI) show within seconds.
-    def __init__(self, ttl: float = 5.0, size: int = 10000) -> None:
-        self.ttl = ttl
-        self.size = size
-        self._tokens: OrderedDict[bytes, tuple[dict[str, Any], int, Grant | None, float]] = (
-            OrderedDict()
-        )
-        # Lookups under way: the requests that find a token expired at once (every ttl,
-        # under load all of a client's connections) share one read of the database.
-        self._pending: dict[bytes, asyncio.Future[Any]] = {}
-
-    def get(self, digest: bytes) -> tuple[dict[str, Any], int, Grant | None] | None:
-        hit = self._tokens.get(digest)
-        if hit is None:
-            return None
-        user, expires, grant, cached_at = hit
-        now = time.time()
-        if now - cached_at > self.ttl or expires <= now:
-            del self._tokens[digest]
-            return None
-        return user, expires, grant
-
-    def put(
-        self, digest: bytes, user: dict[str, Any], expires: int, grant: Grant | None = None
-    ) -> None:
-        self._tokens[digest] = (user, expires, grant, time.time())
-        self._tokens.move_to_end(digest)
-        while len(self._tokens) > self.size:
-            self._tokens.popitem(last=False)
-
-    async def load(self, digest: bytes, fetch: Callable[[], Awaitable[Any]]) -> Any:
-        """fetch()'s answer (user, expiry, grant) for a token not in the cache, kept in it;
-        one fetch for concurrent callers.
-
-        A forget, forget_user or clear drops the lookup under way too, so a caller that
-        comes after a revocation never takes an answer read before it, nor is it cached.
-        """
-        shared = self._pending.get(digest)
-        if shared is not None:
-            try:
-                return await asyncio.shield(shared)
-            except asyncio.CancelledError:
-                if not shared.cancelled():
-                    raise
-                return await self.load(digest, fetch)
-        future = asyncio.get_running_loop().create_future()
-        self._pending[digest] = future
-        try:
-            found = await fetch()
-        except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError):
-                future.cancel()
-            else:
-                future.set_exception(exc)
-                future.exception()  # retrieved: nobody may be waiting
-            raise
-        finally:
-            current = self._pending.get(digest) is future
-            if current:
-                del self._pending[digest]
-        if found is not None and current:
-            self.put(digest, *found)
-        future.set_result(found)
-        return found
-
-    def forget(self, digest: bytes) -> None:
-        self._tokens.pop(digest, None)
-        self._pending.pop(digest, None)
-
-    def clear(self) -> None:
-        """Forget every token (after missing what other processes said)."""
-        self._tokens.clear()
-        self._pending.clear()
-
-    def forget_user(self, user_id: int) -> None:
-        """Drop every cached token of a user, after their account changed."""
-        for digest in [d for d, (u, _, _, _) in self._tokens.items() if u["id"] == user_id]:
-            del self._tokens[digest]
-        # Lookups under way do not say whose token they are: start them all again.
-        self._pending.clear()
-
-
 TOKEN_CACHE = web.AppKey("token_cache", TokenCache)
 # Git Basic credentials bcrypt accepted, kept a while: smart HTTP and the git rate limit
 # both read it, so it lives here, below both.
@@ -241,15 +155,25 @@ async def user_for_token(app: web.Application, token: str) -> TokenHit | None:
     return TokenHit(hit[0], digest, hit[2] if len(hit) > 2 else None)
 
 
-async def _touch(app: web.Application, digest: bytes, personal: bool) -> None:
-    """Record a token's use (lastUsedAt, a session's lastSeenAt), at most once a minute each."""
+def _touch_due(app: web.Application, digest: bytes) -> bool:
+    """Whether a token's use is to be recorded now (at most once a minute each); noted if so."""
     touched = app[PAT_TOUCHED]
     now = time.monotonic()
     if now - touched.get(digest, -PAT_TOUCH_SECONDS) < PAT_TOUCH_SECONDS:
-        return
+        return False
     if len(touched) > 10000:
         touched.clear()
     touched[digest] = now
+    return True
+
+
+async def _touch(app: web.Application, digest: bytes, personal: bool) -> None:
+    """Record a token's use (lastUsedAt, a session's lastSeenAt), at most once a minute each."""
+    if _touch_due(app, digest):
+        await _touch_now(app, digest, personal)
+
+
+async def _touch_now(app: web.Application, digest: bytes, personal: bool) -> None:
     users = app[STORE].users
     try:
         await (users.touch_personal_token(digest) if personal else users.touch_token(digest))
@@ -257,6 +181,38 @@ async def _touch(app: web.Application, digest: bytes, personal: bool) -> None:
         # Bookkeeping only: a read must not fail on a full disk or a held write lock
         # (a minute later the next use tries again).
         pass
+
+
+async def _credential(
+    app: web.Application, token: str, via: str
+) -> tuple[Identity, set[str] | None] | None:
+    """The Identity of a live token used as via ("bearer" or "cookie") and the actions
+    already allowed to it (None: not kept), or None for a dead token.
+
+    The Identity is kept with the token's cache entry, so a request whose token is cached
+    builds nothing: user_for_token's work (the lookup, the touch) without its objects.
+    """
+    digest = token_digest(token)
+    cache = app[TOKEN_CACHE]
+    kept = cache.kept(digest)
+    if kept is not None:
+        identity = kept.identities.get(via)
+        if identity is not None:
+            if _touch_due(app, digest):
+                await _touch_now(app, digest, is_personal_token(token))
+            return identity, kept.allowed[via]
+    found = await user_for_token(app, token)
+    if found is None:
+        return None
+    personal = via == "bearer" and is_personal_token(token)
+    identity = Identity(found.user, via, found.digest, personal, found.grant if personal else None)
+    kept = cache.kept(digest)
+    # Only onto the entry the user was read from: one read since (after a revocation, an
+    # account change) has a user of its own.
+    if kept is None or kept.user is not found.user:
+        return identity, None
+    kept.identities[via] = identity
+    return identity, kept.allowed.setdefault(via, set())
 
 
 async def issue_token(
@@ -325,27 +281,26 @@ async def authenticate(request: web.Request) -> None:
     if request.path == WS_PATH and request.query.get("token"):
         # A browser cannot set headers on a WebSocket upgrade: the token rides the query.
         bearer = request.query["token"]
+    allowed = None
     if bearer is not None:
-        found = await user_for_token(request.app, bearer)
-        if found is None:
+        got = await _credential(request.app, bearer, "bearer")
+        if got is None:
             raise Unauthorized("invalid or expired token")
-        identity = Identity(
-            found.user, "bearer", found.digest, is_personal_token(bearer), found.grant
-        )
+        identity, allowed = got
     elif "session" in request.cookies:
         session = await get_session(request)
         token = session.get("token")
         if token:
-            found = await user_for_token(request.app, token)
-            if found is None:
+            got = await _credential(request.app, token, "cookie")
+            if got is None:
                 session.invalidate()
                 raise Unauthorized("invalid or expired session")
-            identity = Identity(found.user, "cookie", found.digest)
+            identity, allowed = got
             if request.method not in SAFE_METHODS and not allowed_origin(request):
                 raise Forbidden("cross-origin request refused")
     if identity is None:
         identity = await _bot_identity(request)
-    authorize(request, identity)
+    authorize(request, identity, allowed)
     request[AUTH] = identity
 
 
@@ -367,12 +322,18 @@ def caps_of(identity: Identity | None) -> Caps | None:
     return None
 
 
-def authorize(request: web.Request, identity: Identity | None) -> None:
+def authorize(
+    request: web.Request, identity: Identity | None, allowed: set[str] | None = None
+) -> None:
     """Refuse what the route's declared action is beyond this credential (the policy's part
-    that needs no resource; the repository's part is load_repo's)."""
-    if request.match_info.http_exception is not None:
+    that needs no resource; the repository's part is load_repo's); allowed: the actions
+    already decided for it (kept with its token), added to."""
+    match_info = request.match_info
+    if match_info.http_exception is not None:
         return  # no route: the 404 or 405 answers for itself
-    action = action_of(request.match_info.handler)
+    action = action_of(match_info.handler)
+    if allowed is not None and action in allowed:
+        return
     if action is None:
         if request.method == "OPTIONS":
             return  # aiohttp_cors's preflight: it answers headers, never data
@@ -387,6 +348,9 @@ def authorize(request: web.Request, identity: Identity | None) -> None:
         if decision.status == 404:
             raise NotFound(decision.reason)
         raise Forbidden(decision.reason)
+    # bot.key reads a header of this request as well: decided each time.
+    if allowed is not None and action != "bot.key":
+        allowed.add(action)
 
 
 BOT_KEY_HEADER = "X-Chat-Bot-Key"

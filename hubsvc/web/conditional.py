@@ -9,8 +9,9 @@ who may read before asking: a 404 stays a 404 whatever If-None-Match says.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import orjson
@@ -77,18 +78,71 @@ def fresh(request: web.Request, tag: str) -> bool:
     return False
 
 
-def conditional_json(request: web.Request, tag: str, build: Callable[[], Any]) -> web.Response:
-    """304 when the client holds tag, else the JSON build() makes (kept by tag); both carry it."""
-    headers = {
+def _headers(tag: str) -> dict[str, str]:
+    return {
         "ETag": tag,
         # Each viewer's answer differs: kept by the client only, and asked for again.
         "Cache-Control": "private, no-cache",
         "Vary": "Authorization, Cookie",
     }
+
+
+def kept_answer(request: web.Request, tag: str) -> web.Response | None:
+    """304 when the client holds tag, else the body kept for tag; None when none is kept."""
     if fresh(request, tag):
-        return web.Response(status=304, headers=headers)
+        return web.Response(status=304, headers=_headers(tag))
     body = BODIES.get(tag)
     if body is None:
-        body = orjson.dumps(build())
-        BODIES.put(tag, body)
-    return web.Response(body=body, content_type="application/json", headers=headers)
+        return None
+    return web.Response(body=body, content_type="application/json", headers=_headers(tag))
+
+
+def conditional_json(request: web.Request, tag: str, build: Callable[[], Any]) -> web.Response:
+    """304 when the client holds tag, else the JSON build() makes (kept by tag); both carry it."""
+    answer = kept_answer(request, tag)
+    if answer is not None:
+        return answer
+    body = orjson.dumps(build())
+    BODIES.put(tag, body)
+    return web.Response(body=body, content_type="application/json", headers=_headers(tag))
+
+
+class KeptTags:
+    """A read route's ETag by what its answer is made of (path, viewer, credential), until
+    the next write and at most until the instant given with it.
+
+    The tag names the body (BODIES), so a request that finds its tag skips the reads,
+    checks and digest that made it. Only answers that were given are kept: a 404, 403 or
+    redirect is worked out again each time. Any write in this process, or told by
+    another (the Redis pulse), bumps the database generation, which empties this; what
+    changes outside any process (the admin commands) shows by the instant given, the
+    life of the cached row the answer was made of.
+    """
+
+    def __init__(self, most: int = 4096) -> None:
+        self.most = most
+        # Whose: a process serves one application, but tests make many, each with a
+        # database of its own whose generations count alike.
+        self.db: Any = None
+        self.generation = -1
+        self.tags: dict[Hashable, tuple[str, float]] = {}
+
+    def get(self, db: Any, generation: int, key: Hashable) -> str | None:
+        """The tag kept for key while db is at generation, or None."""
+        if generation != self.generation or db is not self.db:
+            return None
+        hit = self.tags.get(key)
+        if hit is None or time.monotonic() >= hit[1]:
+            return None
+        return hit[0]
+
+    def put(self, db: Any, generation: int, key: Hashable, tag: str, until: float) -> None:
+        """Keep tag for key, made from what was read at generation (unless db wrote since)."""
+        if db.generation != generation:
+            return  # written meanwhile: what was read may be gone already
+        if generation != self.generation or db is not self.db:
+            self.tags.clear()
+            self.db, self.generation = db, generation
+        elif len(self.tags) >= self.most:
+            del self.tags[next(iter(self.tags))]  # the oldest: insertion order
+        self.tags[key] = (tag, until)

@@ -72,8 +72,10 @@ class _Handler(RequestHandler):
         # aiohttp calls this once each answer is written, on every path that keeps the
         # connection open (an extra coroutine around each request did this before).
         self.partial = False
-        self.quiet_since = self._loop.time()
-        RequestHandler.log_access(self, request, response, time)
+        now = self.quiet_since = self._loop.time()
+        # RequestHandler.log_access's body: one call less for every request.
+        if self._logging_enabled and self.access_logger is not None and time is not None:
+            self.access_logger.log(request, response, now - time)
 
     def idle(self) -> bool:
         """Parked waiting for a request, nothing of one received: safe to close."""

@@ -16,6 +16,7 @@ tests').
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import time
 
@@ -37,7 +38,7 @@ from .routing import Resolver
 
 def install(app: web.Application, sessions: Middleware, health: Handler) -> None:
     """Make app route each request and pass it through the front steps, and give each
-    answer its headers (on_response_prepare); sessions is aiohttp-session's middleware,
+    answer its headers (as it is prepared); sessions is aiohttp-session's middleware,
     run only where a session is read or set; health answers a bare GET /health alone.
 
     Call it once the application's keys are set (the rate limiter is looked up here).
@@ -124,16 +125,19 @@ def install(app: web.Application, sessions: Middleware, health: Handler) -> None
             # Sessions are read only from a `session` cookie and written only by /auth/
             # (sign-up, sign-in, sign-out); every other request (bearer clients, git,
             # /health) would pay for wrapping its answer for nothing.
-            if "session" in request.cookies or request.path.startswith("/auth/"):
+            # (No Cookie header: no cookies to parse.)
+            if (
+                hdrs.COOKIE in request.headers and "session" in request.cookies
+            ) or request.path.startswith("/auth/"):
                 return await sessions(request, _then_auth(handler))
             await authenticate(request)
             return await handler(request)
         except Exception as exc:
             return failure_answer(request, exc)
 
-    async def answer_headers(request: web.Request, response: web.StreamResponse) -> None:
+    def answer_headers(request: web.Request, response: web.StreamResponse) -> None:
         """The rate-limit headers, X-Request-Id, Server-Timing, and `Connection: close`
-        while draining; one hook, where three each cost a coroutine."""
+        while draining; one step, where three hooks each cost a coroutine."""
         if limited:
             add_rate_headers(request, response)
         # The request's own context (see front): "-" where front did not run (an
@@ -153,11 +157,23 @@ def install(app: web.Application, sessions: Middleware, health: Handler) -> None
             # aiohttp wrote its headers before this hook: the header is set here too.
             response.headers["Connection"] = "close"
 
+    class Request(web.Request):
+        """aiohttp's request, giving each answer front's headers as it is prepared."""
+
+        async def _prepare_hook(self, response: web.StreamResponse) -> None:
+            # As an on_response_prepare hook did, first of them, but called here: through
+            # the signal it cost two coroutines more a request (callgrind). The other
+            # hooks (CORS) still run, after it, as they did.
+            if self._match_info is not None:
+                answer_headers(self, response)
+                await web.Request._prepare_hook(self, response)
+
     # Where aiohttp's runners (AppRunner's, so run.py's and the tests' alike) look for
-    # the application's request handler when they make their server. Written straight
-    # into the instance: Application warns of any attribute set on it in debug mode.
+    # the application's request handler and request factory when they make their server.
+    # Written straight into the instance: Application warns of any attribute set on it
+    # in debug mode.
     vars(app)["_handle"] = handle
-    app.on_response_prepare.append(answer_headers)
+    vars(app)["_make_request"] = functools.partial(app._make_request, _cls=Request)
 
 
 def _then(step: Middleware, handler: Handler) -> Handler:

@@ -123,6 +123,8 @@ class AccessLogger(AbstractAccessLogger):
     """One line per request; the query string is left out because it may carry a token."""
 
     json_lines = False
+    # Whether [server] trusted_proxies names any (None: not known here, looked up per line).
+    proxies: bool | None = None
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         if self.json_lines:
@@ -143,7 +145,7 @@ class AccessLogger(AbstractAccessLogger):
         handler = _plain_handler
         logger = self.logger
         parts = (
-            _client(request),
+            request.remote if self.proxies is False else _client(request),
             request.method,
             request.path,
             response.status,
@@ -226,3 +228,11 @@ atexit.register(_LINES.flush)
 
 class JsonAccessLogger(AccessLogger):
     json_lines = True
+
+
+def access_logger(json_lines: bool, trusted_proxies: list[str]) -> type[AccessLogger]:
+    """The access logger class for a server, told once whether any proxy is trusted: the
+    line's address then needs no walk from the request to the configuration (four calls
+    a line, a sixth of its cost)."""
+    base = JsonAccessLogger if json_lines else AccessLogger
+    return type(base.__name__, (base,), {"proxies": bool(trusted_proxies)})
