@@ -92,8 +92,11 @@ def drive(port: int, path: str, token: str | None, conns: int, rounds: int) -> i
     return bad
 
 
-def count(argv: list[str], cwd: str, work: str, setup, targets, args) -> dict[str, float]:
-    """Start argv under callgrind; setup(port) -> token; count each target's requests."""
+def count(
+    argv, cwd: str, work: str, setup, targets, args, ready: str = "/health"
+) -> dict[str, float]:
+    """Start argv under callgrind, wait for ready to answer; setup(port) -> token; count
+    each target's requests."""
     port = free_port()
     out = os.path.join(work, "cg.%p")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -107,7 +110,7 @@ def count(argv: list[str], cwd: str, work: str, setup, targets, args) -> dict[st
     )
     results = {}
     try:
-        wait(port, targets[0][1], proc)
+        wait(port, ready, proc)
         token = setup(port)
         total = args.connections * args.rounds
         for name, path, auth in targets:
@@ -157,6 +160,7 @@ def _count_all(args: argparse.Namespace, targets: list, work: str) -> int:
             lambda port: None,
             [("hello", "/", False)],
             args,
+            ready="/",
         )
         print(f"hello GET /: {got['hello'] / 1000:.1f}k instructions a request")
     for checkout in args.checkouts:
