@@ -783,6 +783,24 @@ def report_engine(engine: str, samples: dict[str, list[float]], several: bool) -
     return met
 
 
+def caught_up(url: str, timeout: float = 600.0) -> tuple[float, str]:
+    """Wait until every event cursor is at the newest event: (seconds waited, who is behind)."""
+    import psycopg
+
+    start, behind = time.monotonic(), ""
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.monotonic() - start < timeout:
+            rows = conn.execute(
+                "SELECT c.name, c.event_id FROM event_cursors c"
+                " WHERE c.event_id < (SELECT COALESCE(MAX(id), 0) FROM events)"
+            ).fetchall()
+            if not rows:
+                return time.monotonic() - start, ""
+            behind = ", ".join(f"{name} at {event_id}" for name, event_id in rows)
+            time.sleep(0.5)
+    return time.monotonic() - start, behind
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if not shutil.which("git"):
@@ -804,6 +822,7 @@ def main(argv: list[str] | None = None) -> int:
     engines = ["sqlite"] + (["postgresql"] if args.database else [])
     facts: dict[str, dict] = {}
     samples: dict[str, dict[str, list[float]]] = {}
+    pg_url = ""
     with contextlib.ExitStack() as stack:
         servers: dict[str, harness.Server] = {}
         for engine in engines:
@@ -812,6 +831,7 @@ def main(argv: list[str] | None = None) -> int:
                 url = stack.enter_context(harness.postgres_database(args.database))
                 print(f"# postgresql: fresh database {url}", flush=True)
                 settings = {"database": {"url": url}}
+                pg_url = url
             # Entered after its database, so the server stops before the database goes.
             servers[engine] = stack.enter_context(harness.Server(settings))
             facts[engine] = seed_engine(engine, servers[engine], args)
@@ -824,6 +844,16 @@ def main(argv: list[str] | None = None) -> int:
                 " seeding: its backlog of event consumers and checks is done",
                 flush=True,
             )
+            if engine == "postgresql":
+                # Quiet is not caught up on PostgreSQL: a consumer waiting on its backend
+                # uses no CPU here, and its cursor writes still come (each ends a search's
+                # cache): wait until every durable consumer's cursor is at the log's head.
+                waited, behind = caught_up(pg_url)
+                print(
+                    f"# postgresql consumers' cursors at the event log's head {waited:.1f} s"
+                    f" later{'' if not behind else ' (gave up; behind: ' + behind + ')'}",
+                    flush=True,
+                )
 
         per_round = [
             args.requests // args.rounds + (1 if r < args.requests % args.rounds else 0)

@@ -226,3 +226,101 @@ async def test_a_row_brings_what_hangs_on_it_in_one_statement(tmp_path, database
         assert changed == {**one, "title": "crash number zero", "updated_at": changed["updated_at"]}
     finally:
         await store.close()
+
+
+async def test_a_pull_page_tells_who_may_write_the_head(tmp_path, database_url):
+    """author_writes_head, looked up once per (head repository, author) on a pull page,
+    is what one pull request read alone says: owner and writer yes, reader and outsider
+    no, an outsider's own fork yes."""
+    store = Store(tmp_path / "hubsvc.db", url=database_url)
+    await store.open()
+    try:
+        owner, writer, reader, outsider = [
+            await store.users.create(
+                username=name, email=f"{name}@example.com", name=name, password_hash="x"
+            )
+            for name in ("owner", "writer", "reader", "outsider")
+        ]
+        repo = await store.repos.create(
+            owner_id=owner["id"],
+            name="proj",
+            description="",
+            visibility="public",
+            default_branch="main",
+        )
+        fork = await store.repos.create(
+            owner_id=outsider["id"],
+            name="proj",
+            description="",
+            visibility="public",
+            default_branch="main",
+            parent_id=repo["id"],
+        )
+        await store.repos.set_collaborator(repo["id"], writer["id"], "write")
+        await store.repos.set_collaborator(repo["id"], reader["id"], "read")
+        cases = [
+            (owner, repo, 1),
+            (writer, repo, 1),
+            (reader, repo, 0),
+            (outsider, repo, 0),
+            (outsider, fork, 1),
+            (writer, fork, 0),
+            (owner, repo, 1),  # a second pull request of the same (head, author)
+        ]
+        for n, (author, head, _) in enumerate(cases):
+            await store.issues.create(
+                repo_id=repo["id"],
+                author_id=author["id"],
+                title=f"change {n}",
+                body="",
+                labels=[],
+                assignee_ids=[],
+                pull={"head_repo_id": head["id"], "head": f"t{n}", "base": "main"},
+            )
+        rows, _ = await store.issues.page(repo["id"], True, "all", 30, 0, {"direction": "asc"})
+        assert [row["author_writes_head"] for row in rows] == [case[2] for case in cases]
+        for row in rows:
+            alone = await store.issues.get(repo["id"], row["number"], True)
+            assert alone == row
+    finally:
+        await store.close()
+
+
+async def test_a_page_walks_its_index_alone(tmp_path, database_url):
+    """A page of every state finds its ids in issues_walk alone (an index-only walk):
+    with (repo_id, number) each skipped row's is_pull was read from the table."""
+    store = Store(tmp_path / "hubsvc.db", url=database_url)
+    await store.open()
+    try:
+        repo = await seeded(store)
+        sent: list[tuple[str, object]] = []
+
+        class Recording:
+            def __init__(self, conn):
+                self.conn = conn
+
+            def execute(self, sql, params=None):
+                sent.append((sql, params))
+                return self.conn.execute(sql, params)
+
+            def __getattr__(self, name):
+                return getattr(self.conn, name)
+
+        def plan(conn):
+            store.issues.page.sync(store.issues, Recording(conn), repo, True, "all", 2, 2)
+            sql, params = sent[0]
+            if store.db.dialect == "sqlite":
+                return " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+            conn.execute("SET enable_seqscan = off")  # a dozen rows: a scan would do
+            try:
+                return " ".join(row[0] for row in conn.execute("EXPLAIN " + sql, params))
+            finally:
+                conn.execute("RESET enable_seqscan")
+
+        found = await store.db.read(plan)
+        if store.db.dialect == "sqlite":
+            assert "COVERING INDEX issues_walk" in found, found
+        else:
+            assert "Index Only Scan Backward using issues_walk" in found, found
+    finally:
+        await store.close()
