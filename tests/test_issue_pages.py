@@ -324,3 +324,35 @@ async def test_a_page_walks_its_index_alone(tmp_path, database_url):
             assert "Index Only Scan Backward using issues_walk" in found, found
     finally:
         await store.close()
+
+
+async def test_postgres_search_parses_its_query_once(tmp_path, pg_url):
+    """A prepared search's generic plan reads the query from an InitPlan, not by calling
+    to_tsquery per hit (twice: the index recheck and ts_rank) as a bare parameter made it."""
+    from hubsvc.store.access import VISIBLE
+
+    store = Store(tmp_path / "unused.db", url=pg_url)
+    await store.open()
+    try:
+        await seeded(store)
+        statement = store.db.sql.issue_hits(VISIBLE, False) + " SELECT hit, score FROM page"
+
+        def plan(conn):
+            text = statement.replace(":q", "$1").replace(":viewer", "$2")
+            text = text.replace(":limit", "$3").replace(":offset", "$4")
+            conn.raw.execute(f"PREPARE hits(text, bigint, bigint, bigint) AS {text}")
+            try:
+                return "\n".join(
+                    row[0]
+                    for row in conn.raw.execute(
+                        "EXPLAIN (VERBOSE) EXECUTE hits('item:*', 0, 20, 0)"
+                    )
+                )
+            finally:
+                conn.raw.execute("DEALLOCATE hits")
+
+        found = await store.db.read(plan)
+        rank = next(line for line in found.splitlines() if "Sort Key" in line)
+        assert "to_tsquery" not in rank, found
+    finally:
+        await store.close()
