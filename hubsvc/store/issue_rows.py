@@ -57,22 +57,6 @@ SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
   LEFT JOIN milestones ms ON ms.id = i.milestone_id
 """
 
-# A pull page's authors mostly push to a few head repositories: whether the author may
-# write to the head is looked up once per distinct (head repository, author) of the
-# page, not in a subplan per row (the executor's per-row overhead, not level() itself,
-# was the cost: benchmarks/README.md, item 3 round 4). Same value: no grant is 0.
-_AUTHOR_WRITES_HEAD = f"""CASE WHEN hr.id IS NULL THEN 0
-            WHEN {level("hr", "i.author_id")} >= {LEVELS["write"]} THEN 1 ELSE 0 END"""
-_AUTHOR_WRITES_HEAD_KEPT = "CASE WHEN hr.id IS NULL THEN 0 ELSE COALESCE(wh.w, 0) END"
-_WRITES_HEAD = (
-    ", writes_head AS MATERIALIZED (SELECT d.repo_id, d.author_id,"
-    f" CASE WHEN {level('hr', 'd.author_id')} >= {LEVELS['write']} THEN 1 ELSE 0 END AS w"
-    " FROM (SELECT DISTINCT p.head_repo_id AS repo_id, i.author_id FROM page h"
-    " CROSS JOIN issues i JOIN pulls p ON p.issue_id = i.id WHERE i.id = h.hit) d"
-    " JOIN repositories hr ON hr.id = d.repo_id)"
-)
-assert _AUTHOR_WRITES_HEAD in ISSUE_SELECT
-
 # ISSUE_SELECT for the rows of a `page` (WITH page AS (… hit …)), which comes first: past
 # join_collapse_limit (8) PostgreSQL keeps the written join order, and with the page
 # joined last it joined every issue of the repository before keeping the page's 30
@@ -147,12 +131,7 @@ def issue_select(sql: Any, pulls: bool | None, first: str = "") -> str:
     select = ISSUE_SELECT_PAGED.replace(
         "SELECT i.id,", f"SELECT {first}extras.j AS extras_json, i.id,", 1
     )
-    tail = "  LEFT JOIN extras ON extras.hit = i.id\n"
-    if pulls:
-        extras += _WRITES_HEAD
-        select = select.replace(_AUTHOR_WRITES_HEAD, _AUTHOR_WRITES_HEAD_KEPT, 1)
-        tail += "  LEFT JOIN writes_head wh ON wh.repo_id = p.head_repo_id AND wh.author_id = i.author_id\n"
-    return extras + select + tail
+    return extras + select + "  LEFT JOIN extras ON extras.hit = i.id\n"
 
 
 def issue_rows(conn: Conn, rows: list[Row]) -> list[dict[str, Any]]:
