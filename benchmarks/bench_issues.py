@@ -783,22 +783,32 @@ def report_engine(engine: str, samples: dict[str, list[float]], several: bool) -
     return met
 
 
-def caught_up(url: str, timeout: float = 600.0) -> tuple[float, str]:
-    """Wait until every event cursor is at the newest event: (seconds waited, who is behind)."""
+def caught_up(url: str, still: float = 3.0, timeout: float = 600.0) -> tuple[float, str]:
+    """Wait until the event log and every consumer's cursor have not moved for `still` s.
+
+    Not "every cursor at the newest event": some consumers mark their cursor only on the
+    events they act on (pull-sync after a push), so a cursor may rest behind the head.
+    Returns (seconds waited, the cursors then).
+    """
     import psycopg
 
-    start, behind = time.monotonic(), ""
+    start = time.monotonic()
+    seen: list = []
+    steady_since = start
     with psycopg.connect(url, autocommit=True) as conn:
         while time.monotonic() - start < timeout:
-            rows = conn.execute(
-                "SELECT c.name, c.event_id FROM event_cursors c"
-                " WHERE c.event_id < (SELECT COALESCE(MAX(id), 0) FROM events)"
+            now = conn.execute(
+                "SELECT (SELECT COALESCE(MAX(id), 0) FROM events), c.name, c.event_id"
+                " FROM event_cursors c ORDER BY c.name"
             ).fetchall()
-            if not rows:
-                return time.monotonic() - start, ""
-            behind = ", ".join(f"{name} at {event_id}" for name, event_id in rows)
-            time.sleep(0.5)
-    return time.monotonic() - start, behind
+            if now != seen:
+                seen, steady_since = now, time.monotonic()
+            elif time.monotonic() - steady_since >= still:
+                break
+            time.sleep(0.25)
+    head = seen[0][0] if seen else 0
+    cursors = ", ".join(f"{name} {event_id}" for _, name, event_id in seen)
+    return time.monotonic() - start, f"head {head}: {cursors}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -846,12 +856,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             if engine == "postgresql":
                 # Quiet is not caught up on PostgreSQL: a consumer waiting on its backend
-                # uses no CPU here, and its cursor writes still come (each ends a search's
-                # cache): wait until every durable consumer's cursor is at the log's head.
-                waited, behind = caught_up(pg_url)
+                # uses little CPU here, and its cursor writes still come (each ended a
+                # search's cache before they were made quiet): wait until they stop.
+                waited, cursors = caught_up(pg_url)
                 print(
-                    f"# postgresql consumers' cursors at the event log's head {waited:.1f} s"
-                    f" later{'' if not behind else ' (gave up; behind: ' + behind + ')'}",
+                    f"# postgresql event log and consumers' cursors still for 3 s,"
+                    f" {waited:.1f} s later ({cursors})",
                     flush=True,
                 )
 
