@@ -356,3 +356,42 @@ async def test_postgres_search_parses_its_query_once(tmp_path, pg_url):
         assert "to_tsquery" not in rank, found
     finally:
         await store.close()
+
+
+async def test_an_issue_page_sets_up_no_pull_request_checks(tmp_path, database_url):
+    """A page of issues is read without the pull request joins and their correlated
+    checks (PostgreSQL set up every subplan on each execution, skipped or not), and its
+    rows are still what one issue read alone gives, pull request columns included."""
+    store = Store(tmp_path / "hubsvc.db", url=database_url)
+    await store.open()
+    try:
+        repo = await seeded(store)
+        sent: list[tuple[str, object]] = []
+
+        class Recording:
+            def __init__(self, conn):
+                self.conn = conn
+
+            def execute(self, sql, params=None):
+                sent.append((sql, params))
+                return self.conn.execute(sql, params)
+
+            def __getattr__(self, name):
+                return getattr(self.conn, name)
+
+        def plan(conn):
+            store.issues.page.sync(store.issues, Recording(conn), repo, False, "all", 30, 0)
+            sql, params = sent[0]
+            if store.db.dialect == "sqlite":
+                return " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+            return " ".join(row[0] for row in conn.execute("EXPLAIN " + sql, params))
+
+        found = await store.db.read(plan)
+        assert "CORRELATED" not in found and "SubPlan" not in found, found  # SQLite, PG
+        rows, _ = await store.issues.page(repo, False, "all", 30, 0)
+        assert rows and all(not row["is_pull"] for row in rows)
+        for row in rows:
+            assert row == await store.issues.get(repo, row["number"], False)
+            assert (row["head"], row["author_writes_head"], row["head_status"]) == (None, 0, None)
+    finally:
+        await store.close()
