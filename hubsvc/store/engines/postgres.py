@@ -126,9 +126,34 @@ class Row:
         return f"Row({dict(zip(self._index, self._values, strict=True))!r})"
 
 
+# Column name -> position, per result shape (its raw field names): psycopg's
+# `description` builds a Column object per column on each access (a page of issues
+# has 86 columns: ~0.1 ms a call), so it is read once per shape. The store has a few
+# hundred statements; the cap only guards against a caller making shapes endlessly.
+_INDEXES: dict[tuple[bytes | None, ...], dict[str, int]] = {}
+
+
 def row_factory(cursor: Any) -> Callable[[Sequence[Any]], Row]:
-    index = {column.name: i for i, column in enumerate(cursor.description or ())}
+    res = cursor.pgresult
+    shape = tuple(res.fname(i) for i in range(res.nfields)) if res is not None else ()
+    index = _INDEXES.get(shape)
+    if index is None:
+        index = {column.name: i for i, column in enumerate(cursor.description or ())}
+        if len(_INDEXES) >= 4096:
+            _INDEXES.clear()
+        _INDEXES[shape] = index
     return lambda values: Row(values, index)
+
+
+# libpq's ExecStatus of a result with rows: TUPLES_OK, SINGLE_TUPLE, TUPLES_CHUNK (the
+# numbers, so psycopg, an optional dependency, is not imported at load).
+_ROWS_STATUS = frozenset({2, 9, 12})
+
+
+def _has_rows(cursor: Any) -> bool:
+    """Whether the result holds rows: `cursor.description is not None`, without its Columns."""
+    res = cursor.pgresult
+    return res is not None and bool(res.nfields or res.status in _ROWS_STATUS)
 
 
 class Cursor:
@@ -146,10 +171,10 @@ class Cursor:
         raise AttributeError("PostgreSQL has no lastrowid: use INSERT … RETURNING id")
 
     def fetchone(self) -> Row | None:
-        return self._cursor.fetchone() if self._cursor.description else None
+        return self._cursor.fetchone() if _has_rows(self._cursor) else None
 
     def fetchall(self) -> list[Row]:
-        return self._cursor.fetchall() if self._cursor.description else []
+        return self._cursor.fetchall() if _has_rows(self._cursor) else []
 
     def __iter__(self) -> Iterator[Row]:
         return iter(self.fetchall())
