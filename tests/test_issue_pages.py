@@ -118,6 +118,33 @@ async def test_postgres_reads_keep_one_generic_plan(tmp_path, pg_url):
         await store.close()
 
 
+async def test_postgres_rows_name_their_columns_once_per_statement(tmp_path, pg_url, monkeypatch):
+    """psycopg builds a Column per column on each `description`: a page's 86 columns
+    cost ~0.1 ms a call, so rows learn their columns' names once per statement shape."""
+    import psycopg
+
+    store = Store(tmp_path / "unused.db", url=pg_url)
+    await store.open()
+    try:
+        repo = await seeded(store)
+        first, _ = await store.issues.page(repo, False, "all", 30, 0)
+        made = [0]
+        init = psycopg.Column.__init__
+
+        def counting(self, *args, **kwargs):
+            made[0] += 1
+            init(self, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Column, "__init__", counting)
+        for _ in range(3):
+            again, _ = await store.issues.page(repo, False, "all", 30, 0)
+            assert again == first
+        none = await store.db.read(lambda conn: conn.execute("SET jit = off").fetchall())
+        assert made[0] == 0 and none == []
+    finally:
+        await store.close()
+
+
 async def test_a_row_brings_what_hangs_on_it_in_one_statement(tmp_path, database_url):
     """Labels (in the issue's order, its objects' case; a name SQL cannot lower-case
     itself), reactions, assignees and review requests (people and teams) come along with
@@ -224,5 +251,174 @@ async def test_a_row_brings_what_hangs_on_it_in_one_statement(tmp_path, database
         # And as a write returns them.
         changed = await store.issues.update(made[0]["id"], {"title": "crash number zero"})
         assert changed == {**one, "title": "crash number zero", "updated_at": changed["updated_at"]}
+    finally:
+        await store.close()
+
+
+async def test_a_pull_page_tells_who_may_write_the_head(tmp_path, database_url):
+    """author_writes_head, looked up once per (head repository, author) on a pull page,
+    is what one pull request read alone says: owner and writer yes, reader and outsider
+    no, an outsider's own fork yes."""
+    store = Store(tmp_path / "hubsvc.db", url=database_url)
+    await store.open()
+    try:
+        owner, writer, reader, outsider = [
+            await store.users.create(
+                username=name, email=f"{name}@example.com", name=name, password_hash="x"
+            )
+            for name in ("owner", "writer", "reader", "outsider")
+        ]
+        repo = await store.repos.create(
+            owner_id=owner["id"],
+            name="proj",
+            description="",
+            visibility="public",
+            default_branch="main",
+        )
+        fork = await store.repos.create(
+            owner_id=outsider["id"],
+            name="proj",
+            description="",
+            visibility="public",
+            default_branch="main",
+            parent_id=repo["id"],
+        )
+        await store.repos.set_collaborator(repo["id"], writer["id"], "write")
+        await store.repos.set_collaborator(repo["id"], reader["id"], "read")
+        cases = [
+            (owner, repo, 1),
+            (writer, repo, 1),
+            (reader, repo, 0),
+            (outsider, repo, 0),
+            (outsider, fork, 1),
+            (writer, fork, 0),
+            (owner, repo, 1),  # a second pull request of the same (head, author)
+        ]
+        for n, (author, head, _) in enumerate(cases):
+            await store.issues.create(
+                repo_id=repo["id"],
+                author_id=author["id"],
+                title=f"change {n}",
+                body="",
+                labels=[],
+                assignee_ids=[],
+                pull={"head_repo_id": head["id"], "head": f"t{n}", "base": "main"},
+            )
+        rows, _ = await store.issues.page(repo["id"], True, "all", 30, 0, {"direction": "asc"})
+        assert [row["author_writes_head"] for row in rows] == [case[2] for case in cases]
+        for row in rows:
+            alone = await store.issues.get(repo["id"], row["number"], True)
+            assert alone == row
+    finally:
+        await store.close()
+
+
+async def test_a_page_walks_its_index_alone(tmp_path, database_url):
+    """A page of every state finds its ids in issues_walk alone (an index-only walk):
+    with (repo_id, number) each skipped row's is_pull was read from the table."""
+    store = Store(tmp_path / "hubsvc.db", url=database_url)
+    await store.open()
+    try:
+        repo = await seeded(store)
+        sent: list[tuple[str, object]] = []
+
+        class Recording:
+            def __init__(self, conn):
+                self.conn = conn
+
+            def execute(self, sql, params=None):
+                sent.append((sql, params))
+                return self.conn.execute(sql, params)
+
+            def __getattr__(self, name):
+                return getattr(self.conn, name)
+
+        def plan(conn):
+            store.issues.page.sync(store.issues, Recording(conn), repo, True, "all", 2, 2)
+            sql, params = sent[0]
+            if store.db.dialect == "sqlite":
+                return " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+            conn.execute("SET enable_seqscan = off")  # a dozen rows: a scan would do
+            try:
+                return " ".join(row[0] for row in conn.execute("EXPLAIN " + sql, params))
+            finally:
+                conn.execute("RESET enable_seqscan")
+
+        found = await store.db.read(plan)
+        if store.db.dialect == "sqlite":
+            assert "COVERING INDEX issues_walk" in found, found
+        else:
+            assert "Index Only Scan Backward using issues_walk" in found, found
+    finally:
+        await store.close()
+
+
+async def test_postgres_search_parses_its_query_once(tmp_path, pg_url):
+    """A prepared search's generic plan reads the query from an InitPlan, not by calling
+    to_tsquery per hit (twice: the index recheck and ts_rank) as a bare parameter made it."""
+    from hubsvc.store.access import VISIBLE
+
+    store = Store(tmp_path / "unused.db", url=pg_url)
+    await store.open()
+    try:
+        await seeded(store)
+        statement = store.db.sql.issue_hits(VISIBLE, False) + " SELECT hit, score FROM page"
+
+        def plan(conn):
+            text = statement.replace(":q", "$1").replace(":viewer", "$2")
+            text = text.replace(":limit", "$3").replace(":offset", "$4")
+            conn.raw.execute(f"PREPARE hits(text, bigint, bigint, bigint) AS {text}")
+            try:
+                return "\n".join(
+                    row[0]
+                    for row in conn.raw.execute(
+                        "EXPLAIN (VERBOSE) EXECUTE hits('item:*', 0, 20, 0)"
+                    )
+                )
+            finally:
+                conn.raw.execute("DEALLOCATE hits")
+
+        found = await store.db.read(plan)
+        rank = next(line for line in found.splitlines() if "Sort Key" in line)
+        assert "to_tsquery" not in rank, found
+    finally:
+        await store.close()
+
+
+async def test_an_issue_page_sets_up_no_pull_request_checks(tmp_path, database_url):
+    """A page of issues is read without the pull request joins and their correlated
+    checks (PostgreSQL set up every subplan on each execution, skipped or not), and its
+    rows are still what one issue read alone gives, pull request columns included."""
+    store = Store(tmp_path / "hubsvc.db", url=database_url)
+    await store.open()
+    try:
+        repo = await seeded(store)
+        sent: list[tuple[str, object]] = []
+
+        class Recording:
+            def __init__(self, conn):
+                self.conn = conn
+
+            def execute(self, sql, params=None):
+                sent.append((sql, params))
+                return self.conn.execute(sql, params)
+
+            def __getattr__(self, name):
+                return getattr(self.conn, name)
+
+        def plan(conn):
+            store.issues.page.sync(store.issues, Recording(conn), repo, False, "all", 30, 0)
+            sql, params = sent[0]
+            if store.db.dialect == "sqlite":
+                return " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+            return " ".join(row[0] for row in conn.execute("EXPLAIN " + sql, params))
+
+        found = await store.db.read(plan)
+        assert "CORRELATED" not in found and "SubPlan" not in found, found  # SQLite, PG
+        rows, _ = await store.issues.page(repo, False, "all", 30, 0)
+        assert rows and all(not row["is_pull"] for row in rows)
+        for row in rows:
+            assert row == await store.issues.get(repo, row["number"], False)
+            assert (row["head"], row["author_writes_head"], row["head_status"]) == (None, 0, None)
     finally:
         await store.close()

@@ -66,6 +66,56 @@ ISSUE_SELECT_PAGED = ISSUE_SELECT.replace(
 )
 
 
+# ISSUE_SELECT_PAGED for rows known to be issues (a page or search of issues): what only
+# a pull request has is written as the value it has for an issue, and its joins go. The
+# CASE above skipped those subplans per row, but PostgreSQL still set up every one of
+# them (~70 subplans and InitPlans, mostly the access checks) on each execution.
+_PULL_COLUMNS = [
+    "head",
+    "base",
+    "head_repo_id",
+    "head_oid",
+    "base_oid",
+    "mergeable",
+    "merged",
+    "merged_at",
+    "merge_commit",
+    "merged_by",
+    "merger_username",
+    "merger_name",
+    "merger_avatar_hash",
+    "head_repo_name",
+    "head_repo_owner",
+    "head_repo_visibility",
+]
+
+
+def _issues_only(select: str) -> str:
+    start = select.index("       p.head, p.base,")
+    end = select.index("br.visibility AS base_visibility,")
+    nulls = ", ".join(f"NULL AS {name}" for name in _PULL_COLUMNS)
+    select = select[:start] + f"       {nulls},\n       " + select[end:]
+    start = select.index("       CASE WHEN hr.id IS NULL THEN 0")
+    end = select.index("END AS head_status") + len("END AS head_status")
+    select = (
+        select[:start] + "       0 AS author_writes_head, 0 AS changes_requested, 0 AS approvals,"
+        " NULL AS head_status" + select[end:]
+    )
+    for join in (
+        "  LEFT JOIN pulls p ON p.issue_id = i.id\n",
+        "  LEFT JOIN users mu ON mu.id = p.merged_by\n",
+        "  LEFT JOIN repositories hr ON hr.id = p.head_repo_id\n",
+        "  LEFT JOIN users hu ON hu.id = hr.owner_id\n",
+    ):
+        assert join in select
+        select = select.replace(join, "", 1)
+    assert not any(alias in select for alias in (" p.", " mu.", " hr.", " hu.", "(p.", "(hr."))
+    return select
+
+
+ISSUE_ONLY_SELECT_PAGED = _issues_only(ISSUE_SELECT_PAGED)
+
+
 # What hangs on a row, one JSON array per item, its first element the kind:
 # ["a", position, id, username, name, avatar_hash]: an assignee;
 # ["l", place, name carried, id, repo_id, name, name_key, color, description]: a label
@@ -128,7 +178,7 @@ def issue_select(sql: Any, pulls: bool | None, first: str = "") -> str:
         f", extras AS MATERIALIZED (SELECT y.hit, '[' || {sql.text_agg('y.x', ',')} || ']' AS j"
         f" FROM ({_extras(sql, pulls)}) y GROUP BY y.hit)"
     )
-    select = ISSUE_SELECT_PAGED.replace(
+    select = (ISSUE_SELECT_PAGED if pulls is not False else ISSUE_ONLY_SELECT_PAGED).replace(
         "SELECT i.id,", f"SELECT {first}extras.j AS extras_json, i.id,", 1
     )
     return extras + select + "  LEFT JOIN extras ON extras.hit = i.id\n"

@@ -126,9 +126,34 @@ class Row:
         return f"Row({dict(zip(self._index, self._values, strict=True))!r})"
 
 
+# Column name -> position, per result shape (its raw field names): psycopg's
+# `description` builds a Column object per column on each access (a page of issues
+# has 86 columns: ~0.1 ms a call), so it is read once per shape. The store has a few
+# hundred statements; the cap only guards against a caller making shapes endlessly.
+_INDEXES: dict[tuple[bytes | None, ...], dict[str, int]] = {}
+
+
 def row_factory(cursor: Any) -> Callable[[Sequence[Any]], Row]:
-    index = {column.name: i for i, column in enumerate(cursor.description or ())}
+    res = cursor.pgresult
+    shape = tuple(res.fname(i) for i in range(res.nfields)) if res is not None else ()
+    index = _INDEXES.get(shape)
+    if index is None:
+        index = {column.name: i for i, column in enumerate(cursor.description or ())}
+        if len(_INDEXES) >= 4096:
+            _INDEXES.clear()
+        _INDEXES[shape] = index
     return lambda values: Row(values, index)
+
+
+# libpq's ExecStatus of a result with rows: TUPLES_OK, SINGLE_TUPLE, TUPLES_CHUNK (the
+# numbers, so psycopg, an optional dependency, is not imported at load).
+_ROWS_STATUS = frozenset({2, 9, 12})
+
+
+def _has_rows(cursor: Any) -> bool:
+    """Whether the result holds rows: `cursor.description is not None`, without its Columns."""
+    res = cursor.pgresult
+    return res is not None and bool(res.nfields or res.status in _ROWS_STATUS)
 
 
 class Cursor:
@@ -146,10 +171,10 @@ class Cursor:
         raise AttributeError("PostgreSQL has no lastrowid: use INSERT … RETURNING id")
 
     def fetchone(self) -> Row | None:
-        return self._cursor.fetchone() if self._cursor.description else None
+        return self._cursor.fetchone() if _has_rows(self._cursor) else None
 
     def fetchall(self) -> list[Row]:
-        return self._cursor.fetchall() if self._cursor.description else []
+        return self._cursor.fetchall() if _has_rows(self._cursor) else []
 
     def __iter__(self) -> Iterator[Row]:
         return iter(self.fetchall())
@@ -298,7 +323,11 @@ def reserve_event_ids(conn: Connection, count: int) -> int:
 # --- the dialect the store's queries take pieces from --------------------------------
 
 
-_TSQUERY = "to_tsquery('simple', :{})"
+# A subquery, so a prepared statement's generic plan parses the query once (an InitPlan),
+# not once per matching row for the index recheck and again for ts_rank: the parameter
+# keeps it from being folded into a constant as a literal is (10,000 issues, `error`
+# matching 2,374: the ranked page 4.8 -> 3.2 ms of server CPU; benchmarks/README.md).
+_TSQUERY = "(SELECT to_tsquery('simple', :{}))"
 
 
 class PostgresSql:
@@ -548,10 +577,15 @@ class PostgresDatabase(DatabaseBase):
         # No JIT: a generic plan guesses a LIMIT parameter keeps 10% of the rows, so at
         # 100,000 issues a page's estimate passed jit_above_cost and every execution
         # compiled 500 functions first (0.5 s, for a statement that runs in 6 ms).
+        # An index probe costs about a sequential page read: the store's tables are read
+        # from shared buffers and the page cache, not from spinning disks (random_page_cost
+        # 4 made a page's generic plan hash every assignee of the database for 31 ids:
+        # 10,000 issues, a page's server CPU 1.6 -> 1.15 ms; benchmarks/README.md, round 4).
         conn.autocommit = True
         conn.execute(
             f"SET statement_timeout = {int(self.read_timeout_ms)};"
-            " SET plan_cache_mode = force_generic_plan; SET jit = off"
+            " SET plan_cache_mode = force_generic_plan; SET jit = off;"
+            " SET random_page_cost = 1.1"
         )
         # A read statement is prepared on its second use on this connection (Connection:
         # server_bound); the store has a few hundred distinct ones, IN lists folded.
