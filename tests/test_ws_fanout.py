@@ -499,3 +499,17 @@ async def test_a_planned_batch_with_bytes_unsent_goes_through_the_transports(cli
     for ws in sockets:
         assert (await ws.receive_json(timeout=5))["n"] == 2
         await ws.close()
+
+
+async def test_kept_targets_are_bounded(client, alice, bob):
+    from hubsvc.notify import hub as hub_module
+    from hubsvc.store.access import Audience
+
+    hub = client.app[HUB]
+    ws = await connect(client, bob)
+    # Many public repositories' events while no client changes: each would keep a list.
+    for number in range(hub_module.KEPT_MOST + 50):
+        event = SimpleNamespace(repo_number=number, repo_id=number, public=True, type="push")
+        hub._targets(event, Audience(None, set(), {}))
+    assert len(hub._kept) == hub_module.KEPT_MOST
+    await ws.close()

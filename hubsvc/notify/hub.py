@@ -67,6 +67,10 @@ async def _close(ws: web.WebSocketResponse, transport: Any, code: int, message: 
             transport.abort()
 
 
+# How many public repositories' targets Hub._targets keeps at once.
+KEPT_MOST = 256
+
+
 class Hub:
     """Bus subscriber that fans events out to the sockets allowed to see them."""
 
@@ -377,7 +381,12 @@ class Hub:
             return kept[1], kept[2]
         found = self._find(event, audience)
         plan = Plan.of(found)
-        self._kept[event.repo_number] = (audience, found, plan)
+        kept_map = self._kept
+        # Bounded: each entry holds a list of clients, and a quiet epoch may see events
+        # of many public repositories.
+        if len(kept_map) >= KEPT_MOST and event.repo_number not in kept_map:
+            del kept_map[next(iter(kept_map))]  # the oldest: insertion order
+        kept_map[event.repo_number] = (audience, found, plan)
         return found, plan
 
     def _find(self, event: Event, audience: Audience) -> list[Client]:
