@@ -218,6 +218,8 @@ class _Early:
         late = self.asked or self.task is not None
         if late or updates is None or (objects is not None and objects < UNPACK_LIMIT):
             return  # loose objects, or commands the head does not hold: checked when asked
+        if all(new == ZERO for _, new, _ in updates):
+            return  # deletions only: no pack comes, nothing to look for
         self.updates = updates
         self.task = asyncio.ensure_future(self._run(pid))
 
