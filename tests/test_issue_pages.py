@@ -320,31 +320,10 @@ async def test_a_page_walks_its_index_alone(tmp_path, database_url):
     await store.open()
     try:
         repo = await seeded(store)
-        sent: list[tuple[str, object]] = []
-
-        class Recording:
-            def __init__(self, conn):
-                self.conn = conn
-
-            def execute(self, sql, params=None):
-                sent.append((sql, params))
-                return self.conn.execute(sql, params)
-
-            def __getattr__(self, name):
-                return getattr(self.conn, name)
-
-        def plan(conn):
-            store.issues.page.sync(store.issues, Recording(conn), repo, True, "all", 2, 2)
-            sql, params = sent[0]
-            if store.db.dialect == "sqlite":
-                return " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
-            conn.execute("SET enable_seqscan = off")  # a dozen rows: a scan would do
-            try:
-                return " ".join(row[0] for row in conn.execute("EXPLAIN " + sql, params))
-            finally:
-                conn.execute("RESET enable_seqscan")
-
-        found = await store.db.read(plan)
+        # A dozen rows: PostgreSQL would scan the table.
+        found = await store.db.read(
+            lambda conn: page_plan(store, conn, (repo, True, "all", 2, 2), True)
+        )
         if store.db.dialect == "sqlite":
             assert "COVERING INDEX issues_walk" in found, found
         else:
@@ -393,27 +372,9 @@ async def test_an_issue_page_sets_up_no_pull_request_checks(tmp_path, database_u
     await store.open()
     try:
         repo = await seeded(store)
-        sent: list[tuple[str, object]] = []
-
-        class Recording:
-            def __init__(self, conn):
-                self.conn = conn
-
-            def execute(self, sql, params=None):
-                sent.append((sql, params))
-                return self.conn.execute(sql, params)
-
-            def __getattr__(self, name):
-                return getattr(self.conn, name)
-
-        def plan(conn):
-            store.issues.page.sync(store.issues, Recording(conn), repo, False, "all", 30, 0)
-            sql, params = sent[0]
-            if store.db.dialect == "sqlite":
-                return " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
-            return " ".join(row[0] for row in conn.execute("EXPLAIN " + sql, params))
-
-        found = await store.db.read(plan)
+        found = await store.db.read(
+            lambda conn: page_plan(store, conn, (repo, False, "all", 30, 0))
+        )
         assert "CORRELATED" not in found and "SubPlan" not in found, found  # SQLite, PG
         rows, _ = await store.issues.page(repo, False, "all", 30, 0)
         assert rows and all(not row["is_pull"] for row in rows)
@@ -422,3 +383,33 @@ async def test_an_issue_page_sets_up_no_pull_request_checks(tmp_path, database_u
             assert (row["head"], row["author_writes_head"], row["head_status"]) == (None, 0, None)
     finally:
         await store.close()
+
+
+class Recording:
+    """A connection that notes each statement sent through it."""
+
+    def __init__(self, conn, sent: list) -> None:
+        self.conn, self.sent = conn, sent
+
+    def execute(self, sql, params=None):
+        self.sent.append((sql, params))
+        return self.conn.execute(sql, params)
+
+    def __getattr__(self, name):
+        return getattr(self.conn, name)
+
+
+def page_plan(store, conn, args: tuple, no_seqscan: bool = False) -> str:
+    """The plan of the statement a page of issues (page's args) sends, as one line."""
+    sent: list = []
+    store.issues.page.sync(store.issues, Recording(conn, sent), *args)
+    sql, params = sent[0]
+    if store.db.dialect == "sqlite":
+        return " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+    if no_seqscan:
+        conn.execute("SET enable_seqscan = off")
+    try:
+        return " ".join(row[0] for row in conn.execute("EXPLAIN " + sql, params))
+    finally:
+        if no_seqscan:
+            conn.execute("RESET enable_seqscan")
