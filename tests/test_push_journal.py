@@ -133,3 +133,29 @@ async def test_sigkill_during_pushes_loses_no_push_event(tmp_path):
         await asyncio.to_thread(restarted.stop)
     pushes = [e for e in feed["events"] if e["type"] == "push"]
     assert len(pushes) == 1 and pushes[0]["data"]["totalCommits"] == 300
+
+
+async def test_a_head_lock_left_by_a_killed_process_does_not_block_head_for_good(
+    aiohttp_client, tmp_path
+):
+    """A process SIGKILLed while it set HEAD (a first push's default branch) left HEAD.lock:
+    the recovery of its push set HEAD again and failed on that lock at every try. A lock
+    older than any writer holds one is removed; a fresh one is still respected."""
+    client = await aiohttp_client(create_app(make_config(tmp_path)))
+    alice = await sign_up(client, "alice")
+    repo_id = int((await create(client, alice, "proj"))["id"])
+    files = client.app[REPO_FILES]
+    lock = files.path(repo_id) / "HEAD.lock"
+    lock.write_text("ref: refs/heads/half\n")
+    try:
+        await files.run(repo_id, lambda g: g.set_default_branch("dev"))
+        fresh_refused = False
+    except Exception:
+        fresh_refused = True
+    assert fresh_refused  # a live writer's lock: not taken from it
+    past = time.time() - 60
+    os.utime(lock, (past, past))
+    await files.run(repo_id, lambda g: g.set_default_branch("dev"))
+    assert await files.run(repo_id, lambda g: g.default_branch()) == "dev"
+    assert not lock.exists()
+    await files.run(repo_id, lambda g: g.set_default_branch("dev"))  # already: no lock taken

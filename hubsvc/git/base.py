@@ -21,6 +21,8 @@ from .objects import _HEADS, _OID_RE, _SHORT_OID_RE, _TAGS, T, _iso, _ref_name, 
 from .process import GitError, _git_status, _run_git
 
 R = TypeVar("R", bound="RepoBase")
+# A HEAD.lock older than this was left by a killed process (set_default_branch).
+STALE_LOCK_SECONDS = 10.0
 
 
 def _locked(method: Callable[..., T]) -> Callable[..., T]:
@@ -172,7 +174,19 @@ class RepoBase:
     @_locked
     def set_default_branch(self, branch: str) -> None:
         """Point HEAD at a branch (which need not exist yet)."""
-        self._repo.refs.set_symbolic_ref(b"HEAD", _valid_branch(branch))
+        target = _valid_branch(branch)
+        if self._repo.refs.get_symrefs().get(b"HEAD") == target:
+            return  # already: no lock taken, nothing a kill could leave behind
+        lock = os.path.join(self._repo.controldir(), "HEAD.lock")
+        try:
+            if time.time() - os.stat(lock).st_mtime > STALE_LOCK_SECONDS:
+                # A process killed while writing HEAD left its lock: no writer holds one
+                # for more than microseconds, and without this every later write (a dead
+                # push's recovery among them) fails on it for good.
+                os.unlink(lock)
+        except FileNotFoundError:
+            pass
+        self._repo.refs.set_symbolic_ref(b"HEAD", target)
 
     @_locked
     def default_branch(self) -> str | None:
