@@ -153,7 +153,7 @@ async def test_a_head_lock_left_by_a_killed_process_does_not_block_head_for_good
     except Exception:
         fresh_refused = True
     assert fresh_refused  # a live writer's lock: not taken from it
-    past = time.time() - 60
+    past = time.time() - 60  # STALE_LOCK_SECONDS is 2
     os.utime(lock, (past, past))
     await files.run(repo_id, lambda g: g.set_default_branch("dev"))
     assert await files.run(repo_id, lambda g: g.default_branch()) == "dev"

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dulwich.file import FileLocked
 from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
 
@@ -22,7 +23,7 @@ from .process import GitError, _git_status, _run_git
 
 R = TypeVar("R", bound="RepoBase")
 # A HEAD.lock older than this was left by a killed process (set_default_branch).
-STALE_LOCK_SECONDS = 10.0
+STALE_LOCK_SECONDS = 2.0
 
 
 def _locked(method: Callable[..., T]) -> Callable[..., T]:
@@ -186,7 +187,10 @@ class RepoBase:
                 os.unlink(lock)
         except FileNotFoundError:
             pass
-        self._repo.refs.set_symbolic_ref(b"HEAD", target)
+        try:
+            self._repo.refs.set_symbolic_ref(b"HEAD", target)
+        except FileLocked:
+            raise GitError("HEAD is locked by another writer") from None
 
     @_locked
     def default_branch(self) -> str | None:

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from ..errors import Conflict, DiskFull
 from ..git.files import REPO_FILES
+from ..git.process import GitError
 from ..git.repo import GitRepo
 from ..keys import STORE
 from ..notify.leader import LEADER
@@ -61,8 +62,14 @@ async def record_push(
     branches = [ref[len("refs/heads/") :] for ref in after if ref.startswith("refs/heads/")]
     new_default = None
     if branches and (not had_branches or repo["default_branch"] not in branches):
-        new_default = _pick_default(repo["default_branch"], branches)
-        await files.run(repo["id"], lambda g: g.set_default_branch(new_default))
+        picked = _pick_default(repo["default_branch"], branches)
+        try:
+            await files.run(repo["id"], lambda g: g.set_default_branch(picked))
+            new_default = picked
+        except GitError:
+            # HEAD held (a writer's lock, fresh): the push's events matter more than the
+            # default branch, which stays as it was, on disk and in the row alike.
+            log.warning("could not point HEAD of repository %s at %s", repo["id"], picked)
     jobs = [
         (
             ref,
