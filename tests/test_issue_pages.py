@@ -313,6 +313,85 @@ async def test_a_pull_page_tells_who_may_write_the_head(tmp_path, database_url):
         await store.close()
 
 
+async def test_a_pull_page_checks_access_twice_not_per_check(tmp_path, database_url):
+    """A pull page's statement holds two access checks (the author on the head; the
+    reviewers, for both review counts), where it held one per column (three), and
+    its checks say what each pull request's row read by itself says: writers' latest
+    verdicts counted, approvals of the head commit only, the head's combined status."""
+    store = Store(tmp_path / "hubsvc.db", url=database_url)
+    await store.open()
+    try:
+        owner, writer, reader, other = [
+            await store.users.create(
+                username=name, email=f"{name}@example.com", name=name, password_hash="x"
+            )
+            for name in ("owner", "writer", "reader", "other")
+        ]
+        repo = await store.repos.create(
+            owner_id=owner["id"],
+            name="proj",
+            description="",
+            visibility="public",
+            default_branch="main",
+        )
+        await store.repos.set_collaborator(repo["id"], writer["id"], "write")
+        await store.repos.set_collaborator(repo["id"], reader["id"], "read")
+        head, old = "H", "b" * 40  # H: the pull request's own head commit
+        # (author, reviews (who, state, commit), statuses (context, state))
+        cases = [
+            (writer, [(owner, "APPROVED", head), (writer, "APPROVED", head)], [("ci", "success")]),
+            (other, [(owner, "APPROVED", old), (reader, "APPROVED", head)], []),
+            (reader, [(owner, "CHANGES_REQUESTED", head), (owner, "APPROVED", head)], []),
+            (owner, [(owner, "APPROVED", head), (owner, "COMMENTED", head)], [("ci", "pending")]),
+            (other, [(writer, "CHANGES_REQUESTED", head), (other, "CHANGES_REQUESTED", head)], []),
+            (writer, [], [("ci", "failure"), ("ci", "success"), ("lint", "error")]),
+            (owner, [(writer, "APPROVED", head)], None),  # no head commit checked yet
+        ]
+        for n, (author, reviews, statuses) in enumerate(cases):
+            tip = f"{n + 1:040x}"
+            made = await store.issues.create(
+                repo_id=repo["id"],
+                author_id=author["id"],
+                title=f"change {n}",
+                body="",
+                labels=[],
+                assignee_ids=[],
+                pull={"head_repo_id": repo["id"], "head": f"t{n}", "base": "main"},
+            )
+            if statuses is not None:
+                await store.issues.set_mergeable(made["id"], tip, "c" * 40, True)
+            for who, state, commit in reviews:
+                commit = tip if commit == head else commit
+                await store.reviews.add(made["id"], who["id"], state, "", commit, [])
+            for context, state in statuses or []:
+                await store.statuses.add(repo["id"], tip, state, context, None, None, owner["id"])
+        sent: list = []
+        rows, _ = await store.db.read(
+            lambda conn: store.issues.page.sync(
+                store.issues, Recording(conn, sent), repo["id"], True, "all", 30, 0
+            )
+        )
+        assert len(sent) == 1 and sent[0][0].count("FROM org_members gom") == 2, sent
+        # open_pulls_touching reads the same columns with a correlated subquery each.
+        alone = {
+            row["id"]: row for row in await store.issues.open_pulls_touching(repo["id"], "main")
+        }
+        checks = ("author_writes_head", "changes_requested", "approvals", "head_status")
+        got = [tuple(row[k] for k in checks) for row in reversed(rows)]
+        assert got == [tuple(alone[row["id"]][k] for k in checks) for row in reversed(rows)]
+        assert got == [
+            (1, 0, 2, "success"),
+            (0, 0, 0, None),
+            (0, 0, 1, None),
+            (1, 0, 1, "pending"),
+            (0, 1, 0, None),
+            (1, 0, 0, "failure"),
+            (1, 0, 0, None),
+        ]
+    finally:
+        await store.close()
+
+
 async def test_a_page_walks_its_index_alone(tmp_path, database_url):
     """A page of every state finds its ids in issues_walk alone (an index-only walk):
     with (repo_id, number) each skipped row's is_pull was read from the table."""

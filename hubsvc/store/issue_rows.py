@@ -13,7 +13,7 @@ import json
 from operator import itemgetter
 from typing import Any
 
-from .access import LEVELS, level
+from .access import LEVELS, grants, level
 from .engines import Conn, Row
 from .labels import label_objects
 from .reactions import ON_ITEM
@@ -61,8 +61,33 @@ SELECT i.id, i.repo_id, i.number, i.is_pull, i.title, i.body, i.state, i.labels,
 # join_collapse_limit (8) PostgreSQL keeps the written join order, and with the page
 # joined last it joined every issue of the repository before keeping the page's 30
 # (EXPLAIN ANALYZE, 600 issues: execution 11.6 -> 4.3 ms on a loaded machine).
+# Two of its checks are made otherwise (issue_select): the review counts come as items of
+# `extras` (one access check for the page's reviews, where each count had its own per
+# row), and on PostgreSQL whether the author writes to the head is a LATERAL join, whose
+# result is memoized per (head repository, author): a page has a few authors, not 30.
+_WRITES_HEAD = (
+    f"CASE WHEN hr.id IS NULL THEN 0\n"
+    f"            WHEN {level('hr', 'i.author_id')} >= {LEVELS['write']} THEN 1 ELSE 0 END"
+)
+_REVIEW_COUNTS_START = "       CASE WHEN p.issue_id IS NULL THEN 0 ELSE"
+_REVIEW_COUNTS_END = "END AS approvals,"
 ISSUE_SELECT_PAGED = ISSUE_SELECT.replace(
     "\n  FROM issues i\n", "\n  FROM page h JOIN issues i ON i.id = h.hit\n", 1
+)
+_start = ISSUE_SELECT_PAGED.index(_REVIEW_COUNTS_START)
+_end = ISSUE_SELECT_PAGED.index(_REVIEW_COUNTS_END) + len(_REVIEW_COUNTS_END)
+ISSUE_SELECT_PAGED = (
+    ISSUE_SELECT_PAGED[:_start]
+    + "       0 AS changes_requested, 0 AS approvals,"
+    + ISSUE_SELECT_PAGED[_end:]
+)
+# The LATERAL form: the level is read from `aw`, joined last.
+_WRITES_HEAD_LATERAL = (
+    f"CASE WHEN hr.id IS NULL THEN 0 WHEN aw.lv >= {LEVELS['write']} THEN 1 ELSE 0 END"
+)
+_AUTHOR_LEVEL = (
+    f"  LEFT JOIN LATERAL (SELECT MAX(g.level) AS lv FROM ({grants('hr', 'i.author_id')}) g)"
+    " aw ON TRUE\n"
 )
 
 
@@ -154,6 +179,11 @@ def _extras(sql: Any, pulls: bool | None) -> str:
             + sql.json_list("t", ["t.name_key", "t.id", "t.name", "o.username"])
             + " FROM page h CROSS JOIN team_review_requests q JOIN teams t ON t.id = q.team_id"
             " JOIN users o ON o.id = t.org_id WHERE q.issue_id = h.hit",
+            # ["v", state, commit_id]: a writer's latest verdict that issue_rows counts.
+            f"SELECT v.issue_id, {sql.json_list('v', ['v.state', 'v.commit_id'])}"
+            " FROM page h CROSS JOIN reviews v JOIN issues vi ON vi.id = v.issue_id"
+            " JOIN repositories br ON br.id = vi.repo_id WHERE v.issue_id = h.hit"
+            f" AND v.state IN ('CHANGES_REQUESTED', 'APPROVED') AND {writers_verdict('br')}",
         ]
     return " UNION ALL ".join(parts)
 
@@ -181,6 +211,9 @@ def issue_select(sql: Any, pulls: bool | None, first: str = "") -> str:
     select = (ISSUE_SELECT_PAGED if pulls is not False else ISSUE_ONLY_SELECT_PAGED).replace(
         "SELECT i.id,", f"SELECT {first}extras.j AS extras_json, i.id,", 1
     )
+    if pulls is not False and sql.lateral_joins:
+        assert _WRITES_HEAD in select
+        select = select.replace(_WRITES_HEAD, _WRITES_HEAD_LATERAL, 1) + _AUTHOR_LEVEL
     return extras + select + "  LEFT JOIN extras ON extras.hit = i.id\n"
 
 
@@ -200,6 +233,7 @@ def issue_rows(conn: Conn, rows: list[Row]) -> list[dict[str, Any]]:
         counts: dict[str, int] = {}
         requests: list[list[Any]] = []
         teams: list[list[Any]] = []
+        verdicts: list[list[Any]] = []
         for item in items:
             kind = item[0]
             if kind == "a":
@@ -210,10 +244,14 @@ def issue_rows(conn: Conn, rows: list[Row]) -> list[dict[str, Any]]:
                 counts[item[1]] = item[2]
             elif kind == "q":
                 requests.append(item)
-            else:
+            elif kind == "t":
                 teams.append(item)
+            else:
+                verdicts.append(item)
         people.sort(key=_FIRST)
         issue["assignees"] = [_person(item[2:]) for item in people]
+        if verdicts and issue["head"] is not None:  # a pull request's (it has a head)
+            _count_verdicts(issue, verdicts)
         if issue["is_pull"]:  # a pull request's (the keys in the order they always came)
             requests.sort(key=_FIRST_TWO)
             teams.sort(key=_FIRST)
@@ -246,3 +284,13 @@ def issue_rows(conn: Conn, rows: list[Row]) -> list[dict[str, Any]]:
 
 def _person(item: list[Any]) -> dict[str, Any]:
     return {"id": item[0], "username": item[1], "name": item[2], "avatar_hash": item[3]}
+
+
+def _count_verdicts(issue: dict[str, Any], verdicts: list[list[Any]]) -> None:
+    """changes_requested and approvals (of the head commit) from the writers' verdicts."""
+    head = issue["head_oid"]
+    for _, state, commit_id in verdicts:
+        if state == "CHANGES_REQUESTED":
+            issue["changes_requested"] += 1
+        elif head is not None and commit_id == head:
+            issue["approvals"] += 1

@@ -334,6 +334,7 @@ class PostgresSql:
     """What the store's queries take from PostgreSQL's dialect: tsvector search and quirks."""
 
     star_order = "s.seq"  # stars in the order they were given
+    lateral_joins = True  # LATERAL (a join the planner may memoize per key)
     optimize: str | None = None  # autovacuum keeps the planner's statistics
 
     @staticmethod

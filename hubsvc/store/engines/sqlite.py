@@ -205,6 +205,7 @@ class SqliteSql:
     """What the store's queries take from SQLite's dialect: FTS5 search and a few quirks."""
 
     star_order = "s.rowid"  # stars in the order they were given
+    lateral_joins = False  # no LATERAL
     optimize: str | None = "PRAGMA optimize"  # the planner's statistics, refreshed
 
     @staticmethod
