@@ -101,8 +101,9 @@ async def test_postgres_reads_keep_one_generic_plan(tmp_path, pg_url):
         repo = await seeded(store)
 
         def reads(conn):
-            for offset in (0, 2, 4, 0):
-                store.issues.page.sync(store.issues, conn, repo, False, "all", 2, offset)
+            for is_pull in (False, True):
+                for offset in (0, 2, 4, 0):
+                    store.issues.page.sync(store.issues, conn, repo, is_pull, "all", 2, offset)
             plans = conn.execute(
                 "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
                 " WHERE statement LIKE ?",
@@ -110,10 +111,11 @@ async def test_postgres_reads_keep_one_generic_plan(tmp_path, pg_url):
             ).fetchall()
             return plans, conn.execute("SHOW jit").fetchone()[0]
 
-        # Prepared on its second call; without force_generic_plan its first five
-        # executions would each be planned again with their values (custom plans). JIT
-        # is off: a generic plan's estimates for a big table made it compile every call.
-        assert await store.db.read(reads) == ([(3, 0)], "off")
+        # Prepared on its second call (each kind's page text is the same at every
+        # offset); without force_generic_plan its first five executions would each be
+        # planned again with their values (custom plans). JIT is off: a generic plan's
+        # estimates for a big table made it compile every call.
+        assert await store.db.read(reads) == ([(3, 0), (3, 0)], "off")
     finally:
         await store.close()
 
