@@ -2,20 +2,20 @@
 
 CPython runs a full collection each time the objects that survived into its oldest
 generation grow by a quarter; at 10,000 sockets (about 55 tracked objects each) one
-pass walks half a million objects: 300-500 ms of CPU with the GIL held, paid by
+pass walks half a million objects: 280-400 ms of CPU with the GIL held, paid by
 whichever thread allocated last (the loop, or a database thread mid-query), and a
-surge of connections (every client back after a restart) ran ten of them, about
-2 s. A socket's objects live as long as it does, so scanning them for garbage again
+surge of connections (every client back after a restart) ran nine of them, 1.2-1.4
+s in all. A socket's objects live as long as it does, so scanning them for garbage again
 and again finds none.
 
 So, as run.py does once at start, every FREEZE_EVERY sockets opened the process moves
 what is tracked into the permanent generation (gc.freeze, a constant-time list move,
 after a young collection so no young garbage goes with it): later full passes walk
 only what came since. A closed socket's cycles (about 28 objects) cannot be freed
-there, so once the sockets closed since the last thaw reach half of those open, or
-FREEZE_EVERY, gc.unfreeze hands everything back and the next full pass frees them:
-memory stays bounded by the sockets open, and churn costs a full pass per that many
-closes, fewer than the quarter rule's one per quarter of the sockets replaced.
+there, so once the sockets closed since the last thaw reach a quarter of those open,
+or FREEZE_EVERY, gc.unfreeze hands everything back and the next full pass frees them:
+what waits is at most a quarter of the open sockets' worth of cycles, and churn costs
+a full pass per quarter of the sockets replaced, as the quarter rule's own did.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Collector:
         """A socket was closed: thaw once enough closed that their cycles matter."""
         self.open = max(0, self.open - 1)
         self.closed += 1
-        if self.enabled and self.closed >= max(self.every, self.open // 2):
+        if self.enabled and self.closed >= max(self.every, self.open // 4):
             self.closed = 0
             gc.unfreeze()  # the next full pass frees the closed sockets' cycles
             self.thaws += 1
