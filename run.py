@@ -16,6 +16,7 @@ from hubsvc.app import create_app, new_event_loop
 from hubsvc.cli import parse_args, run
 from hubsvc.config import ConfigError, load_config
 from hubsvc.git.hook_socket import HooksUnusable
+from hubsvc.notify.collector import COLLECTOR
 from hubsvc.startup import (
     StartupError,
     check_data_dir,
@@ -83,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         # with gc.callbacks under wrk, issue 34).
         gc.collect()
         gc.freeze()
+        # Sockets opened from now on go out of its view in steps (notify/collector.py).
+        COLLECTOR.enable()
         # Said once the socket accepts connections, after the start-up hooks (migrations,
         # the event log, the leases): said earlier, it promised too soon.
         logging.getLogger("hubsvc").info(

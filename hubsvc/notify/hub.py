@@ -18,6 +18,7 @@ from ..keys import BUS, CLUSTER, CONFIG, STORE
 from ..metrics import WS_MESSAGES
 from ..policy import decide_action, may_receive
 from ..store.access import Audience
+from .collector import COLLECTOR
 from .fanout import Plan, WriteOut
 from .sockets import (
     HIGH_WATER,
@@ -135,6 +136,7 @@ class Hub:
         Client.epoch += 1
         due = asyncio.get_running_loop().time() + self.interval
         self._schedule_beat(client, math.ceil(due / self.tick))
+        COLLECTOR.opened_one()
 
     def remove(self, client: Client) -> None:
         if client not in self.clients:
@@ -163,6 +165,7 @@ class Hub:
         self.beats.get(client.beat, set()).discard(client)
         if client.resumer is not None:
             client.resumer.cancel()
+        COLLECTOR.closed_one()
 
     def subscribe(self, client: Client, repo_id: int) -> None:
         if repo_id not in client.subscriptions:
