@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import weakref
 
 import pytest
 
@@ -59,5 +60,24 @@ async def test_nothing_is_frozen_until_enabled(client, bob, collector):
     collector.enabled = False
     sockets = [await connect(client, bob) for _ in range(3)]
     assert collector.freezes == 0 and gc.get_freeze_count() == 0
+    for ws in sockets:
+        await ws.close()
+
+
+class _Cycle:
+    """An object that refers to itself: only the cycle collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+async def test_garbage_already_old_is_freed_not_frozen(client, bob, collector):
+    old = _Cycle()
+    gc.collect()  # it survives into the oldest generation
+    gone = weakref.ref(old)
+    del old  # garbage now, waiting for a full pass
+    sockets = [await connect(client, bob) for _ in range(3)]
+    assert collector.freezes == 1
+    assert gone() is None
     for ws in sockets:
         await ws.close()
