@@ -1,0 +1,180 @@
+"""The pack cache (uploadpack.packObjectsHook) with the real git CLI against the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from hubsvc.git.answers import replace_prune_stamp
+from hubsvc.git.files import REPO_FILES
+from hubsvc.git.pack_cache import JOURNAL, PackCache
+
+from .gitcli import git, remote
+from .test_git_http import pushed_repo
+from .test_repos import create
+
+
+def cache_of(client) -> PackCache:
+    cache = client.app[REPO_FILES].pack_cache
+    assert cache is not None and cache.enabled
+    return cache
+
+
+def packs(cache: PackCache) -> dict[str, int]:
+    """The kept packs by name, with their inode: a miss renames a new file into place."""
+    return {p.name: p.stat().st_ino for p in cache.folder.glob("*.pack")}
+
+
+def journal(cache: PackCache) -> list[str]:
+    """The hook's hit/miss words since the folder was made (sweeps are held off by the test)."""
+    path = cache.folder / JOURNAL
+    return [line.split()[0] for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def hold_sweeps(cache: PackCache) -> None:
+    """No sweep after a fetch while the test reads the journal (a sweep reads and drops it)."""
+    cache.sweep_every = float("inf")
+
+
+async def head_of(clone: Path) -> str:
+    return (await git("rev-parse", "HEAD", cwd=clone))[1].strip()
+
+
+async def test_a_second_identical_clone_is_sent_from_the_cache(client, alice, tmp_path):
+    cache = cache_of(client)
+    hold_sweeps(cache)
+    _, refs = await pushed_repo(client, alice, tmp_path)
+    url = remote(client, alice, "alice", "demo")
+    await git("clone", "-q", url, str(tmp_path / "one"))
+    first = packs(cache)
+    assert len(first) == 1 and journal(cache) == ["miss"]
+    await git("clone", "-q", url, str(tmp_path / "two"))
+    assert packs(cache) == first  # the same file: nothing was computed again
+    assert journal(cache) == ["miss", "hit"]
+    clone = tmp_path / "two"
+    assert await head_of(clone) == refs["refs/heads/main"]
+    assert (await git("fsck", "--strict", cwd=clone))[0] == 0
+    # Progress flags shape stderr only: a clone showing progress is the same request.
+    await git("clone", "--progress", url, str(tmp_path / "three"))
+    assert journal(cache) == ["miss", "hit", "hit"]
+
+
+async def test_a_push_makes_the_next_clone_miss_and_a_fetch_with_haves_is_right(
+    client, alice, tmp_path
+):
+    cache = cache_of(client)
+    hold_sweeps(cache)
+    work, _ = await pushed_repo(client, alice, tmp_path)
+    url = remote(client, alice, "alice", "demo")
+    old = tmp_path / "old"
+    await git("clone", "-q", url, str(old))
+    (work / "new.txt").write_text("new\n")
+    await git("add", "new.txt", cwd=work)
+    await git("commit", "-qm", "new", cwd=work)
+    await git("push", "-q", url, "main", cwd=work)
+    new_head = await head_of(work)
+
+    fresh = tmp_path / "fresh"
+    await git("clone", "-q", url, str(fresh))
+    assert await head_of(fresh) == new_head
+    assert journal(cache) == ["miss", "miss"] and len(packs(cache)) == 2
+
+    # A fetch names what it has: only the new commit's objects come, from pack-objects.
+    second_old = tmp_path / "second-old"
+    shutil.copytree(old, second_old)  # the same refs and objects: the same haves
+    for clone in (old, second_old):
+        await git("fetch", "-q", "origin", cwd=clone)
+        assert (await git("rev-parse", "origin/main", cwd=clone))[1].strip() == new_head
+        assert (await git("fsck", "--strict", cwd=clone))[0] == 0
+    # The same haves and wants the second time: the same pack.
+    assert journal(cache) == ["miss", "miss", "miss", "hit"]
+
+
+async def test_concurrent_identical_clones_both_succeed(client, alice, tmp_path):
+    cache = cache_of(client)
+    hold_sweeps(cache)
+    _, refs = await pushed_repo(client, alice, tmp_path)
+    url = remote(client, alice, "alice", "demo")
+    clones = [tmp_path / f"c{n}" for n in range(3)]
+    await asyncio.gather(*(git("clone", "-q", url, str(c)) for c in clones))
+    for clone in clones:
+        assert await head_of(clone) == refs["refs/heads/main"]
+        assert (await git("fsck", "--strict", cwd=clone))[0] == 0
+    assert len(packs(cache)) == 1
+    # No temp file is left behind, whoever renamed last.
+    assert sorted(p.name for p in cache.folder.iterdir() if not p.name.endswith(".pack")) == [
+        JOURNAL,
+        "pack-objects-hook",
+    ]
+
+
+async def test_no_pack_crosses_repositories_or_a_prune(client, alice, tmp_path):
+    cache = cache_of(client)
+    hold_sweeps(cache)
+    work, _ = await pushed_repo(client, alice, tmp_path, private=True)
+    await create(client, alice, "twin", private=True)
+    await git("push", "-q", remote(client, alice, "alice", "twin"), "--all", cwd=work)
+    await git("push", "-q", remote(client, alice, "alice", "twin"), "--tags", cwd=work)
+    for name in ("demo", "twin"):
+        await git("clone", "-q", remote(client, alice, "alice", name), str(tmp_path / name))
+    # Same objects, same request: still one pack each, kept by the repository.
+    assert journal(cache) == ["miss", "miss"] and len(packs(cache)) == 2
+    # A prune replaces the stamp: what was kept before it is never sent again.
+    files = client.app[REPO_FILES]
+    replace_prune_stamp(files.path(1))
+    await git("clone", "-q", remote(client, alice, "alice", "demo"), str(tmp_path / "after"))
+    assert journal(cache) == ["miss", "miss", "miss"]
+    # Only the server's user may read what a private repository's packs hold.
+    assert stat.S_IMODE(cache.folder.stat().st_mode) == 0o700
+    for pack in cache.folder.glob("*.pack"):
+        assert stat.S_IMODE(pack.stat().st_mode) == 0o600
+
+
+async def test_the_sweep_keeps_the_cache_within_its_bounds(client, alice, tmp_path):
+    cache = cache_of(client)
+    hold_sweeps(cache)
+    work, _ = await pushed_repo(client, alice, tmp_path)
+    url = remote(client, alice, "alice", "demo")
+    await git("clone", "-q", url, str(tmp_path / "one"))
+    (work / "more.txt").write_text("more\n")
+    await git("add", "more.txt", cwd=work)
+    await git("commit", "-qm", "more", cwd=work)
+    await git("push", "-q", url, "main", cwd=work)
+    await git("clone", "-q", url, str(tmp_path / "two"))
+    kept = sorted(cache.folder.glob("*.pack"), key=lambda p: p.stat().st_mtime)
+    assert len(kept) == 2
+    older, newer = kept
+    os.utime(older, (older.stat().st_atime, older.stat().st_mtime - 60))
+    # Stale temp files of a hook that was killed go too; a live hook's stay.
+    dead = cache.folder / "in.99999"
+    dead.write_text("x")
+    os.utime(dead, (0, 0))
+    live = cache.folder / "in.99998"
+    live.write_text("x")
+
+    cache.max_bytes = newer.stat().st_size  # room for one: the oldest goes
+    cache.sweep()
+    assert [p.name for p in cache.folder.glob("*.pack")] == [newer.name]
+    assert not dead.exists() and live.exists()
+    assert not (cache.folder / JOURNAL).exists()  # counted into the metrics
+
+    cache.max_age = 0  # past its age: everything goes, and a clone still works
+    cache.sweep()
+    assert packs(cache) == {}
+    await git("clone", "-q", url, str(tmp_path / "three"))
+    assert len(packs(cache)) == 1
+
+
+async def test_the_cache_can_be_turned_off(aiohttp_client, tmp_path):
+    from hubsvc.app import create_app
+
+    from .conftest import make_config, sign_up
+
+    client = await aiohttp_client(create_app(make_config(tmp_path, git__pack_cache_mb=0)))
+    user = await sign_up(client, "carol")
+    await create(client, user, "plain", autoInit=True)
+    await git("clone", "-q", remote(client, user, "carol", "plain"), str(tmp_path / "c"))
+    assert not (tmp_path / "data" / "pack-cache").exists()
