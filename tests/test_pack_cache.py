@@ -149,10 +149,10 @@ async def test_the_sweep_keeps_the_cache_within_its_bounds(client, alice, tmp_pa
     older, newer = kept
     os.utime(older, (older.stat().st_atime, older.stat().st_mtime - 60))
     # Stale temp files of a hook that was killed go too; a live hook's stay.
-    dead = cache.folder / "in.99999"
+    dead = cache.folder / f"{'0' * 64}.99999.part"
     dead.write_text("x")
     os.utime(dead, (0, 0))
-    live = cache.folder / "in.99998"
+    live = cache.folder / f"{'0' * 64}.99998.part"
     live.write_text("x")
 
     cache.max_bytes = newer.stat().st_size  # room for one: the oldest goes

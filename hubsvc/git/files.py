@@ -71,9 +71,9 @@ class RepoFiles:
         cache = self.pack_cache
         if cache is None or not cache.enabled:
             return ()
-        if ensure_prune_stamp(self.path(repo_id)) is None:
-            return ()
-        return cache.setting()
+        path = self.path(repo_id)
+        stamp = ensure_prune_stamp(path)
+        return () if stamp is None else cache.setting(path, stamp)
 
     def fetched(self) -> None:
         """After an upload-pack: sweep the pack cache in a git thread, when one is due."""
