@@ -178,3 +178,28 @@ async def test_the_cache_can_be_turned_off(aiohttp_client, tmp_path):
     await create(client, user, "plain", autoInit=True)
     await git("clone", "-q", remote(client, user, "carol", "plain"), str(tmp_path / "c"))
     assert not (tmp_path / "data" / "pack-cache").exists()
+
+
+async def test_shallow_and_partial_clones_are_kept_apart_and_right(client, alice, tmp_path):
+    cache = cache_of(client)
+    hold_sweeps(cache)
+    work, refs = await pushed_repo(client, alice, tmp_path)
+    url = remote(client, alice, "alice", "demo")
+    shapes = {
+        "shallow": ("--depth", "1"),
+        "partial": ("--filter=blob:none",),
+        "full": (),
+    }
+    for round_ in (1, 2):
+        for name, extra in shapes.items():
+            clone = tmp_path / f"{name}-{round_}"
+            await git("clone", "-q", *extra, url, str(clone))
+            assert await head_of(clone) == refs["refs/heads/main"]
+            assert (clone / "README.md").read_bytes() == (work / "README.md").read_bytes()
+            assert (await git("fsck", cwd=clone))[0] == 0
+    # Four packs: the shallow one, the partial one, the blobs its checkout then fetched
+    # lazily, the full one; each sent again from the cache the second time.
+    assert journal(cache) == ["miss"] * 4 + ["hit"] * 4
+    assert len(packs(cache)) == 4
+    shallow = (await git("rev-list", "--count", "HEAD", cwd=tmp_path / "shallow-2"))[1]
+    assert shallow.strip() == "1"
