@@ -8,10 +8,12 @@ import shutil
 import stat
 from pathlib import Path
 
+from hubsvc.app import create_app
 from hubsvc.git.answers import replace_prune_stamp
 from hubsvc.git.files import REPO_FILES
 from hubsvc.git.pack_cache import JOURNAL, PackCache
 
+from .conftest import make_config, sign_up
 from .gitcli import git, remote
 from .test_git_http import pushed_repo
 from .test_repos import create
@@ -168,11 +170,20 @@ async def test_the_sweep_keeps_the_cache_within_its_bounds(client, alice, tmp_pa
     assert len(packs(cache)) == 1
 
 
+async def test_a_data_folder_with_spaces_and_quotes_still_caches(aiohttp_client, tmp_path):
+    # The hook runs through a shell: its paths must arrive whole.
+    odd = tmp_path / 'it\'s a "data" $HOME folder'
+    client = await aiohttp_client(create_app(make_config(odd)))
+    cache = cache_of(client)
+    hold_sweeps(cache)
+    user = await sign_up(client, "dora")
+    await create(client, user, "odd", autoInit=True)
+    for n in (1, 2):
+        await git("clone", "-q", remote(client, user, "dora", "odd"), str(tmp_path / f"c{n}"))
+    assert journal(cache) == ["miss", "hit"]
+
+
 async def test_the_cache_can_be_turned_off(aiohttp_client, tmp_path):
-    from hubsvc.app import create_app
-
-    from .conftest import make_config, sign_up
-
     client = await aiohttp_client(create_app(make_config(tmp_path, git__pack_cache_mb=0)))
     user = await sign_up(client, "carol")
     await create(client, user, "plain", autoInit=True)
