@@ -95,7 +95,7 @@ async def test_a_push_makes_the_next_clone_miss_and_a_fetch_with_haves_is_right(
     assert journal(cache) == ["miss", "miss", "miss", "hit"]
 
 
-async def test_concurrent_identical_clones_both_succeed(client, alice, tmp_path):
+async def test_concurrent_identical_clones_compute_the_pack_once(client, alice, tmp_path):
     cache = cache_of(client)
     hold_sweeps(cache)
     _, refs = await pushed_repo(client, alice, tmp_path)
@@ -105,12 +105,13 @@ async def test_concurrent_identical_clones_both_succeed(client, alice, tmp_path)
     for clone in clones:
         assert await head_of(clone) == refs["refs/heads/main"]
         assert (await git("fsck", "--strict", cwd=clone))[0] == 0
-    assert len(packs(cache)) == 1
-    # No temp file is left behind, whoever renamed last.
-    assert sorted(p.name for p in cache.folder.iterdir() if not p.name.endswith(".pack")) == [
-        JOURNAL,
-        "pack-objects-hook",
-    ]
+    # One computed the pack; the others waited for it (or came after it was kept).
+    assert journal(cache) == ["miss", "hit", "hit"]
+    (kept,) = packs(cache)
+    # No temp file is left behind; the lock file stays until a sweep finds it old.
+    assert sorted(p.name for p in cache.folder.iterdir()) == sorted(
+        [JOURNAL, "pack-objects-hook", kept, kept.replace(".pack", ".lock")]
+    )
 
 
 async def test_no_pack_crosses_repositories_or_a_prune(client, alice, tmp_path):

@@ -10,8 +10,9 @@ against the refs before the hook runs, so a kept pack is what git would compute 
 a prune replaces the stamp, so nothing pruned since is served from here.
 
 It is a `sh` script, not Python: a hit starts three small programs (cat, sha256sum, cat)
-after the shell, about 5 ms here, where an interpreter's start alone is 10-15 ms. The server only sweeps the folder: by
-age, then oldest first down to the size bound, and the hook's journal into metrics.
+after the shell, about 5 ms here, where an interpreter's start alone is 10-15 ms. The
+server only sweeps the folder (by age, then oldest first down to the size bound) and
+counts the hook's journal into metrics.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ _SUFFIX = ".pack"
 HOOK = r"""#!/bin/sh
 # Written by hubsvc (git/pack_cache.py): uploadpack.packObjectsHook. Sends the pack kept
 # for the same repository, prune stamp, arguments and standard input, else runs
-# pack-objects and keeps what it wrote once it has succeeded (temp file, then rename).
+# pack-objects into a temp file, renames it into place once it has succeeded, and sends it.
 umask 077
 cache=$1
 repo=$2
@@ -74,24 +75,26 @@ if [ -n "$key" ] && { command exec 5< "$pack"; } 2> /dev/null; then
     exec cat <&5
 fi
 [ -n "$key" ] || { printf '%s' "$input" | "$@"; exit; }
-part="$cache/$key.$$.part"
-exec 4>&1
-codes=$( { { printf '%s' "$input" | "$@"; echo "made $?" >&3; } | { tee "$part"; echo "kept $?" >&3; }; } 3>&1 >&4 )
-made=1
-kept=1
-for word in $codes; do
-    case $last in
-        made) made=$word ;;
-        kept) kept=$word ;;
-    esac
-    last=$word
-done
-if [ "$made" = 0 ] && [ "$kept" = 0 ] && mv -f "$part" "$pack"; then
-    printf 'miss %s\n' "$key" >> "$cache/journal"
-else
-    rm -f "$part"
+# One hook computes a pack, the others asking for the same one wait for it (a CI fleet
+# cloning one commit at once): pack-objects writes to a file, at the disk's pace, never
+# at a client's, so a slow reader holds no one up. No flock(1), or 60 s gone: compute too.
+if { command exec 6>> "$cache/$key.lock"; } 2> /dev/null && flock -w 60 6 2> /dev/null &&
+    { command exec 5< "$pack"; } 2> /dev/null; then
+    exec 6>&-
+    printf 'hit %s\n' "$key" >> "$cache/journal"
+    exec cat <&5
 fi
-exit "$made"
+part="$cache/$key.$$.part"
+if printf '%s' "$input" | "$@" > "$part" && mv -f "$part" "$pack" &&
+    { command exec 5< "$pack"; } 2> /dev/null; then
+    printf 'miss %s\n' "$key" >> "$cache/journal"
+    exec 6>&-
+    exec cat <&5
+fi
+# Nothing was sent yet: whatever failed (a full disk, say), git's own answer still goes.
+rm -f "$part"
+exec 6>&-
+printf '%s' "$input" | "$@"
 """
 
 
@@ -102,7 +105,7 @@ class PackCache:
         self.folder = Path(folder).absolute()  # git runs the hook in the repository
         self.hook = self.folder / "pack-objects-hook"
         self.max_bytes, self.max_age = max_bytes, max_age
-        self.stale_after = stale_after  # temp files older: their hook is dead (git's timeout)
+        self.stale_after = stale_after  # temp, lock files older: their hook is gone (git's timeout)
         self.enabled = max_bytes > 0
         self.sweep_every = SWEEP_SECONDS
         self._swept = 0.0
@@ -161,7 +164,7 @@ class PackCache:
                     _remove(entry.path)
                 else:
                     packs.append((st.st_mtime, st.st_size, entry.path))
-            elif name.endswith(".part") and now - st.st_mtime > self.stale_after:
+            elif name.endswith((".part", ".lock")) and now - st.st_mtime > self.stale_after:
                 _remove(entry.path)  # a hook killed before it cleaned up
         total = sum(size for _, size, _ in packs)
         for _, size, path in sorted(packs):
