@@ -264,6 +264,7 @@ def create_app(config: Config) -> web.Application:
         config.data_dir / "repositories",
         pack_cache=PackCache(
             config.data_dir / "pack-cache",
+            config.data_dir / "git-hooks" / "pack-objects-hook",
             git_config["pack_cache_mb"] << 20,
             git_config["pack_cache_minutes"] * 60,
             git_config["timeout_seconds"] + 60,

@@ -110,7 +110,7 @@ async def test_concurrent_identical_clones_compute_the_pack_once(client, alice, 
     (kept,) = packs(cache)
     # No temp file is left behind; the lock file stays until a sweep finds it old.
     assert sorted(p.name for p in cache.folder.iterdir()) == sorted(
-        [JOURNAL, "pack-objects-hook", kept, kept.replace(".pack", ".lock")]
+        [JOURNAL, kept, kept.replace(".pack", ".lock")]
     )
 
 
@@ -169,6 +169,21 @@ async def test_the_sweep_keeps_the_cache_within_its_bounds(client, alice, tmp_pa
     assert packs(cache) == {}
     await git("clone", "-q", url, str(tmp_path / "three"))
     assert len(packs(cache)) == 1
+
+
+async def test_a_cache_that_cannot_be_written_never_fails_a_fetch(client, alice, tmp_path):
+    cache = cache_of(client)
+    hold_sweeps(cache)
+    _, refs = await pushed_repo(client, alice, tmp_path)
+    shutil.rmtree(cache.folder)  # as a full disk would: no lock, no temp file, no pack
+    clone = tmp_path / "clone"
+    _, _, err = await git("clone", "--progress", remote(client, alice, "alice", "demo"), str(clone))
+    assert await head_of(clone) == refs["refs/heads/main"]
+    assert (await git("fsck", "--strict", cwd=clone))[0] == 0
+    assert "pack-cache" not in err  # no word of the cache's own paths reaches the client
+    cache.sweep()  # makes the folder again: the next fetches are kept
+    await git("clone", "-q", remote(client, alice, "alice", "demo"), str(tmp_path / "again"))
+    assert journal(cache) == ["miss"]
 
 
 async def test_a_data_folder_with_spaces_and_quotes_still_caches(aiohttp_client, tmp_path):

@@ -85,15 +85,17 @@ if { command exec 6>> "$cache/$key.lock"; } 2> /dev/null && flock -w 60 6 2> /de
     exec cat <&5
 fi
 part="$cache/$key.$$.part"
-if printf '%s' "$input" | "$@" > "$part" && mv -f "$part" "$pack" &&
+# Errors about the cache's own files stay here: the client would read them (and paths).
+if { command exec 7> "$part"; } 2> /dev/null && printf '%s' "$input" | "$@" >&7 &&
+    exec 7>&- && mv -f "$part" "$pack" 2> /dev/null &&
     { command exec 5< "$pack"; } 2> /dev/null; then
     printf 'miss %s\n' "$key" >> "$cache/journal"
     exec 6>&-
     exec cat <&5
 fi
 # Nothing was sent yet: whatever failed (a full disk, say), git's own answer still goes.
-rm -f "$part"
-exec 6>&-
+rm -f "$part" 2> /dev/null
+exec 6>&- 7>&-
 printf '%s' "$input" | "$@"
 """
 
@@ -101,9 +103,12 @@ printf '%s' "$input" | "$@"
 class PackCache:
     """The cache folder, its hook, and the sweep that keeps it within its bounds."""
 
-    def __init__(self, folder: Path, max_bytes: int, max_age: float, stale_after: float) -> None:
+    def __init__(
+        self, folder: Path, hook: Path, max_bytes: int, max_age: float, stale_after: float
+    ) -> None:
         self.folder = Path(folder).absolute()  # git runs the hook in the repository
-        self.hook = self.folder / "pack-objects-hook"
+        # Outside the folder: emptying the cache by hand must not break every fetch.
+        self.hook = Path(hook).absolute()
         self.max_bytes, self.max_age = max_bytes, max_age
         self.stale_after = stale_after  # temp, lock files older: their hook is gone (git's timeout)
         self.enabled = max_bytes > 0
@@ -121,13 +126,12 @@ class PackCache:
         return ("uploadpack.packObjectsHook=" + " ".join(shlex.quote(str(w)) for w in words),)
 
     def prepare(self) -> None:
-        """Create the folder (0700) and the hook, drop dead hooks' temp files, sweep."""
+        """Write the hook, create the folder (0700) and sweep it (dead hooks' files too)."""
         if not self.enabled:
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.folder, 0o700)  # private repositories' packs: the server's user only
+        self.hook.parent.mkdir(parents=True, exist_ok=True)
         if not self.hook.exists() or self.hook.read_text() != HOOK:
-            tmp = self.folder / f"pack-objects-hook.{os.getpid()}.tmp"
+            tmp = self.hook.with_name(f"{self.hook.name}.{os.getpid()}.tmp")
             tmp.write_text(HOOK)
             tmp.chmod(0o700)
             os.replace(tmp, self.hook)
@@ -146,6 +150,9 @@ class PackCache:
         """Count the journal, drop packs past max_age, then the oldest past max_bytes."""
         if not self.enabled:
             return
+        # Made again if someone emptied it by hand: until then the hook computes every pack.
+        self.folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.folder, 0o700)  # private repositories' packs: the server's user only
         self._read_journal()
         now = time.time()
         packs: list[tuple[float, int, str]] = []
