@@ -157,11 +157,14 @@ async def test_the_sweep_keeps_the_cache_within_its_bounds(client, alice, tmp_pa
     os.utime(dead, (0, 0))
     live = cache.folder / f"{'0' * 64}.99998.part"
     live.write_text("x")
+    taken = cache.folder / f"{JOURNAL}.99999.1"  # a sweep killed while counting
+    taken.write_text("hit x\n")
+    os.utime(taken, (0, 0))
 
     cache.max_bytes = newer.stat().st_size  # room for one: the oldest goes
     cache.sweep()
     assert [p.name for p in cache.folder.glob("*.pack")] == [newer.name]
-    assert not dead.exists() and live.exists()
+    assert not dead.exists() and not taken.exists() and live.exists()
     assert not (cache.folder / JOURNAL).exists()  # counted into the metrics
 
     cache.max_age = 0  # past its age: everything goes, and a clone still works

@@ -171,8 +171,10 @@ class PackCache:
                     _remove(entry.path)
                 else:
                     packs.append((st.st_mtime, st.st_size, entry.path))
-            elif name.endswith((".part", ".lock")) and now - st.st_mtime > self.stale_after:
-                _remove(entry.path)  # a hook killed before it cleaned up
+            elif (
+                name.endswith((".part", ".lock")) or name.startswith(f"{JOURNAL}.")
+            ) and now - st.st_mtime > self.stale_after:
+                _remove(entry.path)  # a hook (or a sweep) killed before it cleaned up
         total = sum(size for _, size, _ in packs)
         for _, size, path in sorted(packs):
             if total <= self.max_bytes:
