@@ -12,6 +12,7 @@ from hubsvc.app import create_app
 from hubsvc.git.answers import replace_prune_stamp
 from hubsvc.git.files import REPO_FILES
 from hubsvc.git.pack_cache import JOURNAL, PackCache
+from hubsvc.metrics import REGISTRY
 
 from .conftest import make_config, sign_up
 from .gitcli import git, remote
@@ -62,6 +63,14 @@ async def test_a_second_identical_clone_is_sent_from_the_cache(client, alice, tm
     # Progress flags shape stderr only: a clone showing progress is the same request.
     await git("clone", "--progress", url, str(tmp_path / "three"))
     assert journal(cache) == ["miss", "hit", "hit"]
+    # A sweep counts the journal into the metrics.
+    before = {r: _counted(r) for r in ("hit", "miss")}
+    cache.sweep()
+    assert {r: _counted(r) - before[r] for r in before} == {"hit": 2, "miss": 1}
+
+
+def _counted(result: str) -> float:
+    return REGISTRY.get_sample_value("hubsvc_git_pack_cache_total", {"result": result}) or 0.0
 
 
 async def test_a_push_makes_the_next_clone_miss_and_a_fetch_with_haves_is_right(
