@@ -211,6 +211,20 @@ async def test_a_data_folder_with_spaces_and_quotes_still_caches(aiohttp_client,
     assert journal(cache) == ["miss", "hit"]
 
 
+async def test_a_relative_data_folder_still_caches(aiohttp_client, tmp_path, monkeypatch):
+    # git runs the hook in the repository's folder: every path it is given is absolute.
+    monkeypatch.chdir(tmp_path)
+    client = await aiohttp_client(create_app(make_config(tmp_path, storage__data_dir="./rel")))
+    cache = cache_of(client)
+    hold_sweeps(cache)
+    user = await sign_up(client, "erin")
+    await create(client, user, "rel", autoInit=True)
+    for n in (1, 2):
+        await git("clone", "-q", remote(client, user, "erin", "rel"), str(tmp_path / f"c{n}"))
+    assert journal(cache) == ["miss", "hit"]
+    assert cache.folder == tmp_path / "rel" / "pack-cache"
+
+
 async def test_the_cache_can_be_turned_off(aiohttp_client, tmp_path):
     client = await aiohttp_client(create_app(make_config(tmp_path, git__pack_cache_mb=0)))
     user = await sign_up(client, "carol")
