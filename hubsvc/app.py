@@ -52,6 +52,7 @@ from .datadir import tighten
 from .events.bus import EventBus
 from .git.files import REPO_FILES, RepoFiles
 from .git.hook_socket import HOOK_SOCKET, HookSocket
+from .git.pack_cache import PackCache
 from .git.slots import make_slots
 from .keys import BUS, CONFIG, STATE, STORE
 from .notify.chat_dm import CHAT_NOTICES, Doorbell, chat_dm_ctx, wake_polls
@@ -258,7 +259,17 @@ def create_app(config: Config) -> web.Application:
     app[TOKEN_CACHE] = TokenCache()
     app[PAT_TOUCHED] = {}
     app[BASIC_CACHE] = TokenCache(ttl=300)
-    app[REPO_FILES] = RepoFiles(config.data_dir / "repositories")
+    git_config = config["git"]
+    app[REPO_FILES] = RepoFiles(
+        config.data_dir / "repositories",
+        pack_cache=PackCache(
+            config.data_dir / "pack-cache",
+            config.data_dir / "git-hooks" / "pack-objects-hook",
+            git_config["pack_cache_mb"] << 20,
+            git_config["pack_cache_minutes"] * 60,
+            git_config["timeout_seconds"] + 60,
+        ),
+    )
     app[HOOK_SOCKET] = HookSocket(config.data_dir / "run")
     app[SSH] = SshService(app)
     app[MERGE_LOCKS] = defaultdict(asyncio.Lock)

@@ -113,6 +113,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_tree_entries": 1000,
         "max_object_bytes": 104857600,
         "timeout_seconds": 600,
+        "pack_cache_mb": 512,
+        "pack_cache_minutes": 30,
     },
 }
 
@@ -240,6 +242,8 @@ CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("git", "max_tree_entries"): (_positive, "must be a positive integer"),
     ("git", "max_object_bytes"): (_positive, "must be a positive integer"),
     ("git", "timeout_seconds"): (_positive, "must be a positive integer"),
+    ("git", "pack_cache_mb"): (lambda v: v >= 0, "must be an integer, 0 or more"),
+    ("git", "pack_cache_minutes"): (_positive, "must be a positive integer"),
 }
 
 

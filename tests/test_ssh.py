@@ -517,3 +517,27 @@ def test_the_host_keys_survive_a_restart(tmp_path):
         greeting = built.ssh(key, opts=("-T",))
         assert greeting.returncode == 1 and "Hi alice!" in greeting.stderr, greeting.stderr
         assert built.api("GET", "/api/meta") == meta
+
+
+def test_a_second_identical_clone_over_ssh_is_sent_from_the_pack_cache(site, tmp_path):
+    key, _ = add_key(site, "alice", "alice-cache")
+    assert site.api("POST", "/api/repositories", {"name": "cached"}, "alice")[0] == 201
+    work = tmp_path / "work"
+    assert site.git(key, "clone", "-q", site.url("alice", "cached"), str(work)).returncode == 0
+    pushed = commit_and_push(site, key, work, "to be cloned twice")
+    assert pushed.returncode == 0, pushed.stderr
+    cache = site.server.data_dir / "pack-cache"
+
+    def packs() -> dict[str, int]:
+        return {p.name: p.stat().st_ino for p in cache.glob("*.pack")}
+
+    before = packs()
+    first = site.git(key, "clone", "-q", site.url("alice", "cached"), str(tmp_path / "one"))
+    assert first.returncode == 0, first.stderr
+    kept = packs()
+    assert len(kept) == len(before) + 1  # the pack upload-pack computed, kept
+    second = site.git(key, "clone", "-q", site.url("alice", "cached"), str(tmp_path / "two"))
+    assert second.returncode == 0, second.stderr
+    assert packs() == kept  # the same file, sent again: nothing was computed
+    head = site.git(key, "rev-parse", "HEAD", cwd=tmp_path / "two").stdout
+    assert head == site.git(key, "rev-parse", "HEAD", cwd=work).stdout

@@ -199,13 +199,16 @@ async def info_refs(request: web.Request) -> web.StreamResponse:
 @requires("git.read")
 async def upload_pack(request: web.Request) -> web.StreamResponse:
     repo = await _git_repo(request, "read")
+    files = request.app[REPO_FILES]
     with git_slot(request):
         resp, _ = await serve_rpc(
             request,
             "git-upload-pack",
-            request.app[REPO_FILES].path(repo["id"]),
+            files.path(repo["id"]),
             timeout=request.app[CONFIG]["git"]["timeout_seconds"],
+            settings=files.fetch_settings(repo["id"]),
         )
+    files.fetched()
     return resp
 
 

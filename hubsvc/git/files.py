@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 import os
 import shutil
 import threading
@@ -16,10 +17,12 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from .answers import Stamp, branch_tip, prune_stamp
+from .answers import Stamp, branch_tip, ensure_prune_stamp, prune_stamp
+from .pack_cache import PackCache
 from .push_hooks import install_hooks
 from .repo import GitRepo
 
+log = logging.getLogger("hubsvc.git.files")
 T = TypeVar("T")
 # A repository's lock files (in its folder, where no push can write a file of that name):
 # pushes hold PUSHES shared; a prune holds GATE, then PUSHES, exclusively.
@@ -33,8 +36,11 @@ GIT_THREADS = min(32, (os.cpu_count() or 1) + 4)
 class RepoFiles:
     """Bare repositories at paths built from ids only, so no user-given name reaches the disk."""
 
-    def __init__(self, root: Path, cache_size: int = 64) -> None:
+    def __init__(
+        self, root: Path, cache_size: int = 64, pack_cache: PackCache | None = None
+    ) -> None:
         self.root = Path(root)
+        self.pack_cache = pack_cache
         # Beside the repositories, never inside one: a push can't write into it.
         self.hooks = self.root.parent / "git-hooks"
         self.spool = self.root.parent / "tmp"
@@ -53,6 +59,29 @@ class RepoFiles:
         """Create the hooks and the spool folder the git services use."""
         install_hooks(self.hooks)
         self.spool.mkdir(parents=True, exist_ok=True)
+        if self.pack_cache is not None:
+            self.pack_cache.prepare()
+
+    def fetch_settings(self, repo_id: int) -> tuple[str, ...]:
+        """upload-pack's own `-c` settings: the pack cache's hook, when it is on.
+
+        The hook keys packs by the repository's prune stamp, so one is written first if
+        the repository has none (one stat otherwise); no stamp, no cache.
+        """
+        cache = self.pack_cache
+        if cache is None or not cache.enabled:
+            return ()
+        path = self.path(repo_id)
+        stamp = ensure_prune_stamp(path)
+        return () if stamp is None else cache.setting(path, stamp)
+
+    def fetched(self) -> None:
+        """After an upload-pack: sweep the pack cache in a git thread, when one is due."""
+        cache = self.pack_cache
+        if cache is None or not cache.sweep_soon():
+            return
+        task = asyncio.ensure_future(self._thread(cache.sweep))
+        task.add_done_callback(_log_failure)
 
     def path(self, repo_id: int) -> Path:
         """<root>/<id // 1000>/<id>.git: a rename never touches a file."""
@@ -215,6 +244,11 @@ class RepoFiles:
             self._open.clear()
         for repo in handles:
             repo.close()
+
+
+def _log_failure(task: asyncio.Future) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("sweeping the pack cache failed: %s", task.exception())
 
 
 async def _flock(fd: int, kind: int) -> None:

@@ -14,7 +14,7 @@ import os
 import re
 import time
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 from aiohttp import web
@@ -44,14 +44,20 @@ SERVICE_CONFIG = {
 
 
 def git_command(
-    service: str, path: Path, *args: str, hooks: Path | None = None, stateless: bool = True
+    service: str,
+    path: Path,
+    *args: str,
+    hooks: Path | None = None,
+    stateless: bool = True,
+    settings: Sequence[str] = (),
 ) -> list[str]:
     """The git command line of a service, with the server's settings.
 
     stateless: smart HTTP's one request, one answer; SSH keeps git's own conversation.
+    settings: more `-c` settings (the pack cache's hook, which git takes only from here).
     """
     cmd = ["git"]
-    for setting in SERVICE_CONFIG[service]:
+    for setting in (*SERVICE_CONFIG[service], *settings):
         cmd += ["-c", setting]
     if hooks is not None:
         cmd += ["-c", f"core.hooksPath={hooks}"]
@@ -300,12 +306,24 @@ async def serve_rpc(
     timeout: float | None = None,
     mark: Callable[[str], None] | None = None,
     body_in: Callable[[int, bytes], None] | None = None,
+    settings: Sequence[str] = (),
 ) -> tuple[web.StreamResponse, int]:
     """_serve_rpc, counted in the git metrics (service, bytes each way, duration)."""
     started, moved, code = time.monotonic(), Moved(), -1
     try:
         resp, code = await _serve_rpc(
-            request, service, path, limit, before_eof, hooks, env, timeout, mark, moved, body_in
+            request,
+            service,
+            path,
+            limit,
+            before_eof,
+            hooks,
+            env,
+            timeout,
+            mark,
+            moved,
+            body_in,
+            settings,
         )
         return resp, code
     finally:
@@ -324,6 +342,7 @@ async def _serve_rpc(
     mark: Callable[[str], None] | None,
     moved: Moved,
     body_in: Callable[[int, bytes], None] | None = None,
+    settings: Sequence[str] = (),
 ) -> tuple[web.StreamResponse, int]:
     """POST git-upload-pack / git-receive-pack: stream body in and answer out.
 
@@ -349,7 +368,7 @@ async def _serve_rpc(
     ):
         raise _too_large(limit)
     proc = await pipes.start(
-        git_command(service, path, hooks=hooks), _env(request, env), stdin=True
+        git_command(service, path, hooks=hooks, settings=settings), _env(request, env), stdin=True
     )
     assert proc.stdout is not None and proc.stdin is not None  # both are PIPEs
     head, framer = bytearray(), Framer()

@@ -125,10 +125,17 @@ async def _serve(
     try:
         with held_slot(app, client):
             if command.service != "git-receive-pack":
+                files = app[REPO_FILES]
+                fetch = command.service == "git-upload-pack"
                 cmd = git_command(
-                    command.service, app[REPO_FILES].path(repo["id"]), stateless=False
+                    command.service,
+                    files.path(repo["id"]),
+                    stateless=False,
+                    settings=files.fetch_settings(repo["id"]) if fetch else (),
                 )
                 code = await _run(app, process, cmd, {}, None, touch, moved)
+                if fetch:
+                    files.fetched()
             else:
                 code = await _push(app, process, principal, repo, touch, moved)
             return code
