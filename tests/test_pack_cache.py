@@ -177,6 +177,7 @@ async def test_the_sweep_keeps_the_cache_within_its_bounds(client, alice, tmp_pa
     assert not (cache.folder / JOURNAL).exists()  # counted into the metrics
 
     cache.max_age = 0  # past its age: everything goes, and a clone still works
+    cache.max_bytes = 1 << 20  # room again (a full folder keeps nothing new)
     cache.sweep()
     assert packs(cache) == {}
     await git("clone", "-q", url, str(tmp_path / "three"))
@@ -256,3 +257,39 @@ async def test_shallow_and_partial_clones_are_kept_apart_and_right(client, alice
     assert len(packs(cache)) == 4
     shallow = (await git("rev-list", "--count", "HEAD", cwd=tmp_path / "shallow-2"))[1]
     assert shallow.strip() == "1"
+
+
+async def test_a_full_cache_keeps_nothing_more_and_still_answers(client, alice, tmp_path):
+    cache = cache_of(client)
+    hold_sweeps(cache)
+    _, refs = await pushed_repo(client, alice, tmp_path)
+    url = remote(client, alice, "alice", "demo")
+    # The folder itself takes more than 1 KiB on disk: it is over its bound.
+    cache.max_bytes = 1 << 10
+    for name in ("one", "two"):
+        clone = tmp_path / name
+        await git("clone", "-q", url, str(clone))
+        assert await head_of(clone) == refs["refs/heads/main"]
+        assert (await git("fsck", "--strict", cwd=clone))[0] == 0
+    assert packs(cache) == {} and journal(cache) == []
+    assert not list(cache.folder.glob("*.part"))
+    cache.max_bytes = 1 << 20
+    await git("clone", "-q", url, str(tmp_path / "three"))
+    assert len(packs(cache)) == 1 and journal(cache) == ["miss"]
+
+
+async def test_a_start_drops_the_packs_kept_before_it(client, alice, tmp_path):
+    cache = cache_of(client)
+    hold_sweeps(cache)
+    await pushed_repo(client, alice, tmp_path)
+    url = remote(client, alice, "alice", "demo")
+    await git("clone", "-q", url, str(tmp_path / "one"))
+    assert len(packs(cache)) == 1
+    live = cache.folder / f"{'0' * 64}.99998.part"  # a hook still writing its pack
+    live.write_text("x")
+    # As a process starting after a crash of the machine: a kept pack may be short.
+    cache.prepare()
+    assert packs(cache) == {} and live.exists()
+    await git("clone", "-q", url, str(tmp_path / "two"))
+    # Computed again (the start's sweep counted the first clone's word and dropped it).
+    assert journal(cache) == ["miss"] and len(packs(cache)) == 1

@@ -17,6 +17,7 @@ counts the hook's journal into metrics.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
@@ -44,7 +45,7 @@ SWEEP_SECONDS = 10.0  # at most this often after a fetch: the folder is listed e
 _SUFFIX = ".pack"
 
 # $1 is the cache folder, $2 the repository (its path and its prune stamp's identity, from
-# the server); git appends `git pack-objects ARGS`. Temp names end in the shell's pid:
+# the server), $3 the cache's bound in KiB; git appends `git pack-objects ARGS`. Temp names end in the shell's pid:
 # unique among live hooks. pack-objects' input is text (ids and options), so it is held
 # in a variable, not a file: no temp file to remove on a hit, where every process costs.
 HOOK = r"""#!/bin/sh
@@ -54,7 +55,8 @@ HOOK = r"""#!/bin/sh
 umask 077
 cache=$1
 repo=$2
-shift 2
+room=$3
+shift 3
 input=$(cat; echo .)
 input=${input%.}
 key=$( {
@@ -85,6 +87,12 @@ if { command exec 6>> "$cache/$key.lock"; } 2> /dev/null && flock -w 60 6 2> /de
     exec cat <&5
 fi
 part="$cache/$key.$$.part"
+# Kept only while the folder is within its bound: a client choosing a new key each fetch
+# (its haves, a want of each commit) must not fill the disk between two sweeps. The
+# bound can be passed by the fetches in flight at once, one pack each.
+used=$(du -sk "$cache" 2> /dev/null)
+used=${used%%[!0-9]*}
+[ -n "$used" ] && [ "$used" -lt "$room" ] || { exec 6>&-; printf '%s' "$input" | "$@"; exit; }
 # Errors about the cache's own files stay here: the client would read them (and paths).
 if { command exec 7> "$part"; } 2> /dev/null && printf '%s' "$input" | "$@" >&7 &&
     exec 7>&- && mv -f "$part" "$pack" 2> /dev/null &&
@@ -122,11 +130,16 @@ class PackCache:
             return ()
         # The repository's part of every key: its path (by id, so never another's) and the
         # stamp a prune replaces. The hook runs through a shell, hence the quoting.
-        words = (self.hook, self.folder, f"{repo.absolute()} {stamp[0]}.{stamp[1]}")
+        words = (
+            self.hook,
+            self.folder,
+            f"{repo.absolute()} {stamp[0]}.{stamp[1]}",
+            max(1, self.max_bytes >> 10),
+        )
         return ("uploadpack.packObjectsHook=" + " ".join(shlex.quote(str(w)) for w in words),)
 
     def prepare(self) -> None:
-        """Write the hook, create the folder (0700) and sweep it (dead hooks' files too)."""
+        """Write the hook, empty the folder of kept packs (0700) and sweep it."""
         if not self.enabled:
             return
         self.hook.parent.mkdir(parents=True, exist_ok=True)
@@ -135,6 +148,14 @@ class PackCache:
             tmp.write_text(HOOK)
             tmp.chmod(0o700)
             os.replace(tmp, self.hook)
+        # The hook renames a pack into place without an fsync (one a miss would cost): after
+        # a crash of the machine a kept pack may be short, and served to every later
+        # identical fetch. A start is the first moment after such a crash, so kept packs go
+        # (a hook sending one has it open: it is sent whole).
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.scandir(self.folder):
+                if entry.name.endswith(_SUFFIX):
+                    _remove(entry.path)
         self.sweep()
 
     def sweep_soon(self) -> bool:
