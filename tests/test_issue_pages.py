@@ -257,6 +257,27 @@ async def test_a_row_brings_what_hangs_on_it_in_one_statement(tmp_path, database
         await store.close()
 
 
+async def _people(store: Store, *names: str) -> list[dict]:
+    """The users "owner" and names, in that order."""
+    return [
+        await store.users.create(
+            username=name, email=f"{name}@example.com", name=name, password_hash="x"
+        )
+        for name in ("owner", *names)
+    ]
+
+
+async def _project(store: Store, owner: dict) -> dict:
+    """owner's public repository "proj"."""
+    return await store.repos.create(
+        owner_id=owner["id"],
+        name="proj",
+        description="",
+        visibility="public",
+        default_branch="main",
+    )
+
+
 async def test_a_pull_page_tells_who_may_write_the_head(tmp_path, database_url):
     """author_writes_head, looked up once per (head repository, author) on a pull page,
     is what one pull request read alone says: owner and writer yes, reader and outsider
@@ -264,19 +285,8 @@ async def test_a_pull_page_tells_who_may_write_the_head(tmp_path, database_url):
     store = Store(tmp_path / "hubsvc.db", url=database_url)
     await store.open()
     try:
-        owner, writer, reader, outsider = [
-            await store.users.create(
-                username=name, email=f"{name}@example.com", name=name, password_hash="x"
-            )
-            for name in ("owner", "writer", "reader", "outsider")
-        ]
-        repo = await store.repos.create(
-            owner_id=owner["id"],
-            name="proj",
-            description="",
-            visibility="public",
-            default_branch="main",
-        )
+        owner, writer, reader, outsider = await _people(store, "writer", "reader", "outsider")
+        repo = await _project(store, owner)
         fork = await store.repos.create(
             owner_id=outsider["id"],
             name="proj",
@@ -323,19 +333,8 @@ async def test_a_pull_page_checks_access_twice_not_per_check(tmp_path, database_
     store = Store(tmp_path / "hubsvc.db", url=database_url)
     await store.open()
     try:
-        owner, writer, reader, other = [
-            await store.users.create(
-                username=name, email=f"{name}@example.com", name=name, password_hash="x"
-            )
-            for name in ("owner", "writer", "reader", "other")
-        ]
-        repo = await store.repos.create(
-            owner_id=owner["id"],
-            name="proj",
-            description="",
-            visibility="public",
-            default_branch="main",
-        )
+        owner, writer, reader, other = await _people(store, "writer", "reader", "other")
+        repo = await _project(store, owner)
         await store.repos.set_collaborator(repo["id"], writer["id"], "write")
         await store.repos.set_collaborator(repo["id"], reader["id"], "read")
         head, old = "H", "b" * 40  # H: the pull request's own head commit
