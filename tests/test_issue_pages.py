@@ -278,6 +278,19 @@ async def _project(store: Store, owner: dict) -> dict:
     )
 
 
+async def _pull(store: Store, repo: dict, author: dict, head: dict, n: int) -> dict:
+    """Pull request "change n" by author into repo's main, from branch tn of head."""
+    return await store.issues.create(
+        repo_id=repo["id"],
+        author_id=author["id"],
+        title=f"change {n}",
+        body="",
+        labels=[],
+        assignee_ids=[],
+        pull={"head_repo_id": head["id"], "head": f"t{n}", "base": "main"},
+    )
+
+
 async def test_a_pull_page_tells_who_may_write_the_head(tmp_path, database_url):
     """author_writes_head, looked up once per (head repository, author) on a pull page,
     is what one pull request read alone says: owner and writer yes, reader and outsider
@@ -307,15 +320,7 @@ async def test_a_pull_page_tells_who_may_write_the_head(tmp_path, database_url):
             (owner, repo, 1),  # a second pull request of the same (head, author)
         ]
         for n, (author, head, _) in enumerate(cases):
-            await store.issues.create(
-                repo_id=repo["id"],
-                author_id=author["id"],
-                title=f"change {n}",
-                body="",
-                labels=[],
-                assignee_ids=[],
-                pull={"head_repo_id": head["id"], "head": f"t{n}", "base": "main"},
-            )
+            await _pull(store, repo, author, head, n)
         rows, _ = await store.issues.page(repo["id"], True, "all", 30, 0, {"direction": "asc"})
         assert [row["author_writes_head"] for row in rows] == [case[2] for case in cases]
         for row in rows:
@@ -350,15 +355,7 @@ async def test_a_pull_page_checks_access_twice_not_per_check(tmp_path, database_
         ]
         for n, (author, reviews, statuses) in enumerate(cases):
             tip = f"{n + 1:040x}"
-            made = await store.issues.create(
-                repo_id=repo["id"],
-                author_id=author["id"],
-                title=f"change {n}",
-                body="",
-                labels=[],
-                assignee_ids=[],
-                pull={"head_repo_id": repo["id"], "head": f"t{n}", "base": "main"},
-            )
+            made = await _pull(store, repo, author, repo, n)
             if statuses is not None:
                 await store.issues.set_mergeable(made["id"], tip, "c" * 40, True)
             for who, state, commit in reviews:

@@ -199,29 +199,29 @@ async def test_a_cache_that_cannot_be_written_never_fails_a_fetch(client, alice,
     assert journal(cache) == ["miss"]
 
 
+async def _cloned_twice(client, tmp_path: Path) -> PackCache:
+    """The server's cache after a new repository was cloned twice (sweeps held off)."""
+    cache = cache_of(client)
+    hold_sweeps(cache)
+    user = await sign_up(client, "dora")
+    await create(client, user, "twice", autoInit=True)
+    for n in (1, 2):
+        await git("clone", "-q", remote(client, user, "dora", "twice"), str(tmp_path / f"c{n}"))
+    return cache
+
+
 async def test_a_data_folder_with_spaces_and_quotes_still_caches(aiohttp_client, tmp_path):
     # The hook runs through a shell: its paths must arrive whole.
     odd = tmp_path / 'it\'s a "data" $HOME folder'
     client = await aiohttp_client(create_app(make_config(odd)))
-    cache = cache_of(client)
-    hold_sweeps(cache)
-    user = await sign_up(client, "dora")
-    await create(client, user, "odd", autoInit=True)
-    for n in (1, 2):
-        await git("clone", "-q", remote(client, user, "dora", "odd"), str(tmp_path / f"c{n}"))
-    assert journal(cache) == ["miss", "hit"]
+    assert journal(await _cloned_twice(client, tmp_path)) == ["miss", "hit"]
 
 
 async def test_a_relative_data_folder_still_caches(aiohttp_client, tmp_path, monkeypatch):
     # git runs the hook in the repository's folder: every path it is given is absolute.
     monkeypatch.chdir(tmp_path)
     client = await aiohttp_client(create_app(make_config(tmp_path, storage__data_dir="./rel")))
-    cache = cache_of(client)
-    hold_sweeps(cache)
-    user = await sign_up(client, "erin")
-    await create(client, user, "rel", autoInit=True)
-    for n in (1, 2):
-        await git("clone", "-q", remote(client, user, "erin", "rel"), str(tmp_path / f"c{n}"))
+    cache = await _cloned_twice(client, tmp_path)
     assert journal(cache) == ["miss", "hit"]
     assert cache.folder == tmp_path / "rel" / "pack-cache"
 
