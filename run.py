@@ -15,7 +15,7 @@ import sys
 from hubsvc.app import create_app, new_event_loop
 from hubsvc.cli import parse_args, run
 from hubsvc.config import ConfigError, load_config
-from hubsvc.git.hook_socket import HooksUnusable
+from hubsvc.git.hook_fifos import HooksUnusable
 from hubsvc.notify.collector import COLLECTOR
 from hubsvc.startup import (
     StartupError,

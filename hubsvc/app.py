@@ -51,7 +51,7 @@ from .config import Config, ConfigError, ensure_secret
 from .datadir import tighten
 from .events.bus import EventBus
 from .git.files import REPO_FILES, RepoFiles
-from .git.hook_socket import HOOK_SOCKET, HookSocket
+from .git.hook_fifos import HOOK_FIFOS, HookFifos
 from .git.pack_cache import PackCache
 from .git.slots import make_slots
 from .keys import BUS, CONFIG, STATE, STORE
@@ -118,22 +118,22 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     await store.close()
 
 
-async def _hook_socket_ctx(app: web.Application) -> AsyncIterator[None]:
-    """git's hooks, and the socket they ask, tried once: no hooks, no start.
+async def _hook_fifos_ctx(app: web.Application) -> AsyncIterator[None]:
+    """git's hooks, and the server's end of their question, tried once: no hooks, no start.
 
     First of the contexts: aiohttp cleans up none of them when one fails to start, so a
     failure here leaves nothing running (no store thread to hold the process up).
     """
     await asyncio.to_thread(app[REPO_FILES].prepare)
-    socket = app[HOOK_SOCKET]
-    await socket.start()
+    fifos = app[HOOK_FIFOS]
+    await fifos.start()
     try:
-        await socket.trial(app[REPO_FILES].hooks)
+        await fifos.trial(app[REPO_FILES].hooks)
     except BaseException:
-        await socket.stop()
+        await fifos.stop()
         raise
     yield
-    await socket.stop()
+    await fifos.stop()
 
 
 PRUNE_EVENTS_SECONDS = 3600
@@ -270,7 +270,7 @@ def create_app(config: Config) -> web.Application:
             git_config["timeout_seconds"] + 60,
         ),
     )
-    app[HOOK_SOCKET] = HookSocket(config.data_dir / "run")
+    app[HOOK_FIFOS] = HookFifos(config.data_dir / "run")
     app[SSH] = SshService(app)
     app[MERGE_LOCKS] = defaultdict(asyncio.Lock)
     app[WEBHOOK] = WebhookSender(app)
@@ -298,7 +298,7 @@ def create_app(config: Config) -> web.Application:
         join_cluster(app)
     app.cleanup_ctx.extend(
         [
-            _hook_socket_ctx,
+            _hook_fifos_ctx,
             _store_ctx,
             _bus_ctx,
             *([cluster_ctx] if several else []),

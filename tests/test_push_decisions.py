@@ -197,7 +197,7 @@ class HeldPush:
 
 async def _held_push(client, work: Path, url: str, change) -> tuple[int, str]:
     """Push work's main through a held proxy; change() runs while the body is held."""
-    from hubsvc.git.hook_socket import HOOK_SOCKET
+    from hubsvc.git.hook_fifos import HOOK_FIFOS
 
     proxy = HeldPush(client.server.port)
     address = await proxy.start()
@@ -207,8 +207,8 @@ async def _held_push(client, work: Path, url: str, change) -> tuple[int, str]:
     )
     try:
         await asyncio.wait_for(proxy.head_through.wait(), 30)
-        # The server has checked the push and handed git its hook's secret.
-        while not client.app[HOOK_SOCKET].waiting:
+        # The server has checked the push and made its hook's folder.
+        while not client.app[HOOK_FIFOS].waiting:
             await asyncio.sleep(0.01)
         await change()
         proxy.release.set()
@@ -327,45 +327,134 @@ async def test_git_prints_why_a_read_only_token_may_not_push(client, alice, tmp_
     assert "remote: this personal access token lacks the repo:write scope" in err, err
 
 
-async def test_the_hook_socket_answers_only_a_push_it_knows(tmp_path):
-    """A wrong secret, or none, refuses: the socket decides nothing for strangers."""
-    from hubsvc.git.hook_socket import HookSocket
-    from hubsvc.git.push_hooks import HOOKCALL
+async def _hook(env: dict[str, str], stdin: bytes) -> tuple[int, str]:
+    """The pre-receive hook the server writes, run as git runs it: (exit code, output)."""
+    from hubsvc.git.push_hooks import hooks_text
 
-    server = HookSocket(tmp_path / "run")
+    proc = await asyncio.create_subprocess_exec(
+        "sh",
+        "-c",
+        hooks_text()["pre-receive"],
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={"PATH": os.environ["PATH"], **env},
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(stdin), 30)
+    return proc.returncode, out.decode()
+
+
+UPDATE = f"{'1' * 40} {'2' * 40} refs/heads/main\n".encode()
+
+
+async def test_the_hook_reaches_only_a_push_the_server_runs(tmp_path):
+    """No folder, a folder of a push that ended, or another process's pid: refused."""
+    from hubsvc.git.hook_fifos import HookFifos
+
+    server = HookFifos(tmp_path / "run")
     await server.start()
     asked = []
 
     async def accept(updates, quarantine):
-        asked.append(updates)
+        asked.append((updates, quarantine))
         return []
 
-    update = f"{'1' * 40} {'2' * 40} refs/heads/main\n".encode()
+    async def refuse(updates, quarantine):
+        return ["error: not " + updates[0][2]]
 
-    async def hookcall(env: dict[str, str]) -> tuple[int, str]:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-I",
-            "-S",
-            str(HOOKCALL),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env={"PATH": os.environ["PATH"], **env},
-        )
-        out, _ = await proc.communicate(update)
-        return proc.returncode, out.decode()
+    quarantine = {"GIT_QUARANTINE_PATH": "/q uar\tantine", "GIT_OBJECT_DIRECTORY": "/o"}
+    try:
+        with server.push(accept) as env:
+            folder = Path(env["HUBSVC_HOOK_DIR"])
+            assert oct(folder.stat().st_mode & 0o777) == "0o700"
+            assert oct((folder / "ask").stat().st_mode & 0o777) == "0o600"
+            code, said = await _hook({}, UPDATE)
+            assert code == 1 and "did not come through the server" in said
+            code, said = await _hook({**env, "HUBSVC_HOOK_PID": "999999999"}, UPDATE)
+            assert code == 1 and "did not come through the server" in said
+            assert asked == []
+            assert await _hook({**env, **quarantine}, UPDATE) == (0, "")
+            assert asked == [([("1" * 40, "2" * 40, "refs/heads/main")], quarantine)]
+        assert not folder.exists()
+        assert (await _hook(env, UPDATE))[0] == 1  # the push is over: its folder is gone
+        with server.push(refuse) as env:
+            assert await _hook(env, UPDATE) == (1, "error: not refs/heads/main\n")
+        with server.push(accept) as env:
+            assert await _hook(env, b"not an update\n") == (
+                1,
+                "hubsvc: malformed ref update from the hook\n",
+            )
+        assert server.waiting == 0 and list((tmp_path / "run").iterdir()) == []
+    finally:
+        await server.stop()
+
+
+async def test_a_hook_left_waiting_by_a_dead_server_is_released_by_the_next_start(tmp_path):
+    """A push folder of a process that died: its hook refuses, no process is left behind."""
+    from hubsvc.git.hook_fifos import HookFifos
+
+    dead = subprocess.Popen(["true"])  # a pid that has just exited
+    dead.wait()
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    # As a killed server leaves it: the FIFOs, nobody holding them open.
+    folder = run / f"push-{dead.pid}-left"
+    folder.mkdir()
+    os.mkfifo(folder / "ask")
+    os.mkfifo(folder / "answer")
+    proc = await asyncio.create_subprocess_exec(
+        "sh",
+        "-c",
+        # The hook past its liveness check (the server died just after it): opening the
+        # answer's end waits for a writer that will never come.
+        f'exec 3<"{folder}/answer"; IFS= read -r verdict <&3; echo "[$verdict]"; exit 1',
+        stdout=asyncio.subprocess.PIPE,
+    )
+    await asyncio.sleep(0.2)
+    assert proc.returncode is None  # still waiting
+    server = HookFifos(run)
+    await server.start()
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), 10)
+        assert (proc.returncode, out) == (1, b"[]\n")
+        assert not folder.exists()
+    finally:
+        await server.stop()
+
+
+async def test_a_start_keeps_the_push_folders_of_a_live_process(tmp_path):
+    from hubsvc.git.hook_fifos import HookFifos
+
+    first, second = HookFifos(tmp_path / "run"), HookFifos(tmp_path / "run")
+    await first.start()
+
+    async def accept(updates, quarantine):
+        return []
+
+    try:
+        with first.push(accept) as env:
+            await second.start()  # another process on the same data folder
+            assert await _hook(env, UPDATE) == (0, "")
+    finally:
+        await first.stop()
+        await second.stop()
+
+
+async def test_a_long_question_is_refused_after_it_is_read(tmp_path, monkeypatch):
+    from hubsvc.git import hook_fifos
+
+    monkeypatch.setattr(hook_fifos, "QUESTION_BYTES", 300_000)
+    server = hook_fifos.HookFifos(tmp_path / "run")
+    await server.start()
+
+    async def accept(updates, quarantine):
+        return []
 
     try:
         with server.push(accept) as env:
-            assert oct(os.stat(env["HUBSVC_HOOK_SOCKET"]).st_mode & 0o777) == "0o600"
-            wrong = {**env, "HUBSVC_HOOK_SECRET": "guessed"}
-            assert await hookcall(wrong) == (1, "hubsvc: this push is not known to the server\n")
-            code, said = await hookcall({})
-            assert code == 1 and "did not come through the server" in said
-            assert asked == []
-            assert await hookcall(env) == (0, "")
-            assert asked == [[("1" * 40, "2" * 40, "refs/heads/main")]]
-        assert (await hookcall(env))[0] == 1  # the push is over: its secret is dead
+            # More than a FIFO holds: the server reads on while the hook writes.
+            code, said = await _hook(env, UPDATE * 4000)
+            assert (code, said) == (1, "hubsvc: the hook's question is too long\n")
     finally:
         await server.stop()
 
@@ -383,17 +472,3 @@ async def test_an_account_disabled_while_pushing_lands_nothing(client, alice, bo
     code, err = await _held_push(client, work, remote(client, bob, "alice", "proj"), disable_bob)
     assert code != 0 and "remote: push refused: this account is disabled" in err, err
     assert await _main(client, alice) == before
-
-
-async def test_a_data_folder_too_deep_for_a_socket_path_still_gets_one(tmp_path):
-    from hubsvc.git.hook_socket import HookSocket
-
-    deep = tmp_path / ("d" * 60) / ("e" * 60) / "run"
-    server = HookSocket(deep)
-    await server.start()
-    try:
-        assert server.path is not None and len(os.fsencode(server.path)) < 100
-        assert oct(os.stat(server.path.parent).st_mode & 0o777) == "0o700"
-    finally:
-        await server.stop()
-    assert not server.path.exists()

@@ -1,14 +1,12 @@
 """The server's git hooks for receive-pack, and the files they hand back to the server.
 
-post-receive names the ref updates git applied; pre-receive runs hookcall.py, which asks
-the server whether they may land (hook_socket.py, its checks in push_checks.py).
+post-receive names the ref updates git applied; pre-receive asks the server whether they
+may land (hook_fifos.py, its checks in push_checks.py).
 """
 
 from __future__ import annotations
 
 import os
-import shlex
-import sys
 from pathlib import Path
 
 from .process import _git_status
@@ -24,20 +22,44 @@ exec cat > /dev/null
 
 # Runs in git's quarantine: the pushed objects are visible, no ref has moved yet, and a
 # non-zero exit refuses the whole push. What it prints reaches the pusher as "remote: ".
-# {python} and {hookcall} are filled in at install (hooks_text).
+# sh, not Python: this runs on every push's critical path (hook_fifos.py says why and
+# how the server answers).
 _PRE_RECEIVE = """#!/bin/sh
 # Written by hubsvc: asks the server whether the push may land (who pushes and the
-# branch rules as they are now, no file over [git] max_object_bytes), hookcall.py.
-exec {python} -I -S {hookcall}
+# branch rules as they are now, no file over [git] max_object_bytes), through the two
+# FIFOs of the folder the server made for this push; exit 1 refuses it whole.
+d=$HUBSVC_HOOK_DIR
+if [ -z "$d" ] || [ ! -p "$d/answer" ] || ! kill -0 "$HUBSVC_HOOK_PID" 2>/dev/null; then
+    echo "hubsvc: this push did not come through the server: refused"
+    exit 1
+fi
+# The answer's end opened before the question is sent: the server closes its own end
+# once it has answered, and what it wrote waits here for the reads below.
+exec 3<"$d/answer" 4>"$d/ask"
+{
+    [ -z "${GIT_OBJECT_DIRECTORY+x}" ] || printf 'GIT_OBJECT_DIRECTORY=%s\\n' "$GIT_OBJECT_DIRECTORY"
+    [ -z "${GIT_ALTERNATE_OBJECT_DIRECTORIES+x}" ] ||
+        printf 'GIT_ALTERNATE_OBJECT_DIRECTORIES=%s\\n' "$GIT_ALTERNATE_OBJECT_DIRECTORIES"
+    [ -z "${GIT_QUARANTINE_PATH+x}" ] || printf 'GIT_QUARANTINE_PATH=%s\\n' "$GIT_QUARANTINE_PATH"
+    echo
+    cat
+    printf '\\n.\\n'
+} >&4 || exit 1
+exec 4>&-
+IFS= read -r verdict <&3
+if [ "$verdict" = ok ]; then exit 0; fi
+if [ "$verdict" = refused ]; then
+    cat <&3
+else
+    echo "hubsvc: the server did not answer about this push: refused"
+fi
+exit 1
 """
-HOOKCALL = Path(__file__).with_name("hookcall.py")
 
 
 def hooks_text() -> dict[str, str]:
-    """Each hook's script, naming this interpreter and hookcall.py by absolute paths."""
-    pre = _PRE_RECEIVE.replace("{python}", shlex.quote(sys.executable))
-    pre = pre.replace("{hookcall}", shlex.quote(str(HOOKCALL.absolute())))
-    return {"post-receive": _POST_RECEIVE, "pre-receive": pre}
+    """Each hook's script."""
+    return {"post-receive": _POST_RECEIVE, "pre-receive": _PRE_RECEIVE}
 
 
 def install_hooks(folder: Path) -> Path:

@@ -1,7 +1,7 @@
 """Whether a push's ref updates may land, decided when git is about to move the refs.
 
 A push is checked when it starts (info/refs, the POST), but its body may take minutes to
-arrive: git's pre-receive hook asks again once the pack is in (hookcall.py), and this
+arrive: git's pre-receive hook asks again once the pack is in (push_hooks.py), and this
 answers with the credential, the pusher's grant, the token's limits and the branch rules
 as they are then, not as they were when the push began.
 """

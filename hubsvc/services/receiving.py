@@ -24,7 +24,7 @@ from aiohttp import web
 
 from .. import requestid
 from ..git.files import REPO_FILES
-from ..git.hook_socket import HOOK_SOCKET
+from ..git.hook_fifos import HOOK_FIFOS
 from ..git.push_checks import (
     UNPACK_LIMIT,
     RefUpdate,
@@ -52,7 +52,7 @@ class Receiving:
 
     path: Path  # the repository
     hooks: Path  # core.hooksPath
-    env: dict[str, str]  # the hooks' environment, the hook socket's secret among it
+    env: dict[str, str]  # the hooks' environment, the hook's push folder among it
     record: Callable[[], Awaitable[None]]  # once git is done, before the answer ends
     # the request body is all in git: receive-pack's pid and the body's first bytes
     body_in: Callable[[int, bytes], None] = lambda pid, head: None
@@ -153,7 +153,7 @@ async def receiving(
     try:
         # The pre-receive hook asks decide, which refuses files over max_object_bytes
         # too (the checks _Early started, or its own), before any ref moves.
-        with app[HOOK_SOCKET].push(decide) as hook_env:
+        with app[HOOK_FIFOS].push(decide) as hook_env:
             yield Receiving(path, files.hooks, {**env, **hook_env}, record, early.start)
         clock.mark("answer")
     finally:
