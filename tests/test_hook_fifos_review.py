@@ -50,24 +50,6 @@ async def test_a_decide_cancelled_from_within_still_refuses(tmp_path):
         await server.stop()
 
 
-async def test_a_start_releases_a_folder_named_for_its_own_pid(tmp_path):
-    """A pid reused by the next start (pid 1 in a container): that folder's process is dead."""
-    from hubsvc.git import hook_fifos
-
-    run = tmp_path / "run"
-    run.mkdir(mode=0o700)
-    folder = run / f"{hook_fifos.folder_prefix()}left"
-    folder.mkdir()
-    os.mkfifo(folder / "ask")
-    os.mkfifo(folder / "answer")
-    server = hook_fifos.HookFifos(run)
-    await server.start()
-    try:
-        assert not folder.exists()
-    finally:
-        await server.stop()
-
-
 async def test_a_start_keeps_the_folders_of_another_host(tmp_path):
     """A data folder shared over NFS: another host's pids are not this host's to judge."""
     from hubsvc.git.hook_fifos import HookFifos

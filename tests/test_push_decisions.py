@@ -391,14 +391,14 @@ async def test_the_hook_reaches_only_a_push_the_server_runs(tmp_path):
 
 async def test_a_hook_left_waiting_by_a_dead_server_is_released_by_the_next_start(tmp_path):
     """A push folder of a process that died: its hook refuses, no process is left behind."""
-    from hubsvc.git.hook_fifos import HookFifos
+    from hubsvc.git.hook_fifos import HookFifos, folder_prefix
 
     dead = subprocess.Popen(["true"])  # a pid that has just exited
     dead.wait()
     run = tmp_path / "run"
     run.mkdir(mode=0o700)
     # As a killed server leaves it: the FIFOs, nobody holding them open.
-    folder = run / f"push-{dead.pid}-left"
+    folder = run / (folder_prefix().replace(f"-{os.getpid()}-", f"-{dead.pid}-", 1) + "left")
     folder.mkdir()
     os.mkfifo(folder / "ask")
     os.mkfifo(folder / "answer")

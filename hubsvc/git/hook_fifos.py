@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
@@ -69,7 +70,7 @@ class HookFifos:
         """While the block runs, a hook given the yielded environment reaches decide."""
         # Named for this process: a start releases only the folders of dead ones (the
         # data folder may be shared by several processes).
-        folder = Path(tempfile.mkdtemp(prefix=f"push-{os.getpid()}-", dir=self.folder))
+        folder = Path(tempfile.mkdtemp(prefix=folder_prefix(), dir=self.folder))
         try:
             push = _Push(folder)
         except BaseException:
@@ -87,6 +88,7 @@ class HookFifos:
         try:
             problems = await self._answer(await push.question(), decide)
         except asyncio.CancelledError:
+            push.close_answer()  # not always the push's end: the hook reads none and refuses
             raise
         except Exception:
             log.exception("answering a pre-receive hook failed")
@@ -202,7 +204,7 @@ class _Push:
                 view = view[os.write(self.answer, view) :]
             except BlockingIOError:
                 await self._ready(self.answer, self.loop.add_writer, self.loop.remove_writer)
-        self._close_answer()
+        self.close_answer()
 
     async def _ready(self, fd: int, watch: Callable, unwatch: Callable) -> None:
         """Wait until the loop finds fd ready (watch: add_reader or add_writer)."""
@@ -219,7 +221,7 @@ class _Push:
             if fd in (self.ask, self.answer):  # closed: its number may be another's now
                 unwatch(fd)
 
-    def _close_answer(self) -> None:
+    def close_answer(self) -> None:
         if self.answer is not None:
             self.loop.remove_writer(self.answer)
             os.close(self.answer)
@@ -229,29 +231,55 @@ class _Push:
         """Stop answering, close both ends, release a hook still waiting, remove the folder."""
         if self.task is not None and not self.task.done():
             self.task.cancel()
+        # Gone while this process holds both ends: a hook past its opens reads the end,
+        # one before them finds no folder; none waits on an open.
+        shutil.rmtree(self.folder, ignore_errors=True)
         if self.ask is not None:
             self.loop.remove_reader(self.ask)
             os.close(self.ask)
             self.ask = None
-        self._close_answer()
-        _release(self.folder)
+        self.close_answer()
 
 
 def _release(folder: Path) -> None:
     """Free any hook waiting to open the folder's FIFOs (it then reads no answer and
     refuses), and remove the folder."""
-    for name in ("ask", "answer"):
-        with contextlib.suppress(OSError):
-            os.close(os.open(folder / name, os.O_RDWR | os.O_NONBLOCK))
-    shutil.rmtree(folder, ignore_errors=True)
+    held = []
+    try:
+        # Both held while the folder goes: a hook woken from opening the answer's end
+        # finds the question's open (or no folder), never a FIFO nobody will open again.
+        for name in ("answer", "ask"):
+            with contextlib.suppress(OSError):
+                held.append(os.open(folder / name, os.O_RDWR | os.O_NONBLOCK))
+        shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
 def _release_dead(run: Path) -> None:
     """Release the push folders of processes no longer running."""
+    host = _place()
     for folder in run.glob("push-*-*"):
-        pid = folder.name.split("-")[1]
-        if folder.is_dir() and pid.isdigit() and not _alive(int(pid)):
+        _, pid, *named, _ = folder.name.split("-")
+        if "-".join(named) != host or not folder.is_dir() or not pid.isdigit():
+            continue  # another host's or container's (NFS, a shared volume): not our pids
+        if not _alive(int(pid)):
             _release(folder)
+
+
+def folder_prefix() -> str:
+    """The start of this process's push folders' names: its pid and where it is."""
+    return f"push-{os.getpid()}-{_place()}-"
+
+
+def _place() -> str:
+    """The host and the pid namespace that give this process's pid its meaning."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0  # not Linux: the host alone
+    return f"{socket.gethostname()}.{namespace}"
 
 
 def _alive(pid: int) -> bool:

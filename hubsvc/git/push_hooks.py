@@ -42,7 +42,7 @@ exec 3<"$d/answer" 4>"$d/ask"
         printf 'GIT_ALTERNATE_OBJECT_DIRECTORIES=%s\\n' "$GIT_ALTERNATE_OBJECT_DIRECTORIES"
     [ -z "${GIT_QUARANTINE_PATH+x}" ] || printf 'GIT_QUARANTINE_PATH=%s\\n' "$GIT_QUARANTINE_PATH"
     echo
-    cat
+    cat || exit 1  # updates lost on the way: the server must not judge a push of none
     printf '\\n.\\n'
 } >&4 || exit 1
 exec 4>&-
