@@ -116,7 +116,7 @@ async def receiving(
     env = {"HUBSVC_PUSH_LOG": str(spool)}
     limit = app[CONFIG]["git"]["max_object_bytes"]
     rid = requestid.current()
-    if rid is not None:  # the pre-receive hook hands it back with its question
+    if rid is not None:  # git's processes carry the push's request id (README, request ids)
         env[requestid.ENV] = rid
     path = files.path(repo["id"])
 
@@ -124,6 +124,9 @@ async def receiving(
 
     async def decide(updates: list[tuple[str, str, str]], quarantine: dict[str, str]) -> list[str]:
         # Asked by git's pre-receive hook once the pack is in: as things are now.
+        if not updates:  # git runs the hook for one update at least: lines lost on the way
+            return ["hubsvc: the hook's question named no ref update"]
+
         async def is_ancestor(old: str, new: str) -> bool:
             return await asyncio.to_thread(quarantined_is_ancestor, path, old, new, quarantine)
 
