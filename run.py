@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 ),
             )
         )
-    except HooksUnusable as exc:  # found once the app starts, with its hook socket
+    except HooksUnusable as exc:  # found once the app starts, with its hooks' folder
         print(f"hubsvc: {exc}", file=sys.stderr)
         return 2
     finally:

@@ -9,6 +9,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+import pytest
+
 
 async def _hook(env: dict[str, str], stdin: bytes) -> tuple[int, str]:
     """The pre-receive hook the server writes, run as git runs it: (exit code, output)."""
@@ -195,5 +197,30 @@ async def test_a_start_keeps_the_folders_of_another_host(tmp_path):
     await server.start()
     try:
         assert other.exists()
+    finally:
+        await server.stop()
+
+
+async def test_a_data_folder_without_fifos_stops_the_start_with_a_clear_reason(
+    tmp_path, monkeypatch
+):
+    """mkfifo refused (some network file systems): HooksUnusable, nothing left behind."""
+    import errno
+
+    from hubsvc.git import hook_fifos
+    from hubsvc.git.push_hooks import install_hooks
+
+    def no_fifos(path, mode=0o666):
+        raise OSError(errno.EPERM, "Operation not permitted", str(path))
+
+    hooks = install_hooks(tmp_path / "git-hooks")
+    server = hook_fifos.HookFifos(tmp_path / "run")
+    await server.start()
+    monkeypatch.setattr(hook_fifos.os, "mkfifo", no_fifos)
+    try:
+        with pytest.raises(hook_fifos.HooksUnusable, match="Operation not permitted") as exc:
+            await server.trial(hooks)
+        assert "cannot make the folder its git hooks ask through" in str(exc.value)
+        assert list((tmp_path / "run").iterdir()) == [] and server.waiting == 0
     finally:
         await server.stop()

@@ -141,7 +141,14 @@ class HookFifos:
             raise HooksUnusable(f"the git hooks folder {hooks} is not an absolute path")
         if not os.access(hook, os.X_OK):
             raise HooksUnusable(f"the git hook {hook} is missing or not executable")
-        with self.push(decide) as env:
+        with contextlib.ExitStack() as stack:
+            try:
+                env = stack.enter_context(self.push(decide))
+            except OSError as exc:  # a file system without FIFOs (some network mounts)
+                raise HooksUnusable(
+                    f"the server cannot make the folder its git hooks ask through in "
+                    f"{self.folder} ({exc}); put data_dir on a local file system"
+                ) from exc
             proc = await asyncio.create_subprocess_exec(
                 str(hook),
                 stdin=subprocess.DEVNULL,
