@@ -26,7 +26,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 
 def _times(pid: int) -> tuple[float, float]:
@@ -97,7 +96,6 @@ def main() -> int:
             else:  # it closes: py-spy writes its file on SIGINT
                 spy[0].send_signal(signal.SIGINT)
                 spy[0].wait(60)
-        print(f"[split] reading pid {pid} at {time.time():.3f}", file=sys.stderr)
         readings.append((pid, *_times(pid)))
         threads.setdefault(pid, []).append(_threads(pid))
         return plain(pid)

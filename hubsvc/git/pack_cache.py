@@ -45,9 +45,10 @@ SWEEP_SECONDS = 10.0  # at most this often after a fetch: the folder is listed e
 _SUFFIX = ".pack"
 
 # $1 is the cache folder, $2 the repository (its path and its prune stamp's identity, from
-# the server), $3 the cache's bound in KiB; git appends `git pack-objects ARGS`. Temp names end in the shell's pid:
-# unique among live hooks. pack-objects' input is text (ids and options), so it is held
-# in a variable, not a file: no temp file to remove on a hit, where every process costs.
+# the server), $3 the cache's bound in KiB; git appends `git pack-objects ARGS`. Temp
+# names end in the shell's pid: unique among live hooks. pack-objects' input is text (ids
+# and options), so it is held in a variable, not a file: no temp file to remove on a hit,
+# where every process costs.
 HOOK = r"""#!/bin/sh
 # Written by hubsvc (git/pack_cache.py): uploadpack.packObjectsHook. Sends the pack kept
 # for the same repository, prune stamp, arguments and standard input, else runs
