@@ -8,6 +8,7 @@ import sqlite3
 
 import pytest
 
+from hubsvc.errors import DatabaseBusy, DiskFull
 from hubsvc.events.shape import Event
 from hubsvc.keys import BUS, STORE
 
@@ -90,6 +91,33 @@ async def test_a_failing_subscriber_keeps_running(client, alice):
     await store.events.append([_event(0, repo_id), _event(1, repo_id)])
     await bus.drain()
     assert seen == [0, 1]
+
+
+async def test_a_full_disk_holds_a_subscriber_on_its_event_until_space_returns(
+    client, alice, monkeypatch, caplog
+):
+    # The inbox's write for an event hit a full disk in CI, and the event was skipped:
+    # its notifications were lost. Now the same event is tried again, one line a try.
+    monkeypatch.setattr("hubsvc.events.bus.RETRY_FIRST", 0.01)
+    store, bus, repo_id = await _store_with_repo(client, alice)
+    tries: list[int] = []
+    done: list[int] = []
+
+    async def writer(event):
+        tries.append(event.data["n"])
+        if len(tries) <= 3:
+            raise DiskFull("database or disk is full")
+        if len(tries) == 4:
+            raise DatabaseBusy()
+        done.append(event.data["n"])
+
+    bus.subscribe(writer, name="inbox-like")
+    await store.events.append([_event(0, repo_id), _event(1, repo_id)])
+    await bus.drain()
+    assert tries == [0, 0, 0, 0, 0, 1] and done == [0, 1]
+    held = [r for r in caplog.records if "inbox-like" in r.getMessage()]
+    assert len(held) == 4 and all(r.exc_info is None for r in held)
+    assert "disk is full" in held[0].getMessage()
 
 
 async def test_a_failed_write_writes_no_event(client, alice):

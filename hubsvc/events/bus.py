@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from ..errors import DatabaseBusy, DiskFull
 from .shape import Event
 
 log = logging.getLogger("hubsvc.events")
@@ -20,6 +21,9 @@ PENDING_MAX = 1000
 # The longest a write waits for a paced subscriber to catch up (EventBus.paced): a stuck
 # one slows writers down, never stops them.
 PACE_WAIT_MAX = 1.0
+# A handler stopped by a full disk or a busy database retries the same event, waiting
+# from the first to the last of these seconds between tries, so nothing is skipped.
+RETRY_FIRST, RETRY_MAX = 0.5, 10.0
 # Seconds the current request's writes waited in EventBus.paced (a Server-Timing header).
 paced_seconds: contextvars.ContextVar[float] = contextvars.ContextVar("paced_seconds", default=0.0)
 
@@ -91,16 +95,35 @@ class _Subscriber:
                 if not batch:
                     break
                 for event in batch:
-                    try:
-                        await self.handler(event)
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception:
-                        log.exception("subscriber %s failed on event %s", self.name, event.id)
+                    await self._handle(event)
                     self.cursor = int(event.id)
                     if self.waiters:
                         self._release()
             self.idle.set()
+
+    async def _handle(self, event: Event) -> None:
+        """Run the handler on one event; a full disk or busy database is waited out."""
+        wait = RETRY_FIRST
+        while True:
+            try:
+                await self.handler(event)
+                return
+            except asyncio.CancelledError:
+                raise
+            except (DiskFull, DatabaseBusy) as exc:
+                # One line, no traceback: the operator frees space; the event is kept.
+                log.error(
+                    "subscriber %s: %s on event %s; trying again in %g s",
+                    self.name,
+                    exc.message,
+                    event.id,
+                    wait,
+                )
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, RETRY_MAX)
+            except Exception:
+                log.exception("subscriber %s failed on event %s", self.name, event.id)
+                return
 
     def _release(self) -> None:
         """Wake the writers waiting for the cursor to reach their mark."""
