@@ -9,7 +9,7 @@ import sys
 
 from .server import ROOT, ServerProcess, seed_owner
 from .servers import fresh_postgres_database, postgres_server
-from .test_admin import git
+from .test_admin import MARK_IN_CREATION, git
 
 
 def cli(data_dir, *args: str) -> subprocess.CompletedProcess:
@@ -134,3 +134,35 @@ def test_backup_and_restore_on_postgres_with_pg_dump(tmp_path, postgres_url):
             remote = server.url.replace("http://", "http://owner:12345678@") + "/owner/proj.git"
             git("clone", "-q", remote, str(tmp_path / "clone"))
             assert (tmp_path / "clone" / "a.txt").read_text() == "a\n"
+
+
+def test_a_postgres_restore_undoes_a_create_that_had_not_answered_at_the_dump(
+    tmp_path, postgres_url
+):
+    import psycopg
+
+    data = tmp_path / "data"
+    config = tmp_path / "pg.toml"
+    config.write_text(f'[database]\nurl = "{postgres_url}"\n')
+    with ServerProcess(data, {"database": {"url": postgres_url}}) as server:
+        headers, _ = seed_owner(server)
+        assert server.request("POST", "/api/repositories", {"name": "pending"}, headers)[0] == 201
+        with psycopg.connect(postgres_url, autocommit=True) as pg:
+            assert pg.execute(MARK_IN_CREATION).rowcount == 1
+        done = cli(data, "--config", str(config), "backup", str(tmp_path / "backup"))
+        assert done.returncode == 0, done.stderr
+    for target in fresh_postgres_database(postgres_server(), migrated=False):
+        other = tmp_path / "other.toml"
+        other.write_text(f'[database]\nurl = "{target}"\n')
+        restored = cli(
+            tmp_path / "restored", "--config", str(other), "restore", str(tmp_path / "backup")
+        )
+        assert restored.returncode == 0, restored.stderr
+        assert "1 repositories" in restored.stdout, restored.stdout
+        assert len(list((tmp_path / "restored" / "repositories").glob("*/*.git"))) == 1
+        with ServerProcess(tmp_path / "restored", {"database": {"url": target}}) as server:
+            status, body = server.request("GET", "/api/users/owner/repositories", headers=headers)
+            assert [r["name"] for r in body["repositories"]] == ["proj"]
+            assert (
+                server.request("POST", "/api/repositories", {"name": "pending"}, headers)[0] == 201
+            )

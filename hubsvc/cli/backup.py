@@ -63,6 +63,12 @@ def backup(config: Config, dest: Path) -> None:
         snapshot(source_db, dest_db)
         copy = open_file(dest_db)
         try:
+            # A create that had not answered 201 at the snapshot is undone, as recovery
+            # would undo it on the restored service; left in, the manifest counted a
+            # repository the restored service then removed.
+            creating = [row[0] for row in copy.execute("SELECT repo_id FROM repos_in_creation")]
+            if creating:
+                _drop_repository_rows(copy, creating)
             rows = _repository_rows(copy)
         finally:
             copy.close()
@@ -159,7 +165,8 @@ def _split_deleted(
 
 
 def _drop_repository_rows(conn: sqlite3.Connection, ids: list[int]) -> None:
-    """Delete rows of repositories deleted after the snapshot, the way the API does."""
+    """Delete repository rows from the copy the way the API does (deleted after the
+    snapshot, or still in creation at it)."""
     conn.row_factory = sqlite3.Row  # what the store's queries expect
     conn.execute("PRAGMA foreign_keys = ON")
     repos = RepoStore(None)  # only the synchronous query is used, on this connection

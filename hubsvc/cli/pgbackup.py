@@ -138,7 +138,16 @@ def restore_postgres(config: Config, src: Path, manifest: dict[str, Any], force:
     )
     if manifest.get("leftOut"):
         _drop_repositories(url, [int(repo_id) for repo_id in manifest["leftOut"]])
+    # A create that had not answered 201 at the dump is undone here, as recovery would
+    # undo it at the first start (its folder may have been copied after it was made).
+    with connect(url) as pg:
+        creating = [row[0] for row in pg.execute("SELECT repo_id FROM repos_in_creation")]
+    if creating:
+        _drop_repositories(url, creating)
     stage_into(target, src, present, with_database=False)
+    files = RepoFiles(target / REPOS_NAME)
+    for repo_id in creating:
+        shutil.rmtree(files.path(repo_id), ignore_errors=True)
     problems, stats = check_data(target, url)
     if problems:
         for line in problems:
@@ -151,7 +160,8 @@ def restore_postgres(config: Config, src: Path, manifest: dict[str, Any], force:
 
 
 def _drop_repositories(url: str, ids: list[int]) -> None:
-    """Delete rows of repositories deleted during the backup, the way the API does."""
+    """Delete repository rows the way the API does (deleted during the backup, or
+    still in creation at its dump)."""
     with connect(url, autocommit=False) as raw:
         raw.row_factory = row_factory  # what the store's queries expect
         repos = RepoStore(None)  # only the synchronous query is used, on this connection
