@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from hubsvc.errors import DatabaseBusy, DiskFull
+from hubsvc.errors import DatabaseBusy, DatabaseUnreachable, DiskFull
 from hubsvc.events.shape import Event
 from hubsvc.keys import BUS, STORE
 
@@ -109,14 +109,16 @@ async def test_a_full_disk_holds_a_subscriber_on_its_event_until_space_returns(
             raise DiskFull("database or disk is full")
         if len(tries) == 4:
             raise DatabaseBusy()
+        if len(tries) == 5:
+            raise DatabaseUnreachable("connection refused")
         done.append(event.data["n"])
 
     bus.subscribe(writer, name="inbox-like")
     await store.events.append([_event(0, repo_id), _event(1, repo_id)])
     await bus.drain()
-    assert tries == [0, 0, 0, 0, 0, 1] and done == [0, 1]
+    assert tries == [0, 0, 0, 0, 0, 0, 1] and done == [0, 1]
     held = [r for r in caplog.records if "inbox-like" in r.getMessage()]
-    assert len(held) == 4 and all(r.exc_info is None for r in held)
+    assert len(held) == 5 and all(r.exc_info is None for r in held)
     assert "disk is full" in held[0].getMessage()
 
 

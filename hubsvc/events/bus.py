@@ -21,8 +21,9 @@ PENDING_MAX = 1000
 # The longest a write waits for a paced subscriber to catch up (EventBus.paced): a stuck
 # one slows writers down, never stops them.
 PACE_WAIT_MAX = 1.0
-# A handler stopped by a full disk or a busy database retries the same event, waiting
-# from the first to the last of these seconds between tries, so nothing is skipped.
+# A handler stopped by a full disk or a busy or unreachable database (DatabaseUnreachable
+# is a DatabaseBusy) retries the same event, waiting from the first to the last of these
+# seconds between tries, so nothing is skipped.
 RETRY_FIRST, RETRY_MAX = 0.5, 10.0
 # Seconds the current request's writes waited in EventBus.paced (a Server-Timing header).
 paced_seconds: contextvars.ContextVar[float] = contextvars.ContextVar("paced_seconds", default=0.0)
