@@ -151,6 +151,11 @@ def test_a_postgres_restore_undoes_a_create_that_had_not_answered_at_the_dump(
             assert pg.execute(MARK_IN_CREATION).rowcount == 1
         done = cli(data, "--config", str(config), "backup", str(tmp_path / "backup"))
         assert done.returncode == 0, done.stderr
+    # Read in pg_dump's own (exported) snapshot: the create is left out of the count
+    # and named for restore to undo, and its folder is not in the backup.
+    manifest = json.loads((tmp_path / "backup" / "manifest.json").read_text())
+    assert manifest["repositories"] == 1 and len(manifest["leftOut"]) == 1, manifest
+    assert len(list((tmp_path / "backup" / "repositories").glob("*/*.git"))) == 1
     for target in fresh_postgres_database(postgres_server(), migrated=False):
         other = tmp_path / "other.toml"
         other.write_text(f'[database]\nurl = "{target}"\n')

@@ -63,10 +63,21 @@ def backup_postgres(config: Config, dest: Path) -> None:
     dump = dest / DUMP_NAME
     private_file(dump)
     print(f"note: the database is PostgreSQL; pg_dump writes {dump}")
-    _run([pg_dump, "--format=custom", "--no-owner", "--file", str(dump), url])
-    # Read after the dump: every repository the dump names is among these rows, or was
-    # deleted after it (its folder may be gone: restore then deletes its rows).
-    _, schema, rows = check_postgres(url)
+    # The repositories are read in the snapshot pg_dump then dumps (an exported one,
+    # held open meanwhile): read after it, a repository created in between had its
+    # folder copied and no row in the dump, and restore's check refused the backup.
+    from psycopg import IsolationLevel
+
+    with connect(url, autocommit=False) as held:
+        held.isolation_level = IsolationLevel.REPEATABLE_READ
+        held.read_only = True
+        snapshot = held.execute("SELECT pg_export_snapshot()").fetchone()[0]
+        schema, rows, creating = _snapshot_rows(held)
+        _run(
+            [pg_dump, "--format=custom", "--no-owner", f"--snapshot={snapshot}"]
+            + ["--file", str(dump), url]
+        )
+        held.rollback()
     source_files = RepoFiles(config.data_dir / REPOS_NAME)
     dest_files = RepoFiles(dest / REPOS_NAME)
     (dest / REPOS_NAME).mkdir()
@@ -79,10 +90,11 @@ def backup_postgres(config: Config, dest: Path) -> None:
         )
     _, _, now = check_postgres(url)
     still = {repo_id for repo_id, _ in now}
-    left_out, failed = [], []
+    deleted: list[int] = []
+    failed: list[str] = []
     for row, (status, reason) in zip(rows, results, strict=True):
         if status == "missing" and row[0] not in still:
-            left_out.append(row[0])
+            deleted.append(row[0])
             shutil.rmtree(dest_files.path(row[0]), ignore_errors=True)
         elif status != "ok":
             failed.append(f"repository {row[0]} ({row[1]}): {reason or 'folder missing'}")
@@ -96,10 +108,12 @@ def backup_postgres(config: Config, dest: Path) -> None:
         "createdAt": now_iso(),
         "hubsvcVersion": __version__,
         "schemaVersion": schema,
-        "repositories": len(rows) - len(left_out),
+        "repositories": len(rows) - len(deleted),
         "database": {"engine": "postgresql", "file": DUMP_NAME, "sha256": _sha256(dump)},
-        # Deleted while the backup ran: in the dump, not in repositories/.
-        "leftOut": left_out,
+        # Deleted while the backup ran, or in creation at the dump (a create that had not
+        # answered 201, undone as recovery would undo it): in the dump, not in
+        # repositories/; restore deletes their rows.
+        "leftOut": creating + deleted,
         "secretKey": secret.is_file(),
     }
     finish_backup(dest, manifest, failed)
@@ -107,6 +121,19 @@ def backup_postgres(config: Config, dest: Path) -> None:
         f"backed up {_safe(url)} (schema {schema}) and {manifest['repositories']}"
         f" repositories to {dest} in {time.monotonic() - started:.1f} s"
     )
+
+
+def _snapshot_rows(conn: Any) -> tuple[int, list[tuple[int, str]], list[int]]:
+    """The schema version, the repositories made ((id, "owner/name")) and those still in
+    creation (ids), as conn's transaction sees them."""
+    schema = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
+    creating = [row[0] for row in conn.execute("SELECT repo_id FROM repos_in_creation")]
+    rows = conn.execute(
+        "SELECT r.id, COALESCE(u.username, '?') || '/' || r.name FROM repositories r"
+        " LEFT JOIN users u ON u.id = r.owner_id ORDER BY r.id"
+    ).fetchall()
+    pending = set(creating)
+    return schema, [(r[0], r[1]) for r in rows if r[0] not in pending], creating
 
 
 def restore_postgres(config: Config, src: Path, manifest: dict[str, Any], force: bool) -> None:
