@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from ..store.engines.sqlite import migration_files
 
@@ -81,8 +82,8 @@ def _schema_version(conn: sqlite3.Connection) -> int:
         raise CommandError("not a hubsvc database (no schema_migrations table)") from None
 
 
-def _repository_rows(conn: sqlite3.Connection) -> list[tuple[int, str]]:
-    """(id, "owner/name") of every repository row."""
+def _repository_rows(conn: Any) -> list[tuple[int, str]]:
+    """(id, "owner/name") of every repository row (a SQLite or PostgreSQL connection)."""
     rows = conn.execute(
         "SELECT r.id, COALESCE(u.username, '?') || '/' || r.name FROM repositories r"
         " LEFT JOIN users u ON u.id = r.owner_id ORDER BY r.id"

@@ -27,6 +27,7 @@ from .common import (
     SECRET_NAME,
     WORKERS,
     CommandError,
+    _repository_rows,
     _sha256,
 )
 from .copying import _copy_repository, _copy_secret, copy_assets, finish_backup, stage_into
@@ -128,12 +129,8 @@ def _snapshot_rows(conn: Any) -> tuple[int, list[tuple[int, str]], list[int]]:
     creation (ids), as conn's transaction sees them."""
     schema = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
     creating = [row[0] for row in conn.execute("SELECT repo_id FROM repos_in_creation")]
-    rows = conn.execute(
-        "SELECT r.id, COALESCE(u.username, '?') || '/' || r.name FROM repositories r"
-        " LEFT JOIN users u ON u.id = r.owner_id ORDER BY r.id"
-    ).fetchall()
     pending = set(creating)
-    return schema, [(r[0], r[1]) for r in rows if r[0] not in pending], creating
+    return schema, [r for r in _repository_rows(conn) if r[0] not in pending], creating
 
 
 def restore_postgres(config: Config, src: Path, manifest: dict[str, Any], force: bool) -> None:
@@ -165,16 +162,7 @@ def restore_postgres(config: Config, src: Path, manifest: dict[str, Any], force:
     )
     if manifest.get("leftOut"):
         _drop_repositories(url, [int(repo_id) for repo_id in manifest["leftOut"]])
-    # A create that had not answered 201 at the dump is undone here, as recovery would
-    # undo it at the first start (its folder may have been copied after it was made).
-    with connect(url) as pg:
-        creating = [row[0] for row in pg.execute("SELECT repo_id FROM repos_in_creation")]
-    if creating:
-        _drop_repositories(url, creating)
     stage_into(target, src, present, with_database=False)
-    files = RepoFiles(target / REPOS_NAME)
-    for repo_id in creating:
-        shutil.rmtree(files.path(repo_id), ignore_errors=True)
     problems, stats = check_data(target, url)
     if problems:
         for line in problems:
